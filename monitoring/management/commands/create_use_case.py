@@ -1,0 +1,54 @@
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from monitoring import services
+from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
+from monitoring.models import UseCase
+
+
+class Command(BaseCommand):
+    help = "Create a use case that RAG services can send answers to."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--language", choices=["de", "en"], default="de")
+        parser.add_argument("--sample-rate", type=float, default=DEFAULT_SAMPLE_RATE,
+                            help="share of unflagged answers the judge sees (0 < rate <= 1)")
+        parser.add_argument("--logprob-threshold", type=float, default=0.5)
+        parser.add_argument("--action-threshold", type=float, default=0.85)
+        parser.add_argument("--unreviewed", action="store_true",
+                            help="answers leave the company without human review")
+        parser.add_argument("--expert", action="append", default=[], metavar="USERNAME")
+        parser.add_argument("--team-lead", action="append", default=[], metavar="USERNAME")
+
+    def handle(self, *args: object, **opts: object) -> None:
+        slug = str(opts["slug"])
+        if UseCase.objects.filter(slug=slug).exists():
+            raise CommandError(f"use case {slug!r} already exists")
+        users = get_user_model().objects
+        experts = [self._user(users, n) for n in opts["expert"]]  # type: ignore[attr-defined]
+        leads = [self._user(users, n) for n in opts["team_lead"]]  # type: ignore[attr-defined]
+        try:
+            use_case = services.use_case_create(
+                slug=slug,
+                name=str(opts["name"]),
+                language=str(opts["language"]),
+                sample_rate=float(opts["sample_rate"]),  # type: ignore[arg-type]
+                logprob_threshold=float(opts["logprob_threshold"]),  # type: ignore[arg-type]
+                action_threshold=float(opts["action_threshold"]),  # type: ignore[arg-type]
+                leaves_unreviewed=bool(opts["unreviewed"]),
+            )
+        except ValidationError as e:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in e.message_dict.items()))
+        use_case.experts.set(experts)
+        use_case.team_leads.set(leads)
+        self.stdout.write(f"created use case {use_case.slug} ({use_case.name})")
+
+    @staticmethod
+    def _user(users, username: str):  # noqa: ANN001, ANN205
+        try:
+            return users.get_by_natural_key(username)
+        except users.model.DoesNotExist as e:
+            raise CommandError(f"no user {username!r}") from e

@@ -1,0 +1,259 @@
+"""Pydantic schemas of the ingest API: what a RAG service may send and what it gets back.
+
+Validation is strict where a lax coercion would hide a client bug ("0.5" for a number, 1 for a
+string) and every string is checked for what PostgreSQL cannot store (NUL, unpaired surrogates),
+so that bad input becomes a 400 with the field named instead of a 500 at insert time.
+"""
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from django.utils import timezone
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+MAX_QUESTION_CHARS = 50_000
+MAX_ANSWER_CHARS = 100_000
+MAX_CHUNK_CHARS = 100_000
+MAX_CHUNKS = 200
+MAX_TOKENS = 32_000
+MAX_JSON_DEPTH = 32
+MAX_METADATA_CHARS = 64_000
+MAX_MESSAGES_CHARS = 2_000_000
+# Clocks of RAG services drift; a day ahead is a wrong clock or a wrong time zone, not drift.
+MAX_FUTURE = timedelta(days=1)
+
+
+def check_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("contains invalid Unicode (unpaired surrogate)") from e
+    return value
+
+
+def strict_str(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def strict_number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return float(value)
+
+
+def check_json(value: Any) -> Any:
+    """Walk free-form JSON (metadata, messages): bounded depth, storable strings."""
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(node, str):
+            check_text(node)
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                check_text(key)
+                stack.append((item, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ValueError("must not contain NaN or Infinity")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(strict_str), AfterValidator(check_text)]
+Number = Annotated[float, BeforeValidator(strict_number)]
+
+
+def _logprob(value: Any) -> float:
+    value = strict_number(value)
+    if value > 0:
+        raise ValueError("a log-probability must be at most 0")
+    return value
+
+
+LogProb = Annotated[float, BeforeValidator(_logprob)]
+
+
+class TopLogprob(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    token: Text
+    logprob: LogProb
+    bytes: list[Annotated[int, Field(ge=0, le=255, strict=True)]] | None = None
+
+
+class TokenLogprob(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    token: Annotated[Text, Field(max_length=1000)]
+    logprob: LogProb
+    bytes: list[Annotated[int, Field(ge=0, le=255, strict=True)]] | None = Field(
+        default=None, max_length=4000
+    )
+    top_logprobs: list[TopLogprob] | None = Field(default=None, max_length=20)
+
+
+class Logprobs(BaseModel):
+    """OpenAI's `choices[i].logprobs` object."""
+
+    model_config = ConfigDict(extra="allow")
+
+    content: list[TokenLogprob] | None = Field(default=None, max_length=MAX_TOKENS)
+
+
+class ChunkIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: Annotated[Text, Field(max_length=MAX_CHUNK_CHARS)]
+    id: Annotated[Text, Field(max_length=200)] | None = None
+    score: Number | None = Field(default=None, description="retrieval similarity")
+    source: Annotated[Text, Field(max_length=500)] | None = None
+
+
+class CompletionMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: Annotated[Text, Field(max_length=MAX_ANSWER_CHARS)] | None = None
+
+
+class CompletionChoice(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    message: CompletionMessage
+    logprobs: Logprobs | None = None
+
+
+class Completion(BaseModel):
+    """A whole OpenAI ChatCompletion; only `model` and `choices[0]` are read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: Annotated[Text, Field(min_length=1, max_length=200)]
+    choices: list[CompletionChoice] = Field(min_length=1)
+
+
+class AnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    external_id: Annotated[Text, Field(min_length=1, max_length=200)]
+    use_case: Annotated[Text, Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")]
+    question: Annotated[Text, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+    answer: Annotated[Text, Field(max_length=MAX_ANSWER_CHARS)] | None = None
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    chunks: list[ChunkIn] = Field(default_factory=list, max_length=MAX_CHUNKS)
+    logprobs: Logprobs | None = None
+    completion: Completion | None = None
+    messages: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
+    created_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _complete(self) -> "AnswerIn":
+        if self.completion is not None:
+            choice = self.completion.choices[0]
+            if self.answer is None:
+                if choice.message.content is None:
+                    raise ValueError("completion: choices[0].message.content is empty")
+                self.answer = choice.message.content
+            if self.model is None:
+                self.model = self.completion.model
+            if self.logprobs is None:
+                self.logprobs = choice.logprobs
+        if self.answer is None:
+            raise ValueError("answer: required unless completion is given")
+        if self.model is None:
+            raise ValueError("model: required unless completion is given")
+        if self.created_at is not None:
+            if timezone.is_naive(self.created_at):
+                # A time without zone is read as UTC, the zone of most logs.
+                self.created_at = self.created_at.replace(tzinfo=UTC)
+            if self.created_at > timezone.now() + MAX_FUTURE:
+                raise ValueError("created_at: lies more than a day in the future")
+        check_json(self.metadata)
+        if self.messages is not None:
+            check_json(self.messages)
+        return self
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Items are validated one by one, so that one bad item cannot cost the others.
+    answers: list[Any] = Field(max_length=500)
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    errors: list[FieldError]
+
+
+class UncertainTokenOut(BaseModel):
+    token: str
+    probability: float
+    position: int
+    end: int
+
+
+class AnswerOut(BaseModel):
+    id: int
+    external_id: str
+    use_case: str
+    created_at: datetime
+    flagged: bool
+    logprobs_status: str = Field(description="ok | none (no logprobs) | unaligned")
+    uncertain_tokens: list[UncertainTokenOut]
+    sampled: bool
+    sample_reason: str = Field(description="flagged | random | not_sampled")
+    inclusion_probability: float
+    status: str
+    warnings: list[str]
+
+
+class ChunkOut(BaseModel):
+    rank: int
+    text: str
+    id: str | None
+    score: float | None
+    source: str | None
+
+
+class AnswerDetailOut(AnswerOut):
+    question: str
+    answer: str
+    model: str
+    chunks: list[ChunkOut]
+    score: float | None = Field(description="faithfulness 0..1 once judged, else null")
+    claims: list[dict[str, Any]]
+
+
+class BatchItemOut(BaseModel):
+    index: int
+    status: int = Field(description="the HTTP status this item would have got on its own")
+    answer: AnswerOut | None = Field(default=None, description="the record, on 200 and 201")
+    errors: list[FieldError] | None = Field(default=None, description="on 4xx")
+
+
+class BatchOut(BaseModel):
+    results: list[BatchItemOut]
+    created: int
+    existing: int
+    failed: int

@@ -1,0 +1,304 @@
+"""Writes of the monitoring app: ingesting answers, creating use cases and services."""
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from monitoring.domain import keys, logprobs, sampling
+from monitoring.models import Answer, Chunk, Service, UseCase
+from monitoring.schemas import AnswerIn
+
+WARNING_NO_LOGPROBS = "no logprobs: tier 1 could not check this answer"
+WARNING_UNALIGNED = (
+    "logprobs do not align with the answer text: stored, but left out of tier 1"
+)
+
+
+@dataclass
+class IngestResult:
+    """What one answer's ingest came to: an HTTP status and either the record or errors."""
+
+    status: int
+    answer: Answer | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def field_errors(exc: ValidationError, prefix: Sequence[str | int] = ()) -> list[dict[str, str]]:
+    """Pydantic's errors as [{field, message}], the field written like `chunks[0].text`."""
+    errors = []
+    for err in exc.errors(include_url=False):
+        loc = [*prefix, *err["loc"]]
+        message = err["msg"].removeprefix("Value error, ")
+        if not err["loc"] and ": " in message:
+            # Checks across fields name their field as "field: message".
+            name, message = message.split(": ", 1)
+            loc.append(name)
+        errors.append({"field": format_loc(loc), "message": message})
+    return errors
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def content_hash(raw: Any) -> str:
+    """A fingerprint of the answer as sent, to tell a replay from a conflicting reuse of an id."""
+    canonical = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _logprobs_mapping(payload: AnswerIn) -> dict[str, Any] | None:
+    if payload.logprobs is None or payload.logprobs.content is None:
+        return None
+    return {
+        "content": [
+            {"token": t.token, "logprob": t.logprob, "bytes": t.bytes}
+            for t in payload.logprobs.content
+        ]
+    }
+
+
+def _build(
+    *, service: Service, use_case: UseCase, payload: AnswerIn, raw: Any
+) -> tuple[Answer, list[Chunk]]:
+    assert payload.answer is not None and payload.model is not None  # ensured by AnswerIn
+    threshold = use_case.logprob_threshold
+    tier1 = logprobs.analyse_answer(payload.answer, _logprobs_mapping(payload), threshold)
+    decision = sampling.decide(
+        service_key=str(service.pk),
+        external_id=payload.external_id,
+        flagged=tier1.flagged,
+        rate=use_case.sample_rate,
+    )
+    scores = [c.score for c in payload.chunks if c.score is not None]
+    answer = Answer(
+        use_case=use_case,
+        service=service,
+        external_id=payload.external_id,
+        content_hash=content_hash(raw),
+        question=payload.question,
+        text=payload.answer,
+        model=payload.model,
+        messages=payload.messages,
+        metadata=payload.metadata,
+        created_at=payload.created_at or timezone.now(),
+        logprobs_status=tier1.logprobs_status,
+        token_data=tier1.compact,
+        logprob_threshold=threshold,
+        flagged=tier1.flagged,
+        uncertain_tokens=[
+            {"token": w.word, "probability": w.probability, "position": w.start, "end": w.end}
+            for w in tier1.uncertain
+        ],
+        in_random_sample=decision.in_random_sample,
+        sampled=decision.sampled,
+        sample_reason=decision.reason,
+        inclusion_probability=decision.inclusion_probability,
+        status=Answer.Status.QUEUED if decision.sampled else Answer.Status.NOT_SAMPLED,
+        chunk_count=len(payload.chunks),
+        best_chunk_score=max(scores) if scores else None,
+    )
+    chunks = [
+        Chunk(
+            answer=answer,
+            rank=rank,
+            text=c.text,
+            score=c.score,
+            source_chunk_id=c.id or "",
+            source=c.source or "",
+        )
+        for rank, c in enumerate(payload.chunks, start=1)
+    ]
+    return answer, chunks
+
+
+def answer_warnings(answer: Answer) -> list[str]:
+    if answer.logprobs_status == Answer.LogprobsStatus.NONE:
+        return [WARNING_NO_LOGPROBS]
+    if answer.logprobs_status == Answer.LogprobsStatus.UNALIGNED:
+        return [WARNING_UNALIGNED]
+    return []
+
+
+class _UseCases:
+    """Resolves use case slugs for one request: unknown is a 400, not allowed a 403."""
+
+    def __init__(self, service: Service, slugs: Iterable[str]) -> None:
+        wanted = set(slugs)
+        self.known = {u.slug: u for u in UseCase.objects.filter(slug__in=wanted)}
+        self.allowed = set(
+            service.use_cases.filter(slug__in=wanted, active=True).values_list("slug", flat=True)
+        )
+
+    def resolve(self, slug: str) -> UseCase | IngestResult:
+        if slug not in self.known:
+            return IngestResult(400, errors=[{"field": "use_case", "message": "unknown use case"}])
+        if slug not in self.allowed:
+            return IngestResult(
+                403,
+                errors=[{"field": "use_case", "message": "this key may not send to this use case"}],
+            )
+        return self.known[slug]
+
+
+def _existing(service: Service, external_id: str, digest: str) -> IngestResult:
+    stored = Answer.objects.select_related("use_case").get(
+        service=service, external_id=external_id
+    )
+    return _compare(stored, digest)
+
+
+def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
+    try:
+        with transaction.atomic():
+            answer.save(force_insert=True)
+            Chunk.objects.bulk_create(chunks)
+    except IntegrityError:
+        # The unique constraint on (service, external_id) decides races, not a prior lookup.
+        if not Answer.objects.filter(
+            service=answer.service, external_id=answer.external_id
+        ).exists():
+            raise
+        return _existing(answer.service, answer.external_id, answer.content_hash)
+    return IngestResult(201, answer)
+
+
+def answer_ingest(*, service: Service, payload: AnswerIn, raw: Any) -> IngestResult:
+    """Store one validated answer with its tier-1 result and sampling decision."""
+    use_case = _UseCases(service, [payload.use_case]).resolve(payload.use_case)
+    if isinstance(use_case, IngestResult):
+        return use_case
+    answer, chunks = _build(service=service, use_case=use_case, payload=payload, raw=raw)
+    return _insert_one(answer, chunks)
+
+
+def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[IngestResult]:
+    """Ingest many answers; each item succeeds or fails on its own, results in input order.
+
+    The happy path is one query for use cases, one for existing ids and two bulk inserts; only
+    when a concurrent request inserts one of the same ids in between does it fall back to
+    inserting item by item.
+    """
+    results: list[IngestResult | None] = [None] * len(items)
+    valid: list[tuple[int, AnswerIn, Any]] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            results[i] = IngestResult(400, errors=[{"field": "", "message": "must be an object"}])
+            continue
+        try:
+            valid.append((i, AnswerIn.model_validate(item), item))
+        except ValidationError as e:
+            results[i] = IngestResult(400, errors=field_errors(e))
+
+    use_cases = _UseCases(service, {p.use_case for _, p, _ in valid})
+    first_of: dict[str, tuple[int, str]] = {}
+    duplicates: list[tuple[int, str, str]] = []
+    fresh: list[tuple[int, Answer, list[Chunk]]] = []
+    for i, payload, raw in valid:
+        use_case = use_cases.resolve(payload.use_case)
+        if isinstance(use_case, IngestResult):
+            results[i] = use_case
+            continue
+        answer, chunks = _build(service=service, use_case=use_case, payload=payload, raw=raw)
+        if payload.external_id in first_of:
+            duplicates.append((i, payload.external_id, answer.content_hash))
+            continue
+        first_of[payload.external_id] = (i, answer.content_hash)
+        fresh.append((i, answer, chunks))
+
+    stored = {
+        a.external_id: a
+        for a in Answer.objects.filter(
+            service=service, external_id__in=list(first_of)
+        ).select_related("use_case")
+    }
+    new = [(i, a, c) for i, a, c in fresh if a.external_id not in stored]
+    for i, answer, _ in fresh:
+        if answer.external_id in stored:
+            results[i] = _compare(stored[answer.external_id], answer.content_hash)
+    try:
+        with transaction.atomic():
+            Answer.objects.bulk_create([a for _, a, _ in new])
+            Chunk.objects.bulk_create([c for _, _, cs in new for c in cs])
+        for i, answer, _ in new:
+            results[i] = IngestResult(201, answer)
+    except IntegrityError:
+        for i, answer, chunks in new:
+            for chunk in chunks:
+                chunk.answer = answer
+            answer.pk = None
+            results[i] = _insert_one(answer, chunks)
+
+    for i, external_id, digest in duplicates:
+        first = results[first_of[external_id][0]]
+        if first is not None and first.answer is not None:
+            results[i] = _compare(first.answer, digest)
+        else:
+            results[i] = first
+    return [r if r is not None else IngestResult(400) for r in results]
+
+
+def _compare(stored: Answer, digest: str) -> IngestResult:
+    if stored.content_hash == digest:
+        return IngestResult(200, stored)
+    return IngestResult(
+        409,
+        errors=[{
+            "field": "external_id",
+            "message": "an answer with this external_id and different content already exists",
+        }],
+    )
+
+
+def use_case_create(
+    *,
+    slug: str,
+    name: str,
+    language: str = "de",
+    sample_rate: float = sampling.DEFAULT_SAMPLE_RATE,
+    logprob_threshold: float = 0.5,
+    action_threshold: float = 0.85,
+    leaves_unreviewed: bool = False,
+) -> UseCase:
+    use_case = UseCase(
+        slug=slug,
+        name=name,
+        language=language,
+        sample_rate=sample_rate,
+        logprob_threshold=logprob_threshold,
+        action_threshold=action_threshold,
+        leaves_unreviewed=leaves_unreviewed,
+    )
+    use_case.full_clean()
+    use_case.save()
+    return use_case
+
+
+def service_create(*, name: str, use_cases: Sequence[UseCase]) -> tuple[Service, str]:
+    """Create a service; return it with its key, which exists nowhere else after this call."""
+    key, prefix, digest = keys.generate_key()
+    service = Service(name=name, key_prefix=prefix, key_hash=digest)
+    service.full_clean()
+    with transaction.atomic():
+        service.save()
+        service.use_cases.set(use_cases)
+    return service, key
+
+
+def service_rotate_key(*, service: Service) -> str:
+    key, prefix, digest = keys.generate_key()
+    service.key_prefix, service.key_hash = prefix, digest
+    service.save(update_fields=["key_prefix", "key_hash"])
+    return key

@@ -1,0 +1,189 @@
+"""Settings, driven by environment variables.
+
+Unset variables give the embedded defaults (SQLite file, an SQLite-backed Celery broker, DEBUG
+on): the demo needs nothing installed. Anything that looks like production (DEBUG off) refuses to
+start without a SECRET_KEY.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("TREUE_VAR_DIR", BASE_DIR / "var"))
+
+
+def envbool(name: str, default: str) -> bool:
+    """Read a boolean; refuse anything but True/False so a typo cannot silently flip a switch."""
+    value = os.environ.get(name, default)
+    if value not in ("True", "False"):
+        raise ImproperlyConfigured(f"{name} must be True or False, not {value!r}")
+    return value == "True"
+
+
+def envfloat(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError as e:
+        raise ImproperlyConfigured(f"{name} must be a number") from e
+
+
+def envint(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError as e:
+        raise ImproperlyConfigured(f"{name} must be an integer") from e
+
+
+DEBUG = envbool("DEBUG", "True")
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is False")
+    # Only for the embedded demo: a fixed key makes sessions survive restarts of runserver.
+    SECRET_KEY = "treue-embedded-demo-key-not-for-production"
+
+ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "monitoring",
+    "review",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "monitoring.middleware.DatabaseUnavailableMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "treue_site.urls"
+WSGI_APPLICATION = "treue_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# An unset DATABASE_URL is the embedded default: an SQLite file inside the project.
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{VAR_DIR / 'treue.sqlite3'}",
+        conn_max_age=envint("DB_CONN_MAX_AGE", 60),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web process read while the worker writes; the timeout rides out short locks.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "monitoring:answer_list"
+LOGOUT_REDIRECT_URL = "login"
+
+# German first, English second (the UI's words go through gettext).
+LANGUAGE_CODE = "de"
+LANGUAGES = [("de", "Deutsch"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "Europe/Berlin"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+if not DEBUG:
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
+    SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "True")
+    CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "True")
+
+# Ingest limits. The whole batch (up to 500 answers) must fit; a single answer has its own cap.
+TREUE_MAX_BODY_BYTES = envint("TREUE_MAX_BODY_BYTES", 2 * 1024 * 1024)
+TREUE_MAX_BATCH_BODY_BYTES = envint("TREUE_MAX_BATCH_BODY_BYTES", 64 * 1024 * 1024)
+TREUE_MAX_BATCH_ITEMS = 500
+# Django's own cap must not cut in before ours, or a big batch would get Django's error page.
+DATA_UPLOAD_MAX_MEMORY_SIZE = TREUE_MAX_BATCH_BODY_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
+
+# The judge (tier 2) and the generator (self-consistency), any OpenAI-compatible endpoint.
+TREUE_JUDGE_BASE_URL = os.environ.get("TREUE_JUDGE_BASE_URL", "")
+TREUE_JUDGE_API_KEY = os.environ.get("TREUE_JUDGE_API_KEY", "")
+TREUE_JUDGE_MODEL = os.environ.get("TREUE_JUDGE_MODEL", "")
+TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
+TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")
+
+# Celery. An unset CELERY_BROKER_URL is the embedded broker: kombu's SQLAlchemy transport on an
+# SQLite file, a real background worker with no server to install.
+CELERY_BROKER_URL = os.environ.get(
+    "CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'celery-broker.sqlite3'}"
+)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
+CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
+# A broker that is down must not hang ingest: publishing gives up quickly, and the answer stays
+# marked for the judge so a reconciler can dispatch it later.
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+VAR_DIR.mkdir(parents=True, exist_ok=True)
