@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need and runs them all: ruff, the migration check, pytest
+# (domain, API, pages, browser). Embedded defaults unless DATABASE_URL / CELERY_BROKER_URL are
+# set (CI sets them to PostgreSQL and Redis, see .ci/run). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+
+# Browser tests drive Debian's chromium; Playwright never downloads a browser of its own.
+if [ ! -x /usr/bin/chromium ]; then
+  as_root=""
+  [ "$(id -u)" = 0 ] || as_root="sudo"
+  $as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+fi
+
+.venv/bin/ruff check .
+.venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
+.venv/bin/python -m pytest "$@"
