@@ -32,7 +32,7 @@ class ServiceAdmin(admin.ModelAdmin):
     exclude = ("key_hash",)
     actions = ["rotate_keys"]
 
-    def save_model(self, request: HttpRequest, obj: Service, form, change: bool) -> None:  # noqa: ANN001
+    def save_model(self, request: HttpRequest, obj: Service, form, change: bool) -> None:
         if not change:
             key, obj.key_prefix, obj.key_hash = keys.generate_key()
             super().save_model(request, obj, form, change)
@@ -45,7 +45,7 @@ class ServiceAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
     @admin.action(description=_("Neuen Schlüssel erzeugen (der alte wird ungültig)"))
-    def rotate_keys(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+    def rotate_keys(self, request: HttpRequest, queryset) -> None:
         for service in queryset:
             key = services.service_rotate_key(service=service)
             messages.warning(

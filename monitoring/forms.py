@@ -17,7 +17,7 @@ class AnswerFilterForm(forms.Form):
         label=_("bis"), required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
 
-    def __init__(self, *args, use_cases=(), **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+    def __init__(self, *args, use_cases=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["use_case"].choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
 

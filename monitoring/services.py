@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
@@ -55,19 +56,19 @@ def format_loc(loc: Iterable[str | int]) -> str:
 
 def content_hash(raw: Any) -> str:
     """A fingerprint of the answer as sent, to tell a replay from a conflicting reuse of an id."""
-    canonical = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    try:
+        canonical = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        # orjson refuses unpaired surrogates and integers beyond 64 bits; json does not. The
+        # same content always takes the same branch, so the fingerprint stays stable.
+        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":")).encode("ascii")
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def _logprobs_mapping(payload: AnswerIn) -> dict[str, Any] | None:
     if payload.logprobs is None or payload.logprobs.content is None:
         return None
-    return {
-        "content": [
-            {"token": t.token, "logprob": t.logprob, "bytes": t.bytes}
-            for t in payload.logprobs.content
-        ]
-    }
+    return {"content": payload.logprobs.content}
 
 
 def _build(

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitoring import services
+from monitoring.management.errors import describe
 from monitoring.models import Service, UseCase
 
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         try:
             service, key = services.service_create(name=name, use_cases=use_cases)
         except ValidationError as e:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in e.message_dict.items()))
+            raise CommandError(describe(e)) from e
         self.stdout.write(
             f"created service {service.name} for {', '.join(slugs)}; "
             "the key below is shown only now:"

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitoring import services
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
+from monitoring.management.errors import describe
 from monitoring.models import UseCase
 
 
@@ -41,13 +42,13 @@ class Command(BaseCommand):
                 leaves_unreviewed=bool(opts["unreviewed"]),
             )
         except ValidationError as e:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in e.message_dict.items()))
+            raise CommandError(describe(e)) from e
         use_case.experts.set(experts)
         use_case.team_leads.set(leads)
         self.stdout.write(f"created use case {use_case.slug} ({use_case.name})")
 
     @staticmethod
-    def _user(users, username: str):  # noqa: ANN001, ANN205
+    def _user(users, username: str):
         try:
             return users.get_by_natural_key(username)
         except users.model.DoesNotExist as e:
