@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 COMPACT_VERSION = 1
@@ -36,6 +38,8 @@ _WORD_RE = re.compile(rf"§{{1,2}}[ \u00a0\u202f]?(?=\d){_WORD}|{_WORD}")
 
 _ESCAPE_RE = re.compile(r"\\x([0-9a-fA-F]{2})")
 _FFFD = "\ufffd".encode()
+# 1 for a byte that starts a UTF-8 character, 0 for a continuation byte (0x80-0xBF).
+_STARTS_CHAR = bytes(0 if 0x80 <= b < 0xC0 else 1 for b in range(256))
 # Every whitespace character as UTF-8, so token-side edge whitespace is skipped exactly like
 # str.strip() skips it on the answer side (U+3000 is the highest whitespace code point).
 _SPACE = b"(?:%b)+" % b"|".join(
@@ -71,36 +75,33 @@ class Tier1Result:
 
 def tokens_from_openai(logprobs: Mapping[str, Any] | None) -> list[TokenLogprob] | None:
     """The content tokens of an OpenAI logprobs object; None when there are none."""
-    if not logprobs:
-        return None
-    content = logprobs.get("content")
+    content = logprobs.get("content") if logprobs else None
     if not content:
         return None
-    tokens = []
-    for item in content:
-        raw = item.get("bytes")
-        tokens.append(
-            TokenLogprob(
-                token=item["token"],
-                logprob=float(item["logprob"]),
-                bytes=None if raw is None else tuple(raw),
-            )
-        )
-    return tokens
+    return [
+        TokenLogprob(item["token"], float(item["logprob"]), _tuple_or_none(item.get("bytes")))
+        for item in content
+    ]
+
+
+def _tuple_or_none(raw: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if raw is None else tuple(raw)
 
 
 def analyse_answer(
     answer: str, logprobs: Mapping[str, Any] | None, threshold: float
 ) -> Tier1Result:
     """Tier 1 for one answer: status, flag, uncertain words and a compact copy to store."""
-    tokens = tokens_from_openai(logprobs)
-    if tokens is None:
+    content = logprobs.get("content") if logprobs else None
+    if not content:
         return Tier1Result("none", False, (), None, None)
-    values = [t.logprob for t in tokens]
-    spans = align_tokens(answer, tokens)
+    # Plain lists rather than TokenLogprob objects: this runs for every ingested answer.
+    texts = [item["token"] for item in content]
+    values = [float(item["logprob"]) for item in content]
+    spans = _align(answer, texts, [item.get("bytes") for item in content])
     compact: dict[str, Any] = {
         "v": COMPACT_VERSION,
-        "t": [t.token for t in tokens],
+        "t": texts,
         "lp": values,
         "s": spans[0] if spans else None,
         "e": spans[1] if spans else None,
@@ -114,9 +115,7 @@ def analyse_answer(
 def reanalyse(answer: str, compact: Mapping[str, Any], threshold: float) -> list[UncertainWord]:
     """Apply a (changed) threshold to a stored compact copy; [] when it was unaligned."""
     starts, ends, values = compact.get("s"), compact.get("e"), compact.get("lp")
-    if starts is None or ends is None or values is None:
-        return []
-    if not len(starts) == len(ends) == len(values):
+    if starts is None or ends is None or values is None or not len(starts) == len(ends):
         return []
     return find_uncertain_words(answer, starts, ends, values, threshold)
 
@@ -131,32 +130,41 @@ def find_uncertain_words(
     """Content-bearing words touched by a token with exp(logprob) < threshold.
 
     ``starts``/``ends`` are the tokens' character spans in ``answer`` in text order, as
-    ``align_tokens`` returns them; the two-pointer walk relies on that order.
+    ``align_tokens`` returns them; the binary search over token ends relies on that order.
     """
+    if threshold <= 0:
+        return []  # no probability is below 0
     n = min(len(starts), len(ends), len(logprobs))
+    # Only a token below the threshold can make a word uncertain, and there are usually few,
+    # so words are looked up against those alone. The cheap log comparison (with a margin for
+    # rounding) goes first; exp() then decides exactly. Empty tokens carry no text.
+    cut = math.log(threshold) + 1e-9
+    low = [
+        k
+        for k in range(n)
+        if logprobs[k] < cut and ends[k] > starts[k] and math.exp(min(logprobs[k], 0.0)) < threshold
+    ]
+    if not low:
+        return []
+    low_starts = [starts[k] for k in low]
+    low_ends = [ends[k] for k in low]
     found: list[UncertainWord] = []
-    j = 0
     for match in _WORD_RE.finditer(answer):
-        word = match.group()
-        first = word[0]
+        ws, we = match.span()
+        if ws >= low_ends[-1]:
+            break
+        first = answer[ws]
         if not (first == "§" or first.isdigit() or first.isupper() or first.istitle()):
             continue
-        ws, we = match.span()
-        while j < n and ends[j] <= ws:
-            j += 1
-        lowest = None
-        k = j
-        while k < n and starts[k] < we:
-            # Empty tokens carry no text, so their probability says nothing about a word.
-            if ends[k] > starts[k] and ends[k] > ws and (lowest is None or logprobs[k] < lowest):
-                lowest = logprobs[k]
-            k += 1
-        if lowest is None:
-            continue
-        # Log-probabilities are <= 0; the clamp only keeps exp() from overflowing on bad data.
-        probability = math.exp(min(lowest, 0.0))
-        if probability < threshold:
-            found.append(UncertainWord(word, round(probability, 4), ws, we))
+        i = bisect_right(low_ends, ws)
+        lowest = math.inf
+        while i < len(low) and low_starts[i] < we:
+            lowest = min(lowest, logprobs[low[i]])
+            i += 1
+        if lowest < math.inf:
+            # The clamp only keeps exp() from overflowing on bad data (logprobs are <= 0).
+            probability = round(math.exp(min(lowest, 0.0)), 4)
+            found.append(UncertainWord(match.group(), probability, ws, we))
     return found
 
 
@@ -165,50 +173,72 @@ def align_tokens(answer: str, tokens: Sequence[TokenLogprob]) -> tuple[list[int]
 
     The joined token bytes must equal the answer's UTF-8 bytes, apart from whitespace at
     either end (services often strip the text). A token without ``bytes`` whose text holds
-    U+FFFD stands for a split multi-byte character: each U+FFFD matches 1-3 non-ASCII bytes.
+    U+FFFD stands for a split multi-byte character: each U+FFFD matches non-ASCII bytes.
     """
+    return _align(answer, [t.token for t in tokens], [t.bytes for t in tokens])
+
+
+def _align(
+    answer: str, texts: list[str], raws: list[Sequence[int] | None]
+) -> tuple[list[int], list[int]] | None:
+    core = answer.strip()
+    lead = len(answer) - len(answer.lstrip())
+    target = core.encode("utf-8", "surrogatepass")
     try:
-        core = answer.strip()
-        lead = len(answer) - len(answer.lstrip())
-        target = core.encode("utf-8", "surrogatepass")
-        options = [_token_options(t) for t in tokens]
-        bounds = _match(target, options)
-    except (ValueError, TypeError, OverflowError):
-        # Byte values outside 0..255 or similar garbage: unaligned, never an error.
+        pieces = [
+            text.encode("utf-8", "surrogatepass") if raw is None else bytes(raw)
+            for text, raw in zip(texts, raws, strict=True)
+        ]
+        # Usually every token's bytes (or plain text) simply spell the answer: no search.
+        bounds = _join(target, pieces)
+        if bounds is None:
+            options = [_readings(text, raw) for text, raw in zip(texts, raws, strict=True)]
+            # First read each U+FFFD the way UTF-8 decoders write it; only if that fails,
+            # let it stand for any 1-3 non-ASCII bytes.
+            bounds = _match(target, options, strict=True)
+            if bounds is None:
+                bounds = _match(target, options, strict=False)
+    except (ValueError, TypeError):
+        # Byte values outside 0..255, a token that is not a string and similar garbage:
+        # unaligned, never an error.
         return None
     if bounds is None:
         return None
-    char_at = _byte_to_char(core, len(target))
-    starts, ends = [], []
-    for b, e in bounds:
-        s = char_at[b]
-        starts.append(s + lead)
-        # A token that ends inside a character still covers that character.
-        ends.append((char_at[e - 1] + 1 if e > b else s) + lead)
+    if len(target) == len(core):
+        char_at: Sequence[int] = range(len(target) + 1)
+    else:
+        # Character index of every byte: count the bytes that start a character.
+        char_at = [c - 1 for c in accumulate(target.translate(_STARTS_CHAR))] + [len(core)]
+    starts = [char_at[b] + lead for b, _ in bounds]
+    # A token that ends inside a character still covers that character.
+    ends = [char_at[e - 1] + 1 + lead if e > b else char_at[b] + lead for b, e in bounds]
     return starts, ends
 
 
-def _token_options(token: TokenLogprob) -> list[list[bytes | None]]:
-    """Byte readings of a token, most likely first; each is a list of segments where None is
-    a U+FFFD that may stand for 1-3 unknown bytes."""
-    if token.bytes is not None:
-        readings = [bytes(token.bytes)]
+def _readings(text: str, raw: Sequence[int] | None) -> bytes | list[list[bytes | None]]:
+    """A token's bytes when they are certain; else its possible readings, most likely first,
+    each a list of segments where None is a U+FFFD standing for unknown bytes."""
+    if raw is not None:
+        candidates = [bytes(raw)]
+    elif "\\x" not in text and "\ufffd" not in text:
+        return text.encode("utf-8", "surrogatepass")
     else:
-        text = token.token
-        readings = []
+        candidates = []
         if text.startswith("bytes:") and _ESCAPE_RE.search(text, 6):
-            readings.append(_unescape(text[6:]))
+            candidates.append(_unescape(text[6:]))
         elif _ESCAPE_RE.search(text):
-            readings.append(_unescape(text))
+            candidates.append(_unescape(text))
         # The literal reading comes last: an answer may really contain "\xc3" or "bytes:".
-        readings.append(text.encode("utf-8", "surrogatepass"))
+        candidates.append(text.encode("utf-8", "surrogatepass"))
+    if len(candidates) == 1 and _FFFD not in candidates[0]:
+        return candidates[0]
     options = []
-    for raw in readings:
-        parts = raw.split(_FFFD)
+    for data in candidates:
+        parts = data.split(_FFFD)
         segments: list[bytes | None] = [parts[0]]
         for part in parts[1:]:
             segments += [None, part]
-        options.append([s for s in segments if s != b""])
+        options.append([seg for seg in segments if seg != b""])
     return options
 
 
@@ -221,6 +251,26 @@ def _unescape(text: str) -> bytes:
         pos = m.end()
     out += text[pos:].encode("utf-8", "surrogatepass")
     return bytes(out)
+
+
+def _join(target: bytes, pieces: list[bytes]) -> list[tuple[int, int]] | None:
+    """Byte spans of the tokens if their joined bytes are the answer's, edge whitespace aside."""
+    joined = b"".join(pieces)
+    skip = 0
+    if joined != target:
+        try:
+            text = joined.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return None
+        body = text.lstrip()
+        skip = len(joined) - len(body.encode("utf-8", "surrogatepass"))
+        if body.rstrip().encode("utf-8", "surrogatepass") != target:
+            return None
+    offsets = list(accumulate(map(len, pieces), initial=0))
+    if skip or offsets[-1] != len(target):
+        # Tokens of edge whitespace get empty spans at the start or end of the answer.
+        offsets = [min(max(p - skip, 0), len(target)) for p in offsets]
+    return list(zip(offsets, offsets[1:], strict=False))
 
 
 def _literal(target: bytes, seg: bytes, pos: int) -> int | None:
@@ -237,10 +287,32 @@ def _literal(target: bytes, seg: bytes, pos: int) -> int | None:
     return None
 
 
-def _ends(target: bytes, option: list[bytes | None], pos: int) -> list[int]:
-    """All end positions of one token reading starting at ``pos``, literal matches first."""
+def _unknown(target: bytes, p: int, last: bool, strict: bool) -> list[int]:
+    """End positions of a U+FFFD at ``p``: it only ever stands for non-ASCII bytes."""
+    if p >= len(target) or target[p] < 0x80:
+        return []
+    if not strict:
+        ends = []
+        for k in range(1, 4):
+            if p + k > len(target) or target[p + k - 1] < 0x80:
+                break
+            ends.append(p + k)
+        return ends
+    # Decoders write one U+FFFD per stray continuation byte, and one for a sequence cut
+    # short by the end of the token (its lead byte and some of its continuation bytes).
+    first = target[p]
+    if first < 0xC0:
+        return [p + 1]
+    if not last:
+        return []
+    size = 2 if first < 0xE0 else 3 if first < 0xF0 else 4
+    return [p + k for k in range(1, size) if p + k <= len(target)]
+
+
+def _ends(target: bytes, option: list[bytes | None], pos: int, strict: bool) -> list[int]:
+    """All end positions of one token reading starting at ``pos``, likeliest first."""
     positions = [pos]
-    for seg in option:
+    for index, seg in enumerate(option):
         following: list[int] = []
         for p in positions:
             if seg is not None:
@@ -250,24 +322,25 @@ def _ends(target: bytes, option: list[bytes | None], pos: int) -> list[int]:
                 continue
             if target.startswith(_FFFD, p):
                 following.append(p + 3)
-            for k in range(1, 4):
-                if p + k > len(target) or target[p + k - 1] < 0x80:
-                    break
-                following.append(p + k)
+            following += _unknown(target, p, index == len(option) - 1, strict)
         positions = list(dict.fromkeys(following))
         if not positions:
             break
     return positions
 
 
-def _match(target: bytes, options: list[list[list[bytes | None]]]) -> list[tuple[int, int]] | None:
+def _match(
+    target: bytes, options: list[bytes | list[list[bytes | None]]], strict: bool
+) -> list[tuple[int, int]] | None:
     """Depth-first search for token byte spans covering ``target``.
 
-    Almost always every token has one reading and the search runs straight through; the
-    memo of dead (token, position) states keeps ambiguous U+FFFD runs from going exponential.
-    An explicit stack instead of recursion: answers can have thousands of tokens.
+    Usually the search runs straight through. The memo of dead (token, position) states and
+    a step budget keep long ambiguous U+FFFD runs from costing more than milliseconds; past
+    the budget the tokens count as unaligned. An explicit stack, as answers can have
+    thousands of tokens.
     """
     total = len(options)
+    budget = 3 * total + 1000
     dead: set[tuple[int, int]] = set()
     stack: list[tuple[int, int, list[int]]] = []
     index, pos = 0, 0
@@ -275,12 +348,21 @@ def _match(target: bytes, options: list[list[list[bytes | None]]]) -> list[tuple
         if index == total:
             if pos == len(target):
                 starts = [frame[1] for frame in stack]
-                return list(zip(starts, [*starts[1:], pos], strict=True))
+                return list(zip(starts, [*starts[1:], pos], strict=False))
         elif (index, pos) not in dead:
-            candidates = []
-            for option in options[index]:
-                candidates += _ends(target, option, pos)
-            stack.append((index, pos, list(dict.fromkeys(candidates))[::-1]))
+            budget -= 1
+            if budget < 0:
+                return None
+            reading = options[index]
+            if type(reading) is bytes:
+                end = _literal(target, reading, pos)
+                candidates = [] if end is None else [end]
+            else:
+                candidates = []
+                for option in reading:
+                    candidates += _ends(target, option, pos, strict)
+                candidates = list(dict.fromkeys(candidates))[::-1]
+            stack.append((index, pos, candidates))
         # Take the next untried candidate, backing up past exhausted tokens.
         while stack and not stack[-1][2]:
             done_index, done_pos, _ = stack.pop()
@@ -288,15 +370,3 @@ def _match(target: bytes, options: list[list[list[bytes | None]]]) -> list[tuple
         if not stack:
             return None
         index, pos = stack[-1][0] + 1, stack[-1][2].pop()
-
-
-def _byte_to_char(text: str, size: int) -> list[int]:
-    """For each byte offset of ``text``'s UTF-8 (plus the end), the index of its character."""
-    if size == len(text):
-        return list(range(size + 1))
-    table: list[int] = []
-    for index, char in enumerate(text):
-        code = ord(char)
-        table += [index] * (1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4)
-    table.append(len(text))
-    return table

@@ -100,7 +100,10 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # A short poll interval: shutdown() waits for it, once per test.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -224,7 +227,13 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if failure is not None:
                 self._send(*failure)
                 return
-            self._send(200, server.completion(request))
+            try:
+                body = server.completion(request)
+            except Exception as error:  # a broken responder hook: show it, as OpenAI would
+                message = f"responder failed: {error!r}"
+                self._send(500, {"error": {"message": message, "type": "server_error"}})
+                return
+            self._send(200, body)
 
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
