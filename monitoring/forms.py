@@ -22,15 +22,20 @@ class AnswerFilterForm(forms.Form):
         self.fields["use_case"].choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
 
     def filters(self) -> dict:
-        """The valid filters as keyword arguments for selectors.answer_list."""
-        if not self.is_valid():
+        """The valid filters as keyword arguments for selectors.answer_list.
+
+        An invalid field is left out on its own: "flagged=1&date_from=garbage" still shows only
+        flagged answers, as the form on the page says.
+        """
+        if not self.is_bound:
             return {}
-        data = self.cleaned_data
+        self.is_valid()
+        data = self.cleaned_data  # holds only the fields that passed
         yes_no = {"1": True, "0": False, "": None}
         return {
-            "use_case": data["use_case"] or None,
-            "flagged": yes_no[data["flagged"]],
-            "sampled": yes_no[data["sampled"]],
-            "date_from": data["date_from"],
-            "date_to": data["date_to"],
+            "use_case": data.get("use_case") or None,
+            "flagged": yes_no[data.get("flagged", "")],
+            "sampled": yes_no[data.get("sampled", "")],
+            "date_from": data.get("date_from"),
+            "date_to": data.get("date_to"),
         }
