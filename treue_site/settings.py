@@ -129,7 +129,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
@@ -187,3 +187,4 @@ LOGGING = {
 }
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request when it is missing
