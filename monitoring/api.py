@@ -133,7 +133,13 @@ def errors(status: int, items: list[dict[str, str]], **headers: str) -> JsonResp
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     items = []
     for err in exc.errors:
-        loc = [p for p in err["loc"] if p not in ("body", "payload")]
+        # ninja prefixes where the value came from: ("body", "payload", ...) or ("path", ...).
+        # Only that prefix goes, so a client's field called "body" or "path" is still named.
+        loc = list(err["loc"])
+        if loc[:1] in (["body"], ["path"], ["query"]):
+            loc = loc[1:]
+        if loc[:1] == ["payload"]:
+            loc = loc[1:]
         message = str(err["msg"]).removeprefix("Value error, ")
         if not loc and ": " in message:
             name, message = message.split(": ", 1)
@@ -150,6 +156,13 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if isinstance(cause, BodyError | ValueError):
         return errors(400, [{"field": "", "message": str(cause)}])
     return errors(exc.status_code, [{"field": "", "message": str(exc)}])
+
+
+@api.exception_handler(RequestDataTooBig)
+def _request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    # Django's own cap (DATA_UPLOAD_MAX_MEMORY_SIZE) trips when ninja first reads request.body,
+    # outside the parser: without this it is Django's HTML 400 page.
+    return errors(413, [{"field": "", "message": "the body is too large"}])
 
 
 @api.exception_handler(AuthenticationError)
@@ -236,7 +249,7 @@ def post_batch(request: HttpRequest, payload: BatchIn) -> HttpResponse:
 
 @api.get(
     "/answers/{answer_id}",
-    response={200: AnswerDetailOut, 404: ErrorOut, 401: ErrorOut, 503: ErrorOut},
+    response={200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 503: ErrorOut},
     summary="Read one of this key's answers",
 )
 def get_answer(

@@ -182,6 +182,11 @@ class AnswerIn(BaseModel):
             if timezone.is_naive(self.created_at):
                 # A time without zone is read as UTC, the zone of most logs.
                 self.created_at = self.created_at.replace(tzinfo=UTC)
+            try:
+                # Stored in UTC: 0001-01-01T00:00+14:00 is year 0 there (a 500 at insert).
+                self.created_at.astimezone(UTC)
+            except OverflowError as e:
+                raise ValueError("created_at: lies outside the years 1 to 9999 in UTC") from e
             if self.created_at > timezone.now() + MAX_FUTURE:
                 raise ValueError("created_at: lies more than a day in the future")
         try:
