@@ -1,0 +1,161 @@
+"""Idempotency under real concurrency: many requests for the same external_id at once.
+
+The unique constraint on (service, external_id) decides races, not a prior lookup; these tests
+prove it on PostgreSQL (SQLite serialises writers, so it would prove nothing and is skipped).
+Each thread has its own database connection, closed at the end of the thread.
+"""
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from monitoring.models import Answer, Chunk
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+URL = "/api/v1/answers"
+BATCH_URL = "/api/v1/answers/batch"
+THREADS = 16
+
+
+def run_together(n: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run work(0..n-1) in n threads released at the same moment by a barrier."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+    failures: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[i] = work(i)
+        except BaseException as e:  # reported below, with the thread's index
+            failures.append(e)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert not failures, failures
+    return results
+
+
+def poster(key: str, url: str) -> Callable[[Any], Any]:
+    def post(body: Any) -> Any:
+        return Client().post(
+            url, json.dumps(body), content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+
+    return post
+
+
+@pytest.fixture
+def slow_chunk_insert(monkeypatch):
+    """Keep each inserting transaction open a little longer, so that the others run into the
+    uncommitted row (and wait on the unique index) instead of finding it committed."""
+    original = Chunk.objects.bulk_create
+
+    def slow(*args, **kwargs):
+        result = original(*args, **kwargs)
+        time.sleep(0.05)
+        return result
+
+    monkeypatch.setattr(Chunk.objects, "bulk_create", slow)
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["plain", "slow insert"])
+def test_same_answer_at_once_is_stored_once(request, service_and_key, make_answer, slow):
+    if slow:
+        request.getfixturevalue("slow_chunk_insert")
+    _, key = service_and_key
+    post = poster(key, URL)
+    responses = run_together(THREADS, lambda i: post(make_answer()))
+    statuses = Counter(r.status_code for r in responses)
+    assert statuses == {201: 1, 200: THREADS - 1}, statuses
+    ids = {r.json()["id"] for r in responses}
+    assert len(ids) == 1
+    assert Answer.objects.count() == 1
+    assert Chunk.objects.count() == len(make_answer()["chunks"])
+    assert ids == {Answer.objects.get().pk}
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["plain", "slow insert"])
+def test_same_id_other_content_at_once_is_one_201_rest_409(request, service_and_key,
+                                                           make_answer, slow):
+    if slow:
+        request.getfixturevalue("slow_chunk_insert")
+    _, key = service_and_key
+    post = poster(key, URL)
+    responses = run_together(
+        THREADS, lambda i: post(make_answer(answer=f"Der Behälter muss {i} Jahre halten."))
+    )
+    statuses = [r.status_code for r in responses]
+    assert Counter(statuses) == {201: 1, 409: THREADS - 1}, statuses
+    winner = statuses.index(201)
+    stored = Answer.objects.get()
+    assert stored.text == f"Der Behälter muss {winner} Jahre halten."
+    assert responses[winner].json()["id"] == stored.pk
+    for r in responses:
+        if r.status_code == 409:
+            assert [e["field"] for e in r.json()["errors"]] == ["external_id"]
+    assert Chunk.objects.count() == len(make_answer()["chunks"])
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["plain", "slow insert"])
+def test_overlapping_batches_at_once_store_every_id_once(request, service_and_key,
+                                                         make_answer, slow):
+    if slow:
+        request.getfixturevalue("slow_chunk_insert")
+    _, key = service_and_key
+    post = poster(key, BATCH_URL)
+    batches = 4
+    # batch k holds ids 10k .. 10k+29: each id is in up to three batches
+    windows = [[f"ov-{j}" for j in range(10 * k, 10 * k + 30)] for k in range(batches)]
+
+    def send(k: int) -> Any:
+        # different batches list the shared ids in different orders
+        ids = windows[k] if k % 2 == 0 else windows[k][::-1]
+        return post({"answers": [make_answer(external_id=i) for i in ids]})
+
+    responses = run_together(batches, send)
+    created: Counter[str] = Counter()
+    for response in responses:
+        assert response.status_code == 200, response.content[:300]
+        for result in response.json()["results"]:
+            assert result["status"] in (200, 201), result
+            if result["status"] == 201:
+                created[result["answer"]["external_id"]] += 1
+    all_ids = {i for w in windows for i in w}
+    assert set(created) == all_ids
+    assert all(n == 1 for n in created.values()), created
+    assert Answer.objects.count() == len(all_ids)
+    assert set(Answer.objects.values_list("external_id", flat=True)) == all_ids
+    assert Chunk.objects.count() == 2 * len(all_ids)
+
+
+def test_single_and_batch_requests_at_once(service_and_key, make_answer):
+    _, key = service_and_key
+    single, batch = poster(key, URL), poster(key, BATCH_URL)
+
+    def send(i: int) -> int:
+        if i % 2:
+            return single(make_answer()).status_code
+        response = batch({"answers": [make_answer(), make_answer(external_id="other")]})
+        assert response.status_code == 200
+        return response.json()["results"][0]["status"]
+
+    statuses = run_together(THREADS, send)
+    assert Counter(statuses) == {201: 1, 200: THREADS - 1}, statuses
+    assert Answer.objects.filter(external_id="a-1").count() == 1
+    assert Answer.objects.filter(external_id="other").count() == 1
