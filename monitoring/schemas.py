@@ -13,6 +13,7 @@ from django.utils import timezone
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -76,6 +77,16 @@ LogProb = Annotated[
 ]
 TokenText = Annotated[str, Field(strict=True, max_length=1000)]
 Byte = Annotated[int, Field(ge=0, le=255, strict=True)]
+
+
+def _iso_only(value: Any) -> Any:
+    # Pydantic would read a number as Unix seconds; a client sending 5 meant something else.
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 string")
+    return value
+
+
+IsoDateTime = Annotated[datetime, BeforeValidator(_iso_only)]
 
 
 # Tokens are TypedDicts, not models: validation runs for ~300 of them per answer, and a dict
@@ -159,7 +170,7 @@ class AnswerIn(BaseModel):
     logprobs: Logprobs | None = None
     completion: Completion | None = None
     messages: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
-    created_at: datetime | None = None
+    created_at: IsoDateTime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -362,6 +362,7 @@ BAD_CASES = [
     ("created_at unparseable", setp(["created_at"], "gestern"), "created_at"),
     ("created_at month 13", setp(["created_at"], "2025-13-01T00:00:00Z"), "created_at"),
     ("created_at empty", setp(["created_at"], ""), "created_at"),
+    ("created_at a number", setp(["created_at"], 1764633600), "created_at"),
     ("created_at two days ahead", setp(["created_at"], in_future(days=2)), "created_at"),
     ("created_at a year ahead", setp(["created_at"], in_future(days=365)), "created_at"),
     ("created_at far future", setp(["created_at"], "9999-12-31T23:59:59Z"), "created_at"),
