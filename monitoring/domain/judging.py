@@ -1,0 +1,247 @@
+"""Judging one answer (tier 2): decompose it into claims, verify each claim, score.
+
+Independent of any client library: the caller passes ``call``, a function that sends chat
+messages to the judge model (at temperature 0) and returns a ``CallResult``. Transport errors
+are the caller's business: whatever ``call`` raises leaves ``judge_answer`` unchanged, and no
+partial judgement is returned, so the caller can retry the whole answer.
+
+Costs and latency: one decomposition call, then one call per claim, run concurrently (bounded),
+so an answer with 8 claims takes about two calls' latency, not nine. A reply that cannot be read
+is retried once with a reminder of the format; identical (claim, context) pairs reuse the
+verdict without a call.
+"""
+
+import hashlib
+from collections.abc import Callable, MutableMapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+
+from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
+from monitoring.domain.judge_prompt import (
+    decompose_messages,
+    decompose_retry_messages,
+    format_context,
+    verify_messages,
+    verify_retry_messages,
+)
+from monitoring.domain.scoring import ScoreResult, score_labels
+
+DECOMPOSITION_UNPARSEABLE = "decomposition unparseable"
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    model: str  # as the endpoint reports it (may name a dated snapshot of the configured model)
+
+
+JudgeCall = Callable[[list[dict[str, str]]], CallResult]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One call as made, for the audit trail: every raw reply, including retried ones."""
+
+    purpose: str  # "decompose" | "verify"
+    position: int | None  # the claim's position for "verify"
+    attempt: int  # 1, or 2 for the retry
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimVerdict:
+    position: int  # 0-based, the claim's place in the decomposition
+    claim: str
+    label: Label
+    raw: str  # the reply the label was read from (the retry's, if there was one)
+    attempts: int  # calls made for this claim in this judgement: 1, 2, or 0 when cached
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: int  # summed over the attempts
+    cached: bool
+    model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    claims: tuple[ClaimVerdict, ...]
+    decomposition_raw: str
+    result: ScoreResult
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    failed_reason: str | None  # set whenever result.failed
+    call_log: tuple[CallRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CachedVerdict:
+    label: Label
+    raw: str
+    model: str
+
+
+# (language, claim, sha256 of the context): the digest keeps a run-wide cache small when
+# contexts are long.
+CacheKey = tuple[str, str, str]
+VerdictCache = MutableMapping[CacheKey, CachedVerdict]
+
+
+def judge_answer(
+    *,
+    question: str,
+    answer: str,
+    chunks: Sequence[str],
+    language: str,
+    call: JudgeCall,
+    concurrency: int,
+    cache: VerdictCache | None = None,
+    verify_call: JudgeCall | None = None,
+) -> Judgement:
+    """Judge one answer against its retrieved chunks (in rank order).
+
+    ``verify_call`` (default ``call``) lets the caller give verifications a smaller output-token
+    cap than the decomposition. ``cache`` may be shared by the answers of one run; only readable
+    verdicts are cached. Raises ValueError for an unknown language or concurrency < 1, and
+    re-raises the first exception of any call.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    log: list[CallRecord] = []
+
+    reply = call(decompose_messages(question=question, answer=answer, language=language))
+    log.append(_record("decompose", None, 1, reply))
+    claims = parse_claims(reply.text)
+    if claims is None:
+        reply = call(
+            decompose_retry_messages(
+                question=question, answer=answer, language=language, previous_reply=reply.text
+            )
+        )
+        log.append(_record("decompose", None, 2, reply))
+        claims = parse_claims(reply.text)
+    if claims is None:
+        result = ScoreResult(None, False, True, DECOMPOSITION_UNPARSEABLE, 0, 0)
+        return _judgement((), reply.text, result, log)
+
+    verdicts, verify_log = _verify_all(
+        claims,
+        context=format_context(chunks),
+        language=language,
+        call=verify_call or call,
+        concurrency=concurrency,
+        cache={} if cache is None else cache,
+    )
+    result = score_labels([v.label for v in verdicts])
+    return _judgement(tuple(verdicts), reply.text, result, log + verify_log)
+
+
+def _judgement(
+    claims: tuple[ClaimVerdict, ...], raw: str, result: ScoreResult, log: list[CallRecord]
+) -> Judgement:
+    return Judgement(
+        claims=claims,
+        decomposition_raw=raw,
+        result=result,
+        calls=len(log),
+        prompt_tokens=sum(r.prompt_tokens for r in log),
+        completion_tokens=sum(r.completion_tokens for r in log),
+        failed_reason=result.reason if result.failed else None,
+        call_log=tuple(log),
+    )
+
+
+def _record(purpose: str, position: int | None, attempt: int, reply: CallResult) -> CallRecord:
+    return CallRecord(
+        purpose,
+        position,
+        attempt,
+        reply.text,
+        reply.prompt_tokens,
+        reply.completion_tokens,
+        reply.latency_ms,
+        reply.model,
+    )
+
+
+def _verify_all(
+    claims: list[str],
+    *,
+    context: str,
+    language: str,
+    call: JudgeCall,
+    concurrency: int,
+    cache: VerdictCache,
+) -> tuple[list[ClaimVerdict], list[CallRecord]]:
+    digest = hashlib.sha256(context.encode("utf-8", "surrogatepass")).hexdigest()
+    verdicts: list[ClaimVerdict | None] = [None] * len(claims)
+    pending: list[int] = []
+    # Claims from parse_claims are unique, so within one answer a hit can only come from an
+    # earlier answer of the same run.
+    for position, claim in enumerate(claims):
+        hit = cache.get((language, claim, digest))
+        if hit is None:
+            pending.append(position)
+        else:
+            verdicts[position] = ClaimVerdict(
+                position, claim, hit.label, hit.raw, 0, 0, 0, 0, True, hit.model
+            )
+
+    def verify(position: int) -> tuple[ClaimVerdict, list[CallRecord]]:
+        claim = claims[position]
+        first = call(verify_messages(context=context, claim=claim, language=language))
+        replies = [first]
+        label = parse_verdict(first.text)
+        if label is Label.UNPARSEABLE:
+            replies.append(
+                call(
+                    verify_retry_messages(
+                        context=context, claim=claim, language=language, previous_reply=first.text
+                    )
+                )
+            )
+            label = parse_verdict(replies[-1].text)
+        verdict = ClaimVerdict(
+            position=position,
+            claim=claim,
+            label=label,
+            raw=replies[-1].text,
+            attempts=len(replies),
+            prompt_tokens=sum(r.prompt_tokens for r in replies),
+            completion_tokens=sum(r.completion_tokens for r in replies),
+            latency_ms=sum(r.latency_ms for r in replies),
+            cached=False,
+            model=replies[-1].model,
+        )
+        return verdict, [_record("verify", position, n, r) for n, r in enumerate(replies, 1)]
+
+    log: list[CallRecord] = []
+    if pending:
+        executor = ThreadPoolExecutor(
+            max_workers=min(concurrency, len(pending)), thread_name_prefix="treue-judge"
+        )
+        try:
+            futures: list[Future[tuple[ClaimVerdict, list[CallRecord]]]] = [
+                executor.submit(verify, position) for position in pending
+            ]
+            for future in as_completed(futures):
+                # The first failure propagates as raised; `finally` drops the queued rest.
+                verdict, records = future.result()
+                verdicts[verdict.position] = verdict
+                log += records
+                if verdict.label is not Label.UNPARSEABLE:
+                    key = (language, verdict.claim, digest)
+                    cache[key] = CachedVerdict(verdict.label, verdict.raw, verdict.model)
+        finally:
+            # Calls already in flight finish in their threads and are discarded; waiting for
+            # them would hold the caller's retry back by up to a request timeout.
+            executor.shutdown(wait=False, cancel_futures=True)
+    log.sort(key=lambda r: (r.position, r.attempt))
+    return [v for v in verdicts if v is not None], log
