@@ -144,6 +144,13 @@ class Answer(models.Model):
     inclusion_probability = models.FloatField()
     status = models.CharField(max_length=12, choices=Status.choices)
 
+    # Tier 2: the current judge run and its result, copied here for lists and dashboards.
+    current_run = models.ForeignKey(
+        "JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    score = models.FloatField(_("Treue"), null=True, blank=True)
+    abstention = models.BooleanField(default=False)
+
     # Retrieval figures the dashboards group by, kept here so they need no join over chunks.
     chunk_count = models.PositiveIntegerField(default=0)
     best_chunk_score = models.FloatField(null=True, blank=True)
@@ -189,3 +196,120 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.answer_id}#{self.rank}"
+
+
+class JudgeRun(models.Model):
+    """One judgement of one answer by one judge model and prompt version.
+
+    A rescore adds a run; earlier runs stay. The answer points at its current run. The worker
+    claims a run with a conditional UPDATE that sets a fresh lease token; only the holder of the
+    token can finish the run, so a duplicate delivery or a worker that outlived its lease cannot
+    write a second result.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("wartet")
+        RUNNING = "running", _("läuft")
+        SUCCEEDED = "succeeded", _("fertig")
+        FAILED = "failed", _("fehlgeschlagen")
+
+    class Trigger(models.TextChoices):
+        SAMPLE = "sample", _("Stichprobe")
+        RESCORE = "rescore", _("Neubewertung")
+
+    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="judge_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SAMPLE)
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
+    prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    # Set while a transient failure waits for its retry, so the reconciler does not jump in.
+    not_before = models.DateTimeField(null=True, blank=True)
+
+    calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    decomposition_raw = models.TextField(blank=True)
+    # Every call of the run, retries included: purpose, claim position, attempt, raw reply,
+    # model, tokens, latency. What a verdict was read from must stay inspectable.
+    call_log = models.JSONField(default=list, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    abstention = models.BooleanField(default=False)
+    unparseable = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    retryable = models.BooleanField(
+        default=False, help_text="the last error was transient (timeout, 429, 5xx)"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("Prüflauf")
+        verbose_name_plural = _("Prüfläufe")
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="judgerun_status_time"),
+            models.Index(fields=["answer", "-created_at"], name="judgerun_answer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of answer {self.answer_id}"
+
+
+class Claim(models.Model):
+    """A claim (Aussage) of an answer, as one judge run decomposed it, with its verdict."""
+
+    class Label(models.TextChoices):
+        GEDECKT = "GEDECKT", "GEDECKT"
+        TEILWEISE = "TEILWEISE", "TEILWEISE"
+        UNGEDECKT = "UNGEDECKT", "UNGEDECKT"
+        UNPARSEABLE = "UNPARSEABLE", _("unlesbar")
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="claims")
+    position = models.PositiveIntegerField()
+    text = models.TextField()
+    label = models.CharField(max_length=12, choices=Label.choices)
+    raw_reply = models.TextField(blank=True)
+    judge_model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=50)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    cached = models.BooleanField(default=False)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="claim_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.position}"
+
+
+class JudgePrice(models.Model):
+    """Price of a judge model per 1,000 tokens, for the cost figures."""
+
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200, unique=True)
+    prompt_per_1k = models.DecimalField(
+        _("Preis je 1.000 Prompt-Token"), max_digits=10, decimal_places=6, default=0
+    )
+    completion_per_1k = models.DecimalField(
+        _("Preis je 1.000 Antwort-Token"), max_digits=10, decimal_places=6, default=0
+    )
+    currency = models.CharField(_("Währung"), max_length=3, default="EUR")
+
+    class Meta:
+        verbose_name = _("Preis eines Prüfmodells")
+        verbose_name_plural = _("Preise der Prüfmodelle")
+
+    def __str__(self) -> str:
+        return self.judge_model

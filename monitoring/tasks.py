@@ -1,9 +1,54 @@
-"""Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one function."""
+"""Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one service."""
+
+import random
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from monitoring.judge_client import JudgeUnavailable
+from monitoring.services import judging
 from treue_site.broker import delete_delivered_messages
+
+# One answer: a decomposition plus its claims in parallel, each call bounded by the request
+# timeout; with a retry of unparseable replies that is at most ~4 call latencies.
+SCORE_SOFT_TIME_LIMIT = 300
+SCORE_TIME_LIMIT = 360
+
+
+def backoff_seconds(retries: int, retry_after: float | None) -> float:
+    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+    cap = settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS
+    delay = random.uniform(0, min(cap, 2 ** (retries + 1)))
+    return max(delay, min(retry_after or 0.0, cap))
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,  # counted against TREUE_JUDGE_MAX_ATTEMPTS below
+    soft_time_limit=SCORE_SOFT_TIME_LIMIT,
+    time_limit=SCORE_TIME_LIMIT,
+)
+def score_answer(self, run_id: int) -> str:
+    try:
+        return judging.judge_run_execute(run_id=run_id)
+    except (JudgeUnavailable, SoftTimeLimitExceeded) as e:
+        reason = str(e) or type(e).__name__
+        if self.request.retries + 1 >= settings.TREUE_JUDGE_MAX_ATTEMPTS:
+            judging.judge_run_give_up(
+                run_id=run_id,
+                reason=f"gave up after {self.request.retries + 1} attempts: {reason}",
+            )
+            return "gave up"
+        retry_after = getattr(e, "retry_after", None)
+        raise self.retry(countdown=backoff_seconds(self.request.retries, retry_after)) from e
+
+
+@shared_task(ignore_result=True)
+def reconcile_judge_runs() -> int:
+    return judging.judge_runs_reconcile()
 
 
 @shared_task(ignore_result=True)

@@ -10,6 +10,10 @@ app = Celery("treue")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.conf.beat_schedule = {
+    "reconcile-judge-runs": {
+        "task": "monitoring.tasks.reconcile_judge_runs",
+        "schedule": 300.0,
+    },
     "clean-embedded-broker": {
         "task": "monitoring.tasks.clean_embedded_broker",
         "schedule": 600.0,

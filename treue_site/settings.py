@@ -154,6 +154,21 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 TREUE_JUDGE_BASE_URL = os.environ.get("TREUE_JUDGE_BASE_URL", "")
 TREUE_JUDGE_API_KEY = os.environ.get("TREUE_JUDGE_API_KEY", "")
 TREUE_JUDGE_MODEL = os.environ.get("TREUE_JUDGE_MODEL", "")
+# A verdict is one word; a decomposition a list of claims. Caps keep a runaway reply cheap.
+TREUE_JUDGE_TIMEOUT_SECONDS = envfloat("TREUE_JUDGE_TIMEOUT_SECONDS", 60.0)
+TREUE_JUDGE_MAX_TOKENS_DECOMPOSE = envint("TREUE_JUDGE_MAX_TOKENS_DECOMPOSE", 1500)
+TREUE_JUDGE_MAX_TOKENS_VERIFY = envint("TREUE_JUDGE_MAX_TOKENS_VERIFY", 16)
+# Claims of one answer verified at once; the endpoint's rate limit is the real bound.
+TREUE_JUDGE_CONCURRENCY = envint("TREUE_JUDGE_CONCURRENCY", 8)
+# A claimed run belongs to its worker this long; after that another delivery may take it over.
+# Longer than the hard time limit, so a live worker never loses its run.
+TREUE_JUDGE_LEASE_SECONDS = envint("TREUE_JUDGE_LEASE_SECONDS", 420)
+# The reconciler re-enqueues runs still pending (or with an expired lease) after this long.
+TREUE_JUDGE_RECONCILE_AFTER_SECONDS = envint("TREUE_JUDGE_RECONCILE_AFTER_SECONDS", 600)
+# Transient failures (timeouts, 429, 5xx) are retried this often before the run fails visibly;
+# with backoff capped at 10 minutes that is about an hour of an endpoint being down.
+TREUE_JUDGE_MAX_ATTEMPTS = envint("TREUE_JUDGE_MAX_ATTEMPTS", 10)
+TREUE_JUDGE_BACKOFF_MAX_SECONDS = envint("TREUE_JUDGE_BACKOFF_MAX_SECONDS", 600)
 TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
 TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")
 
@@ -183,7 +198,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every judge call at INFO; the judge run stores them anyway.
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
 }
 
 VAR_DIR.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Writes of the monitoring app: ingesting answers, creating use cases and services."""
+"""Ingest: storing answers with their tier-1 result and sampling decision; use cases, services."""
 
 import hashlib
 import json
@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from monitoring.domain import keys, logprobs, sampling
 from monitoring.models import Answer, Chunk, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services.judging import judge_runs_create
 
 WARNING_NO_LOGPROBS = "no logprobs: tier 1 could not check this answer"
 WARNING_UNALIGNED = (
@@ -166,6 +167,8 @@ def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
         with transaction.atomic():
             answer.save(force_insert=True)
             Chunk.objects.bulk_create(chunks)
+            if answer.sampled:
+                judge_runs_create(answers=[answer])
     except IntegrityError:
         # The unique constraint on (service, external_id) decides races, not a prior lookup.
         if not Answer.objects.filter(
@@ -233,6 +236,7 @@ def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[Inges
         with transaction.atomic():
             Answer.objects.bulk_create([a for _, a, _ in new])
             Chunk.objects.bulk_create([c for _, _, cs in new for c in cs])
+            judge_runs_create(answers=[a for _, a, _ in new if a.sampled])
         for i, answer, _ in new:
             results[i] = IngestResult(201, answer)
     except IntegrityError:

@@ -1,0 +1,31 @@
+"""Writes of the monitoring app: ingest (`ingest.py`) and the judge tier (`judging.py`)."""
+
+from monitoring.services.ingest import (
+    WARNING_NO_LOGPROBS,
+    WARNING_UNALIGNED,
+    IngestResult,
+    answer_ingest,
+    answer_ingest_batch,
+    answer_warnings,
+    content_hash,
+    field_errors,
+    format_loc,
+    service_create,
+    service_rotate_key,
+    use_case_create,
+)
+
+__all__ = [
+    "WARNING_NO_LOGPROBS",
+    "WARNING_UNALIGNED",
+    "IngestResult",
+    "answer_ingest",
+    "answer_ingest_batch",
+    "answer_warnings",
+    "content_hash",
+    "field_errors",
+    "format_loc",
+    "service_create",
+    "service_rotate_key",
+    "use_case_create",
+]
