@@ -15,6 +15,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+# The model name the demo judge answers as. Its verdicts are replayed human labels, not a model's
+# judgement, and the pages say so wherever a run of this "model" is shown.
+DEMO_JUDGE_MODEL = "treue-demo-judge"
 SAMPLE_FILE = Path(__file__).resolve().parent.parent / "demo" / "ragtruth_sample.jsonl"
 TOKEN_RE = re.compile(r"\s*(?:[^\W\d_]{1,7}|\d{1,3}|[^\w\s])|\s+")
 WORD_RE = re.compile(r"\w+")
