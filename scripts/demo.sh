@@ -2,6 +2,11 @@
 # Sets up everything and starts Treue on embedded defaults: SQLite, an SQLite-backed Celery
 # broker, a background worker (with beat) and the web server, with a demo use case, demo answers
 # and a demo login. Stop with Ctrl-C. PORT (default 8000) picks the web port.
+#
+# The judge (tier 2): with TREUE_JUDGE_BASE_URL unset, a local demo judge starts on loopback
+# (port DEMO_JUDGE_PORT, default 8790, or any free one) whose verdicts are RAGTruth's human
+# labels replayed, not a model's. With TREUE_JUDGE_BASE_URL set, that endpoint is the judge and
+# TREUE_JUDGE_MODEL names its model (TREUE_JUDGE_API_KEY as the endpoint needs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,12 +15,76 @@ python=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
 
 mkdir -p var
+judge="" worker="" web=""
+stop() {
+  # Everything runs in the background, where a non-interactive shell makes it ignore Ctrl-C:
+  # stop it here, whichever way the script ends. The worker goes before the judge it calls.
+  trap '' INT TERM  # a second Ctrl-C (or TERM) must not cut the clean-up short
+  for pid in $web $worker $judge; do
+    kill "$pid" 2>/dev/null || continue
+    # The worker finishes its running tasks first (warm shutdown). Should it hang, force it:
+    # an unfinished judge run goes back to the queue (acks_late) or to the reconciler.
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "Prozess $pid beendet sich nicht, wird abgebrochen / killing $pid" >&2
+      kill -KILL $(ps -o pid= --ppid "$pid") "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+}
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
+  echo "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell."
+  echo "Demo judge: verdicts are replayed human labels (RAGTruth), not a model."
+  echo "Echter Prüfer / real judge: TREUE_JUDGE_BASE_URL=... TREUE_JUDGE_API_KEY=..." \
+    "TREUE_JUDGE_MODEL=... bash scripts/demo.sh"
+  port_args=(--port "${DEMO_JUDGE_PORT:-8790}")
+  # Only an explicitly chosen port must be that port; the default may move if it is taken.
+  [ -n "${DEMO_JUDGE_PORT:-}" ] || port_args+=(--any-port)
+  : >var/demo-judge.log
+  .venv/bin/python -m monitoring.demo_judge "${port_args[@]}" >>var/demo-judge.log 2>&1 &
+  judge=$!
+  url=""
+  for _ in $(seq 100); do
+    url=$(sed -n 's|^URL: \(http://127\.0\.0\.1:[0-9]*/v1\) .*|\1|p' var/demo-judge.log)
+    if [ -n "$url" ] && .venv/bin/python -c \
+      'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/models", timeout=1)' \
+      "$url" 2>/dev/null; then
+      break
+    fi
+    url=""
+    kill -0 "$judge" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$url" ]; then
+    echo "Der Demo-Prüfer startet nicht / the demo judge did not start:" >&2
+    cat var/demo-judge.log >&2
+    exit 1
+  fi
+  export TREUE_JUDGE_BASE_URL=$url TREUE_JUDGE_MODEL=treue-demo-judge TREUE_JUDGE_API_KEY=demo
+  echo "Demo-Prüfer läuft auf $url (Log: var/demo-judge.log)."
+else
+  if [ -z "${TREUE_JUDGE_MODEL:-}" ]; then
+    echo "TREUE_JUDGE_BASE_URL ist gesetzt, TREUE_JUDGE_MODEL nicht: welches Modell soll prüfen?" >&2
+    echo "TREUE_JUDGE_BASE_URL is set but TREUE_JUDGE_MODEL is not: name the judge model." >&2
+    exit 2
+  fi
+  echo "Prüfer / judge: $TREUE_JUDGE_MODEL über $TREUE_JUDGE_BASE_URL"
+fi
+
+# After the judge settings: the demo answers sampled at ingest get their judge runs now, and
+# the worker scores them in the background.
 .venv/bin/python manage.py migrate --noinput -v0
 .venv/bin/python manage.py seed_demo
 
 .venv/bin/celery -A treue_site worker --beat --loglevel=INFO --concurrency=2 \
   --schedule=var/celerybeat-schedule >var/worker.log 2>&1 &
 worker=$!
-trap 'kill "$worker" 2>/dev/null; wait "$worker" 2>/dev/null' EXIT INT TERM
 echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
-.venv/bin/python manage.py runserver "0.0.0.0:${PORT:-8000}"
+# In the background too, so that a TERM to this script (not only Ctrl-C) reaches the trap.
+.venv/bin/python manage.py runserver "0.0.0.0:${PORT:-8000}" &
+web=$!
+wait "$web"
