@@ -6,6 +6,7 @@ start without a SECRET_KEY.
 """
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -109,6 +110,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The test database is a file, not memory, so that a real `celery worker` process
+    # (tests/integration) can open it too; one per test process, so runs side by side do not
+    # delete each other's.
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(Path(tempfile.gettempdir()) / f"treue-test-{os.getpid()}.sqlite3")
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -192,6 +199,10 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # marked for the judge so a reconciler can dispatch it later.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+if CELERY_BROKER_URL.startswith("sqla+"):
+    # The embedded broker polls its table; the default second per poll caps it near one task a
+    # second. A fifth of a second costs an idle worker five cheap SQLite reads a second.
+    CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] = 0.2
 
 LOGGING = {
     "version": 1,
