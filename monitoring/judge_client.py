@@ -1,14 +1,18 @@
 """The only module that talks to the judge model (any OpenAI-compatible endpoint).
 
 It turns the SDK's errors into two kinds the task understands: `JudgeUnavailable` (transient:
-timeouts, connection errors, 429, 5xx — retry later, honouring Retry-After) and
-`JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run fails with the
-reason shown). The SDK's own retries are off: the Celery task owns retrying, with backoff that
-survives a worker restart.
+timeouts, connection errors, 429, 5xx, a 200 whose body is not JSON — retry later, honouring
+Retry-After) and `JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run
+fails with the reason shown). The SDK's own retries are off: the Celery task owns retrying,
+with backoff that survives a worker restart.
 """
 
+import email.utils
+import json
+import math
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import openai
 from django.conf import settings
@@ -52,11 +56,25 @@ class JudgeConfig:
 
 
 def _retry_after(headers: object) -> float | None:
+    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date (RFC 9110).
+
+    None when absent or unreadable (the task's own backoff applies). "inf", "nan" and the like
+    are unreadable too: float() accepts them, but no delay can be scheduled from them.
+    """
     value = getattr(headers, "get", lambda _k: None)("retry-after")
+    if value is None:
+        return None
     try:
-        return max(0.0, float(value)) if value is not None else None
+        seconds = float(value)
     except ValueError:
-        return None  # an HTTP date; the task's own backoff applies
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT even where the zone is missing
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 class JudgeClient:
@@ -101,6 +119,10 @@ class JudgeClient:
             raise JudgeMisconfigured(
                 f"judge refused the request ({e.status_code}): {e.message}"[:500]
             ) from e
+        except json.JSONDecodeError as e:
+            # A 200 whose body is not JSON (a proxy's or gateway's page): the endpoint's
+            # trouble, not ours; retried like a 5xx, and shown if it persists.
+            raise JudgeUnavailable(f"judge reply is not JSON: {e}"[:500]) from e
         latency_ms = int((time.monotonic() - started) * 1000)
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content if choice else None) or ""

@@ -5,13 +5,18 @@ answer and enqueues `score_answer` after commit; a rescore creates another. The 
 run with a conditional UPDATE that hands out a lease token; only the token's holder can finish
 the run, and finishing is one transaction (claims, verdicts, the run, the answer's score), so a
 run is scored exactly once however often its task is delivered.
+
+A run's calls, tokens and cost add up every attempt of its holders: the calls of an attempt
+that failed midway (a 429 after three verdicts) were billed too. Its claims, call log and score
+come from the attempt that finished it.
 """
 
 import dataclasses
 import logging
+import threading
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -22,6 +27,7 @@ from django.utils import timezone
 
 from monitoring.domain import judging
 from monitoring.domain.judge_prompt import PROMPT_VERSION
+from monitoring.domain.judging import CallResult, JudgeCall
 from monitoring.judge_client import (
     JudgeClient,
     JudgeConfig,
@@ -104,7 +110,54 @@ def _price(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal | 
     ) / 1000
 
 
-def _finish_failed(run: JudgeRun, token: uuid.UUID, reason: str, *, retryable: bool) -> bool:
+class _Meter:
+    """Counts the calls of one attempt as they return (from several threads)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self._lock = threading.Lock()
+
+    def wrap(self, call: JudgeCall) -> JudgeCall:
+        def metered(messages: list[dict[str, str]]) -> CallResult:
+            result = call(messages)
+            with self._lock:
+                self.calls += 1
+                self.prompt_tokens += result.prompt_tokens
+                self.completion_tokens += result.completion_tokens
+            return result
+
+        return metered
+
+
+def _spent(
+    run: JudgeRun, calls: int, prompt_tokens: int, completion_tokens: int
+) -> dict[str, object]:
+    """The run's usage fields: earlier attempts (as read after the claim) plus this one's."""
+    prompt = run.prompt_tokens + prompt_tokens
+    completion = run.completion_tokens + completion_tokens
+    return {
+        "calls": run.calls + calls,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cost": _price(run.judge_model, prompt, completion),
+    }
+
+
+def _finish_failed(
+    run: JudgeRun,
+    token: uuid.UUID,
+    reason: str,
+    *,
+    retryable: bool,
+    meter: _Meter | None = None,
+) -> bool:
+    spent = (
+        _spent(run, meter.calls, meter.prompt_tokens, meter.completion_tokens)
+        if meter is not None and meter.calls
+        else {}
+    )
     with transaction.atomic():
         done = JudgeRun.objects.filter(
             pk=run.pk, status=JudgeRun.Status.RUNNING, lease_token=token
@@ -115,6 +168,7 @@ def _finish_failed(run: JudgeRun, token: uuid.UUID, reason: str, *, retryable: b
             finished_at=timezone.now(),
             lease_token=None,
             lease_expires_at=None,
+            **spent,
         )
         if done and run.trigger == JudgeRun.Trigger.SAMPLE:
             Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
@@ -123,9 +177,22 @@ def _finish_failed(run: JudgeRun, token: uuid.UUID, reason: str, *, retryable: b
     return bool(done)
 
 
-def _release(run: JudgeRun, token: uuid.UUID, reason: str, retry_in: float) -> None:
-    """Give a run back after a transient failure; its task retries after `retry_in` seconds."""
+def _release(
+    run: JudgeRun, token: uuid.UUID, reason: str, retry_in: float, meter: _Meter
+) -> None:
+    """Give a run back after a transient failure; its task retries after `retry_in` seconds.
+
+    `retry_in` is capped like the task's backoff: a server's Retry-After of years would
+    otherwise put `not_before` out of the reconciler's reach (or beyond what a date can hold).
+    """
+    retry_in = min(max(retry_in, 0.0), settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS)
+    spent = (
+        _spent(run, meter.calls, meter.prompt_tokens, meter.completion_tokens)
+        if meter.calls
+        else {}
+    )
     JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING, lease_token=token).update(
+        **spent,
         status=JudgeRun.Status.PENDING,
         error=reason[:2000],
         retryable=True,
@@ -147,10 +214,9 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             finished_at=now,
             lease_token=None,
             lease_expires_at=None,
-            calls=judgement.calls,
-            prompt_tokens=judgement.prompt_tokens,
-            completion_tokens=judgement.completion_tokens,
-            cost=_price(run.judge_model, judgement.prompt_tokens, judgement.completion_tokens),
+            **_spent(
+                run, judgement.calls, judgement.prompt_tokens, judgement.completion_tokens
+            ),
             decomposition_raw=judgement.decomposition_raw,
             call_log=[dataclasses.asdict(record) for record in judgement.call_log],
             score=None if failed else result.score,
@@ -219,33 +285,38 @@ def judge_run_execute(*, run_id: int) -> str:
         _finish_failed(run, token, str(e), retryable=True)
         return "failed"
     chunks = list(answer.chunks.order_by("rank").values_list("text", flat=True))
+    meter = _Meter()
     try:
         judgement = judging.judge_answer(
             question=answer.question,
             answer=answer.text,
             chunks=chunks,
             language=answer.use_case.language,
-            call=lambda messages: client.call(
-                messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_DECOMPOSE
+            call=meter.wrap(
+                lambda messages: client.call(
+                    messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_DECOMPOSE
+                )
             ),
-            verify_call=lambda messages: client.call(
-                messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_VERIFY
+            verify_call=meter.wrap(
+                lambda messages: client.call(
+                    messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_VERIFY
+                )
             ),
             concurrency=settings.TREUE_JUDGE_CONCURRENCY,
         )
     except JudgeUnavailable as e:
-        _release(run, token, str(e), retry_in=e.retry_after or 0)
+        _release(run, token, str(e), retry_in=e.retry_after or 0, meter=meter)
         raise
     except JudgeMisconfigured as e:
-        _finish_failed(run, token, str(e), retryable=False)
+        _finish_failed(run, token, str(e), retryable=False, meter=meter)
         return "failed"
     except SoftTimeLimitExceeded as e:
-        _release(run, token, "time limit exceeded", retry_in=0)
+        _release(run, token, "time limit exceeded", retry_in=0, meter=meter)
         raise JudgeUnavailable("time limit exceeded") from e
     except Exception as e:
         # A bug, not the endpoint: fail visibly (retryable from the page) instead of letting
         # the reconciler run the same failure again every few minutes.
-        _finish_failed(run, token, f"internal error: {e!r}", retryable=True)
+        _finish_failed(run, token, f"internal error: {e!r}", retryable=True, meter=meter)
         raise
     finally:
         client.close()
@@ -272,11 +343,44 @@ def judge_run_give_up(*, run_id: int, reason: str) -> None:
             )
 
 
+WORKER_LOST = (
+    "gave up after {attempts} attempts: the worker was lost each time (killed, out of memory "
+    "or past its time limit)"
+)
+
+
+def _abandon_runs_of_lost_workers(now: datetime) -> None:
+    """Fail the runs whose workers died with them TREUE_JUDGE_MAX_ATTEMPTS times. Taken up
+    again, such a run (an answer that kills its worker) would cost its calls every cycle."""
+    abandoned = JudgeRun.objects.filter(
+        status=JudgeRun.Status.RUNNING,
+        lease_expires_at__lt=now,
+        attempts__gte=settings.TREUE_JUDGE_MAX_ATTEMPTS,
+    ).only("pk", "answer_id", "trigger", "attempts")
+    for run in abandoned[:5000]:
+        with transaction.atomic():
+            done = JudgeRun.objects.filter(
+                pk=run.pk, status=JudgeRun.Status.RUNNING, lease_expires_at__lt=now
+            ).update(
+                status=JudgeRun.Status.FAILED,
+                error=WORKER_LOST.format(attempts=run.attempts),
+                retryable=True,
+                finished_at=now,
+                lease_token=None,
+                lease_expires_at=None,
+            )
+            if done and run.trigger == JudgeRun.Trigger.SAMPLE:
+                Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
+                    status=Answer.Status.FAILED
+                )
+
+
 def judge_runs_reconcile() -> int:
     """Re-enqueue runs whose message was lost: pending past their time, or whose worker died
     (running with an expired lease). Returns how many were enqueued."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS)
+    _abandon_runs_of_lost_workers(now)
     ids = list(
         JudgeRun.objects.filter(
             Q(status=JudgeRun.Status.PENDING, not_before__isnull=True, created_at__lt=stale)

@@ -7,6 +7,11 @@ deterministic fake tokeniser that behaves like OpenAI's where it matters to tier
 their leading space, long words split into pieces, and some multi-byte characters split
 between two tokens (written in the style chosen by ``byte_style``).
 
+For the judge tier it can play a judge (``ScriptedJudge``), hold replies back
+(``delay_for``, released early by ``wake()``), answer with scripted failures (``fail_next``, with
+headers such as Retry-After), fix the reported token usage (``usage_for``) and record when each
+request arrived (``request_times``).
+
 Load it with ``pytest_plugins = ["tests.support.openai_server"]`` in the top-level conftest.
 """
 
@@ -22,6 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from monitoring.domain.judge_prompt import (
+    DECOMPOSE_RETRY_DE,
+    DECOMPOSE_RETRY_EN,
+    DECOMPOSE_SYSTEM_DE,
+    DECOMPOSE_SYSTEM_EN,
+    VERIFY_RETRY_DE,
+    VERIFY_RETRY_EN,
+)
 
 DEFAULT_ANSWER = (
     "Die Aufbewahrungsfrist beträgt 3,5 Jahre gemäß § 4 der Verordnung. "
@@ -88,6 +102,59 @@ def token_text(chunk: bytes, byte_style: str) -> str:
     return chunk.decode(errors="replace")
 
 
+_CLAIM_LINE = re.compile(r"^(?:Aussage|Claim): (.*)$", re.MULTILINE)
+
+
+class ScriptedJudge:
+    """A responder that plays the LLM judge of tier 2, reading requests as the model would.
+
+    A decomposition (recognised by its system prompt) is answered with ``claims`` as a JSON
+    array, or with ``decomposition`` (raw text; a list gives the replies in order of attempts).
+    A verification is answered with ``verdicts[claim]`` (a list gives the replies in order of
+    attempts, the last one repeating), else ``default``. A retry is recognised by the reminder
+    the judge domain appends. ``seen`` records (kind, claim or None, attempt) per request.
+    """
+
+    def __init__(
+        self,
+        claims: list[str] | tuple[str, ...] = ("Der Behälter wird alle 5 Jahre geprüft.",),
+        verdicts: dict[str, str | list[str]] | None = None,
+        default: str = "GEDECKT",
+        decomposition: str | list[str] | None = None,
+    ) -> None:
+        self.claims = list(claims)
+        self.verdicts = dict(verdicts or {})
+        self.default = default
+        self.decomposition = decomposition
+        self.seen: list[tuple[str, str | None, int]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        messages = request.get("messages") or []
+        system = messages[0].get("content", "") if messages else ""
+        last = messages[-1].get("content", "") if messages else ""
+        if system in (DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN):
+            attempt = 2 if last in (DECOMPOSE_RETRY_DE, DECOMPOSE_RETRY_EN) else 1
+            with self._lock:
+                self.seen.append(("decompose", None, attempt))
+            if self.decomposition is None:
+                return json.dumps(self.claims, ensure_ascii=False)
+            return _nth(self.decomposition, attempt)
+        attempt = 2 if last in (VERIFY_RETRY_DE, VERIFY_RETRY_EN) else 1
+        user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+        match = _CLAIM_LINE.search(user)
+        claim = match.group(1) if match else None
+        with self._lock:
+            self.seen.append(("verify", claim, attempt))
+        return _nth(self.verdicts.get(claim or "", self.default), attempt)
+
+
+def _nth(script: str | list[str], attempt: int) -> str:
+    if isinstance(script, str):
+        return script
+    return script[min(attempt, len(script)) - 1]
+
+
 class FakeOpenAIServer:
     """An OpenAI-compatible server on 127.0.0.1 in a background thread."""
 
@@ -96,8 +163,19 @@ class FakeOpenAIServer:
         self.logprob_for: Callable[[int, str], float] = default_logprob
         self.byte_style = "openai"
         self.requests: list[dict[str, Any]] = []
+        # time.monotonic() at which each request of ``requests`` arrived, in the same order.
+        self.request_times: list[float] = []
+        # Seconds to hold the reply to the request with this 0-based arrival index; ``wake()``
+        # ends every wait at once (a held reply is then sent as usual).
+        self.delay_for: Callable[[int, dict[str, Any]], float] | None = None
+        # (prompt_tokens, completion_tokens) to report for a request and its reply content.
+        self.usage_for: Callable[[dict[str, Any], str], tuple[int, int]] | None = None
+        # Requests being answered right now, and the most there ever were at once.
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._failures: list[list[Any]] = []
         self._lock = threading.Lock()
+        self._wake = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         # A short poll interval: shutdown() waits for it, once per test.
@@ -114,6 +192,7 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        self.wake()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -139,6 +218,44 @@ class FakeOpenAIServer:
         with self._lock:
             self._failures.append([status, body, dict(headers or {}), times])
 
+    def wake(self) -> None:
+        """Send every reply held back by ``delay_for`` now; later requests are held as usual."""
+        with self._lock:
+            self._wake.set()
+            self._wake = threading.Event()
+
+    def reset(self) -> None:
+        """Forget requests, failures, delays, usage and responder (for a shared server)."""
+        self.wake()
+        with self._lock:
+            self.responder = default_responder
+            self.delay_for = None
+            self.usage_for = None
+            self.requests.clear()
+            self.request_times.clear()
+            self.max_in_flight = self.in_flight
+            self._failures.clear()
+
+    def _record(self, request: dict[str, Any]) -> int:
+        with self._lock:
+            self.requests.append(request)
+            self.request_times.append(time.monotonic())
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return len(self.requests) - 1
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _hold(self, index: int, request: dict[str, Any]) -> None:
+        delay_for = self.delay_for
+        seconds = delay_for(index, request) if delay_for is not None else 0.0
+        if seconds > 0:
+            with self._lock:
+                wake = self._wake
+            wake.wait(seconds)
+
     def _take_failure(self) -> tuple[int, Any, dict[str, str]] | None:
         with self._lock:
             if not self._failures:
@@ -161,6 +278,9 @@ class FakeOpenAIServer:
         if request.get("logprobs"):
             choice["logprobs"] = {"content": self._logprobs(chunks, request), "refusal": None}
         prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+        prompt_tokens, completion_tokens = max(1, prompt_chars // 4), len(chunks)
+        if self.usage_for is not None:
+            prompt_tokens, completion_tokens = self.usage_for(request, content)
         return {
             "id": f"chatcmpl-test{len(self.requests)}",
             "object": "chat.completion",
@@ -169,9 +289,9 @@ class FakeOpenAIServer:
             "system_fingerprint": None,
             "choices": [choice],
             "usage": {
-                "prompt_tokens": max(1, prompt_chars // 4),
-                "completion_tokens": len(chunks),
-                "total_tokens": max(1, prompt_chars // 4) + len(chunks),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
         }
 
@@ -221,8 +341,14 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     400, {"error": {"message": "Invalid JSON", "type": "invalid_request_error"}}
                 )
                 return
-            with server._lock:
-                server.requests.append(request)
+            index = server._record(request)
+            try:
+                self._answer(index, request)
+            finally:
+                server._done()
+
+        def _answer(self, index: int, request: dict[str, Any]) -> None:
+            server._hold(index, request)
             failure = server._take_failure()
             if failure is not None:
                 self._send(*failure)
@@ -237,13 +363,17 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                # The client gave up (a timeout, or a killed worker) while the reply was held.
+                self.close_connection = True
 
     return Handler
 

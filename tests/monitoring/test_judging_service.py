@@ -1,0 +1,878 @@
+"""The judge tier's service (monitoring.services.judging), run in-process against the local
+OpenAI-compatible server through the real `openai` client.
+
+Answers come in through the ingest API (the stable interface), so their runs are created the way
+production creates them; a run is then executed with `judge_run_execute`, as the Celery task
+does. Enqueueing is recorded instead of published, so no message reaches a broker from here
+(tests/integration runs a real worker).
+"""
+
+import json
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import connection
+from django.utils import timezone
+
+from monitoring import services, tasks
+from monitoring.domain import sampling
+from monitoring.domain.judge_prompt import (
+    DECOMPOSE_SYSTEM_EN,
+    PROMPT_VERSION,
+    VERIFY_RETRY_DE,
+)
+from monitoring.judge_client import JudgeClient, JudgeUnavailable
+from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
+from monitoring.services import judging
+from tests.support.openai_server import ScriptedJudge
+
+C1 = "Der Behälter wird alle 5 Jahre geprüft."
+C2 = "Die Prüfung macht die Sicherheitsfachkraft."
+C3 = "Die Prüfung kostet 1.250 €."
+C4 = "Kleine Behälter sind ausgenommen."
+
+
+@pytest.fixture
+def use_case(db: None) -> UseCase:
+    # Overrides the shared fixture: every answer is in the sample, so every answer is judged.
+    return services.use_case_create(
+        slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
+    )
+
+
+@pytest.fixture(autouse=True)
+def enqueued(monkeypatch) -> list[int]:
+    """Run ids the code asked Celery to score (recorded, not published)."""
+    sent: list[int] = []
+
+    def record(args=None, kwargs=None, **options: Any) -> None:
+        sent.append(args[0])
+
+    monkeypatch.setattr(tasks.score_answer, "apply_async", record)
+    return sent
+
+
+@pytest.fixture
+def judge(openai_server, settings):
+    """The local server playing the judge, configured as the judge endpoint."""
+    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
+    settings.TREUE_JUDGE_API_KEY = "test-key"
+    settings.TREUE_JUDGE_MODEL = "judge-x"
+    settings.TREUE_JUDGE_TIMEOUT_SECONDS = 5.0
+    settings.TREUE_JUDGE_CONCURRENCY = 8
+    settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = 600
+    settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS = 600
+    settings.TREUE_JUDGE_LEASE_SECONDS = 420
+    openai_server.responder = ScriptedJudge(claims=[C1, C2, C3])
+    return openai_server
+
+
+def ingest(api, make_answer, **overrides: Any) -> Answer:
+    response = api.post("/api/v1/answers", make_answer(**overrides))
+    assert response.status_code == 201, response.content
+    return Answer.objects.get(pk=response.json()["id"])
+
+
+def only_run(answer: Answer) -> JudgeRun:
+    (run,) = JudgeRun.objects.filter(answer=answer)
+    return run
+
+
+def execute(answer_or_run: Answer | JudgeRun) -> str:
+    run = answer_or_run if isinstance(answer_or_run, JudgeRun) else only_run(answer_or_run)
+    return judging.judge_run_execute(run_id=run.pk)
+
+
+def fresh(obj):
+    obj.refresh_from_db()
+    return obj
+
+
+def verify_requests(server) -> list[dict[str, Any]]:
+    return [
+        r for r in server.requests
+        if "Aussage:" in r["messages"][1]["content"] or "Claim:" in r["messages"][1]["content"]
+    ]
+
+
+# --- Runs are created at ingest --------------------------------------------------------------
+
+
+def test_ingest_creates_one_pending_run_per_sampled_answer(
+    judge, api, make_answer, service_and_key, enqueued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        answers = [ingest(api, make_answer, external_id=f"a-{i}") for i in range(3)]
+        batch = api.post("/api/v1/answers/batch", {
+            "answers": [make_answer(external_id=f"b-{i}") for i in range(2)]
+        })
+    assert batch.status_code == 200 and batch.json()["created"] == 2
+
+    runs = JudgeRun.objects.order_by("pk")
+    assert runs.count() == 5
+    assert {r.answer.external_id for r in runs} == {"a-0", "a-1", "a-2", "b-0", "b-1"}
+    for run in runs:
+        assert run.status == JudgeRun.Status.PENDING
+        assert run.trigger == JudgeRun.Trigger.SAMPLE
+        assert run.judge_model == "judge-x"
+        assert run.prompt_version == PROMPT_VERSION
+        assert (run.calls, run.score, run.attempts, run.cost) == (0, None, 0, None)
+    for answer in answers:
+        assert answer.status == Answer.Status.QUEUED
+        assert answer.current_run is None and answer.score is None
+    # Each run is enqueued once, after the commit that made it visible.
+    assert sorted(enqueued) == [r.pk for r in runs]
+    assert judge.requests == []  # ingest never calls the judge itself
+
+    # Replaying an answer creates no second run.
+    with django_capture_on_commit_callbacks(execute=True):
+        replay = api.post("/api/v1/answers", make_answer(external_id="a-0"))
+    assert replay.status_code == 200
+    assert JudgeRun.objects.count() == 5 and len(enqueued) == 5
+
+
+def test_unsampled_answers_get_no_run(judge, api, make_answer, service_and_key, enqueued):
+    service, _ = service_and_key
+    rare = services.use_case_create(slug="selten", name="Selten", sample_rate=0.001)
+    service.use_cases.add(rare)
+    external_id = next(
+        f"u-{i}" for i in range(100)
+        if sampling.random_draw(str(service.pk), f"u-{i}") >= 0.001
+    )
+
+    answer = ingest(api, make_answer, external_id=external_id, use_case="selten")
+
+    assert answer.sampled is False
+    assert answer.status == Answer.Status.NOT_SAMPLED
+    assert not JudgeRun.objects.exists()
+    assert enqueued == []
+
+
+# --- Executing a run ----------------------------------------------------------------------
+
+
+def test_execute_stores_claims_verdicts_and_the_score(judge, api, make_answer):
+    judge.responder = ScriptedJudge(
+        claims=[C1, C2, C3], verdicts={C1: "GEDECKT", C2: "teilweise.", C3: "UNGEDECKT"}
+    )
+    judge.usage_for = lambda request, content: (100, 5)
+    judge.delay_for = lambda index, request: 0.03
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    before = timezone.now()
+
+    assert execute(run) == "scored"
+
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.SUCCEEDED
+    assert run.score == 0.5
+    assert run.abstention is False and run.unparseable == 0
+    assert (run.calls, run.prompt_tokens, run.completion_tokens) == (4, 400, 20)
+    assert run.cost is None  # no price configured for judge-x
+    assert run.error == "" and run.retryable is False
+    assert run.lease_token is None and run.lease_expires_at is None
+    assert run.attempts == 1
+    assert before <= run.started_at <= run.finished_at <= timezone.now()
+    assert json.loads(run.decomposition_raw) == [C1, C2, C3]
+    assert [(c["purpose"], c["position"], c["attempt"]) for c in run.call_log] == [
+        ("decompose", None, 1), ("verify", 0, 1), ("verify", 1, 1), ("verify", 2, 1),
+    ]
+
+    claims = list(run.claims.order_by("position"))
+    assert [(c.position, c.text, c.label) for c in claims] == [
+        (0, C1, Claim.Label.GEDECKT),
+        (1, C2, Claim.Label.TEILWEISE),
+        (2, C3, Claim.Label.UNGEDECKT),
+    ]
+    assert [c.raw_reply for c in claims] == ["GEDECKT", "teilweise.", "UNGEDECKT"]
+    for claim in claims:
+        assert claim.judge_model == "judge-x"
+        assert claim.prompt_version == PROMPT_VERSION
+        assert (claim.prompt_tokens, claim.completion_tokens) == (100, 5)
+        assert claim.latency_ms >= 30
+        assert claim.attempts == 1 and claim.cached is False
+
+    answer = fresh(answer)
+    assert answer.status == Answer.Status.JUDGED
+    assert answer.score == 0.5
+    assert answer.current_run_id == run.pk
+    assert answer.abstention is False
+    # One decomposition and one call per claim, all at temperature 0 for the configured model.
+    assert len(judge.requests) == 4
+    for request in judge.requests:
+        assert request["temperature"] == 0
+        assert request["model"] == "judge-x"
+        assert request["max_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("prompt_price", "completion_price", "usage", "expected"),
+    [
+        # 3 calls of 1,000 + 10 tokens: 0.15 × 3 + 0.60 × 0.03 = 0.468
+        ("0.150000", "0.600000", (1000, 10), Decimal("0.468000")),
+        # 3 calls of 1,234 + 7 tokens: 0.00015 × 3.702 + 0.0006 × 0.021 = 0.0005679 → 0.000568
+        ("0.000150", "0.000600", (1234, 7), Decimal("0.000568")),
+    ],
+)
+def test_cost_from_the_judge_models_price(
+    judge, api, make_answer, prompt_price, completion_price, usage, expected
+):
+    JudgePrice.objects.create(
+        judge_model="judge-x",
+        prompt_per_1k=Decimal(prompt_price),
+        completion_per_1k=Decimal(completion_price),
+    )
+    JudgePrice.objects.create(judge_model="other", prompt_per_1k=Decimal("99"))
+    judge.responder = ScriptedJudge(claims=[C1, C2])
+    judge.usage_for = lambda request, content: usage
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert run.calls == 3
+    assert (run.prompt_tokens, run.completion_tokens) == (3 * usage[0], 3 * usage[1])
+    assert run.cost == expected
+
+
+def test_a_second_execution_of_the_same_run_does_nothing(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    assert execute(answer) == "scored"
+    requests = len(judge.requests)
+    finished = only_run(answer).finished_at
+
+    assert execute(answer) == "skipped"
+
+    run = only_run(answer)
+    assert run.claims.count() == 3
+    assert Claim.objects.count() == 3
+    assert run.attempts == 1 and run.finished_at == finished
+    assert len(judge.requests) == requests
+
+
+def test_the_generators_own_model_is_refused_without_a_call(judge, api, make_answer, settings):
+    settings.TREUE_JUDGE_MODEL = " GPT-4o-mini"  # the answer's generator, written differently
+    answer = ingest(api, make_answer, model="gpt-4o-mini")
+
+    assert execute(answer) == "refused"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED
+    assert "generator" in run.error and "GPT-4o-mini" in run.error
+    assert run.retryable is False
+    assert run.score is None and run.calls == 0
+    assert not run.claims.exists()
+    assert judge.requests == []
+    answer = fresh(answer)
+    assert answer.status == Answer.Status.FAILED
+    assert answer.score is None and answer.current_run is None
+
+
+def test_an_unreadable_verdict_is_retried_once_and_never_scored_0(judge, api, make_answer):
+    judge.responder = script = ScriptedJudge(
+        claims=[C1, C2, C3],
+        verdicts={
+            C1: ["Vielleicht gedeckt, vielleicht nicht", "GEDECKT"],  # readable on the retry
+            C2: ["???", "Das kann ich nicht sagen."],  # unreadable twice
+            C3: "GEDECKT",
+        },
+    )
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    claims = {c.text: c for c in run.claims.all()}
+    assert claims[C1].label == Claim.Label.GEDECKT and claims[C1].attempts == 2
+    assert claims[C2].label == Claim.Label.UNPARSEABLE and claims[C2].attempts == 2
+    assert claims[C2].raw_reply == "Das kann ich nicht sagen."
+    assert claims[C3].attempts == 1
+    # The unreadable claim is left out of the mean, not counted as UNGEDECKT (0.0).
+    assert run.score == 1.0
+    assert run.unparseable == 1
+    assert run.calls == 6
+    assert sorted(a for kind, claim, a in script.seen if claim == C2) == [1, 2]
+    retries = [r for r in judge.requests if r["messages"][-1]["content"] == VERIFY_RETRY_DE]
+    assert len(retries) == 2
+    assert fresh(answer).score == 1.0
+    # Every raw reply, also the ones a retry replaced, stays in the run's call log.
+    assert "???" in [c["text"] for c in run.call_log]
+
+
+def test_more_than_half_unreadable_fails_visibly_without_a_score(judge, api, make_answer):
+    judge.responder = ScriptedJudge(
+        claims=[C1, C2, C3], verdicts={C1: "vielleicht", C2: "keine Ahnung", C3: "GEDECKT"}
+    )
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"  # executed to the end; the result is a failure
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED
+    assert run.error == "2 of 3 verdicts unparseable"
+    assert run.score is None and run.unparseable == 2
+    assert run.retryable is False
+    assert run.calls == 1 + 2 + 2 + 1
+    # The verdicts stay for inspection, including the unreadable ones.
+    assert sorted(run.claims.values_list("label", flat=True)) == [
+        "GEDECKT", "UNPARSEABLE", "UNPARSEABLE",
+    ]
+    answer = fresh(answer)
+    assert answer.status == Answer.Status.FAILED
+    assert answer.score is None and answer.current_run is None
+
+
+def test_exactly_half_unreadable_is_still_scored(judge, api, make_answer):
+    judge.responder = ScriptedJudge(
+        claims=[C1, C2, C3, C4], verdicts={C1: "??", C2: "??", C3: "GEDECKT", C4: "TEILWEISE"}
+    )
+    answer = ingest(api, make_answer)
+
+    execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.SUCCEEDED
+    assert run.score == 0.75 and run.unparseable == 2
+
+
+def test_an_unreadable_decomposition_fails_the_run(judge, api, make_answer):
+    judge.responder = ScriptedJudge(
+        decomposition=["Hier sind die Aussagen:", "Leider kann ich das nicht zerlegen."]
+    )
+    answer = ingest(api, make_answer)
+
+    execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED
+    assert run.error == "decomposition unparseable"
+    assert run.calls == 2  # the decomposition and its one retry
+    assert run.decomposition_raw == "Leider kann ich das nicht zerlegen."
+    assert not run.claims.exists()
+    assert fresh(answer).status == Answer.Status.FAILED
+    assert fresh(answer).score is None
+
+
+def test_a_decomposition_readable_on_the_retry_is_used(judge, api, make_answer):
+    judge.responder = ScriptedJudge(decomposition=["Aussagen folgen.", json.dumps([C1, C2])])
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert run.calls == 4
+    assert list(run.claims.values_list("text", flat=True)) == [C1, C2]
+
+
+def test_no_claims_is_an_abstention_scored_1(judge, api, make_answer):
+    judge.responder = ScriptedJudge(claims=[])
+    answer = ingest(api, make_answer, answer="Dazu liegen mir keine Informationen vor.")
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.SUCCEEDED
+    assert (run.score, run.abstention, run.calls) == (1.0, True, 1)
+    answer = fresh(answer)
+    assert (answer.score, answer.abstention, answer.status) == (1.0, True, Answer.Status.JUDGED)
+
+
+def test_claims_are_verified_concurrently(judge, api, make_answer, settings):
+    claims = [f"Aussage Nummer {i} stimmt." for i in range(8)]
+    judge.responder = ScriptedJudge(claims=claims)
+    judge.delay_for = lambda index, request: 0.5
+    answer = ingest(api, make_answer)
+    started = time.monotonic()
+
+    execute(answer)
+
+    # Decomposition, then 8 verifications at once: about 2 call latencies (1 s), not 9 (4.5 s).
+    assert time.monotonic() - started < 3.0
+    assert judge.max_in_flight == 8
+    assert only_run(answer).score == 1.0
+
+
+def test_concurrency_is_bounded_by_the_setting(judge, api, make_answer, settings):
+    settings.TREUE_JUDGE_CONCURRENCY = 2
+    judge.responder = ScriptedJudge(claims=[f"Aussage {i}." for i in range(6)])
+    judge.delay_for = lambda index, request: 0.05
+    answer = ingest(api, make_answer)
+
+    execute(answer)
+
+    assert judge.max_in_flight == 2
+    assert only_run(answer).claims.count() == 6
+
+
+def test_the_context_is_the_answers_chunks_in_rank_order(judge, api, make_answer):
+    judge.responder = ScriptedJudge(claims=[C1])
+    answer = ingest(api, make_answer, chunks=[
+        {"text": "Erster Treffer: Prüfintervall 5 Jahre.", "score": 0.9},
+        {"text": "   ", "score": 0.5},
+        {"text": "Dritter Treffer: kleine Behälter jährlich.", "score": 0.4},
+    ])
+    # Store the chunks again in reverse, so that insertion order is not rank order.
+    chunks = list(answer.chunks.order_by("-rank"))
+    answer.chunks.all().delete()
+    for chunk in chunks:
+        chunk.pk = None
+        chunk.save()
+
+    execute(answer)
+
+    (verify,) = verify_requests(judge)
+    user = verify["messages"][1]["content"]
+    assert (
+        "Kontext:\n[1] Erster Treffer: Prüfintervall 5 Jahre.\n\n"
+        "[3] Dritter Treffer: kleine Behälter jährlich.\n\nAussage: " + C1
+    ) in user
+
+
+def test_an_english_use_case_gets_the_english_prompts(
+    judge, api, make_answer, service_and_key, other_use_case
+):
+    service_and_key[0].use_cases.add(other_use_case)
+    other_use_case.sample_rate = 1.0
+    other_use_case.save()
+    answer = ingest(api, make_answer, use_case="vertrieb")
+
+    execute(answer)
+
+    assert judge.requests[0]["messages"][0]["content"] == DECOMPOSE_SYSTEM_EN
+    assert "Claim: " in verify_requests(judge)[0]["messages"][1]["content"]
+
+
+# --- Transient and permanent failures of the endpoint ------------------------------------
+
+
+def test_an_unavailable_judge_gives_the_run_back_and_raises(judge, api, make_answer):
+    judge.fail_next(503)
+    answer = ingest(api, make_answer)
+    before = timezone.now()
+
+    with pytest.raises(JudgeUnavailable, match="503"):
+        execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.PENDING
+    assert run.error == "judge error 503" and run.retryable is True
+    assert run.lease_token is None and run.lease_expires_at is None
+    assert before <= run.not_before <= timezone.now()
+    assert run.attempts == 1
+    assert not run.claims.exists() and run.score is None
+    assert fresh(answer).status == Answer.Status.JUDGING
+
+    # The retry finds the run pending and finishes it.
+    assert execute(answer) == "scored"
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.attempts == 2
+    assert run.not_before is None
+    assert fresh(answer).status == Answer.Status.JUDGED
+
+
+def test_retry_after_sets_when_the_run_may_go_again(judge, api, make_answer):
+    judge.fail_next(429, headers={"Retry-After": "30"})
+    answer = ingest(api, make_answer)
+
+    with pytest.raises(JudgeUnavailable) as caught:
+        execute(answer)
+
+    assert caught.value.retry_after == 30
+    run = only_run(answer)
+    expected = timezone.now() + timedelta(seconds=30)
+    assert abs((run.not_before - expected).total_seconds()) < 5
+    assert run.error == "judge rate limit (429)"
+
+
+@pytest.mark.parametrize("value", ["99999999999", "1e300"])
+def test_a_huge_retry_after_is_capped_not_a_crash(judge, api, make_answer, settings, value):
+    settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = 60
+    judge.fail_next(429, headers={"Retry-After": value})
+    answer = ingest(api, make_answer)
+
+    with pytest.raises(JudgeUnavailable):
+        execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.PENDING
+    assert run.not_before <= timezone.now() + timedelta(seconds=61)
+
+
+def test_a_failure_midway_keeps_no_partial_verdicts_but_counts_the_billed_calls(
+    judge, api, make_answer, settings
+):
+    # One claim at a time, so the order is fixed: the decomposition and the first verification
+    # pass, the second verification gets a 500, the third is never asked.
+    settings.TREUE_JUDGE_CONCURRENCY = 1
+    JudgePrice.objects.create(
+        judge_model="judge-x", prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
+    )
+    judge.usage_for = lambda request, content: (100, 10)
+    script = ScriptedJudge(claims=[C1, C2, C3])
+    fail_on = {C2}
+
+    def flaky(request):
+        if any(claim in request["messages"][1]["content"] for claim in fail_on):
+            raise RuntimeError("upstream exploded")  # the server answers 500
+        return script(request)
+
+    judge.responder = flaky
+    answer = ingest(api, make_answer)
+
+    with pytest.raises(JudgeUnavailable, match="500"):
+        execute(answer)
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.PENDING
+    assert not Claim.objects.exists() and run.score is None
+    # The two calls that returned were billed: they show on the waiting run.
+    assert (run.calls, run.prompt_tokens, run.completion_tokens) == (2, 200, 20)
+    assert run.cost == Decimal("0.24")
+
+    fail_on.clear()
+    assert execute(answer) == "scored"
+    run = fresh(run)
+    assert Claim.objects.count() == 3
+    assert len(run.call_log) == 4  # the log of the attempt the verdicts come from
+    assert (run.calls, run.prompt_tokens, run.completion_tokens) == (6, 600, 60)
+    assert run.cost == Decimal("0.72")  # 1 × 0.6 + 2 × 0.06
+
+
+def test_a_refusal_midway_fails_the_run_and_counts_the_billed_calls(judge, api, make_answer):
+    judge.usage_for = lambda request, content: (50, 5)
+    script = ScriptedJudge(claims=[C1, C2])
+
+    def then_refuse(request):
+        judge.fail_next(401, times=2)  # every request after the decomposition
+        return script(request)
+
+    judge.responder = then_refuse
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "failed"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED and "(401)" in run.error
+    assert (run.calls, run.prompt_tokens, run.completion_tokens) == (1, 50, 5)
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_a_refused_request_fails_the_run_without_retry(judge, api, make_answer, status):
+    judge.fail_next(status)
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "failed"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED
+    assert f"({status})" in run.error and run.retryable is False
+    assert len(judge.requests) == 1
+    assert fresh(answer).status == Answer.Status.FAILED
+
+
+def test_no_endpoint_configured_fails_visibly(judge, api, make_answer, settings):
+    settings.TREUE_JUDGE_BASE_URL = ""
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "failed"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.FAILED
+    assert "TREUE_JUDGE_BASE_URL" in run.error and run.retryable is True
+
+
+def test_a_soft_time_limit_gives_the_run_back(judge, api, make_answer, monkeypatch):
+    def out_of_time(self, messages, *, max_tokens):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(JudgeClient, "call", out_of_time)
+    answer = ingest(api, make_answer)
+
+    with pytest.raises(JudgeUnavailable, match="time limit"):
+        execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.PENDING and run.error == "time limit exceeded"
+
+
+def test_give_up_marks_a_pending_run_failed_and_retryable(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+
+    judging.judge_run_give_up(run_id=run.pk, reason="gave up after 3 attempts: judge error 503")
+
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.FAILED
+    assert run.retryable is True
+    assert run.error == "gave up after 3 attempts: judge error 503"
+    assert run.finished_at is not None
+    assert fresh(answer).status == Answer.Status.FAILED
+    # A failed run is not picked up again.
+    assert execute(run) == "skipped"
+
+
+def test_give_up_leaves_a_finished_run_alone(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    execute(answer)
+
+    judging.judge_run_give_up(run_id=only_run(answer).pk, reason="too late")
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.error == ""
+    assert fresh(answer).status == Answer.Status.JUDGED
+
+
+# --- The task around the service ---------------------------------------------------------
+
+
+def test_the_task_gives_up_after_the_configured_attempts(judge, api, make_answer, settings):
+    settings.TREUE_JUDGE_MAX_ATTEMPTS = 3
+    settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = 1
+    judge.fail_next(503, times=100)
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+
+    # apply() runs the task and its retries eagerly, in this process.
+    result = tasks.score_answer.apply(args=[run.pk])
+
+    assert result.get() == "gave up"
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.FAILED and run.retryable is True
+    assert run.error == "gave up after 3 attempts: judge error 503"
+    assert run.attempts == 3
+    assert len(judge.requests) == 3
+    assert fresh(answer).status == Answer.Status.FAILED
+
+
+@pytest.mark.parametrize(
+    ("retries", "retry_after", "low", "high"),
+    [
+        (0, None, 0, 2),  # first retry: up to 2 s
+        (3, None, 0, 16),
+        (20, None, 0, 600),  # capped
+        (0, 30.0, 30, 30),  # Retry-After is a floor
+        (0, 5000.0, 600, 600),  # but capped too
+    ],
+)
+def test_backoff_is_jittered_capped_and_honours_retry_after(
+    settings, retries, retry_after, low, high
+):
+    settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = 600
+    delays = [tasks.backoff_seconds(retries, retry_after) for _ in range(200)]
+    assert all(low <= d <= high for d in delays)
+    if retry_after is None:
+        assert len(set(delays)) > 100  # jitter, so retries of many runs do not line up
+
+
+# --- Reconciler ---------------------------------------------------------------------------
+
+
+def test_the_reconciler_enqueues_lost_and_abandoned_runs_only(
+    judge, api, make_answer, settings, enqueued
+):
+    settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS = 60
+    now = timezone.now()
+    old = now - timedelta(seconds=120)
+    runs = {
+        name: only_run(ingest(api, make_answer, external_id=name))
+        for name in (
+            "old-pending", "fresh-pending", "expired-lease", "live-lease", "waiting-retry",
+            "released-long-ago", "succeeded", "failed",
+        )
+    }
+    JudgeRun.objects.update(created_at=old)
+    JudgeRun.objects.filter(pk=runs["fresh-pending"].pk).update(created_at=now)
+    JudgeRun.objects.filter(pk=runs["expired-lease"].pk).update(
+        status="running", lease_token=uuid.uuid4(), lease_expires_at=now - timedelta(seconds=1)
+    )
+    JudgeRun.objects.filter(pk=runs["live-lease"].pk).update(
+        status="running", lease_token=uuid.uuid4(), lease_expires_at=now + timedelta(seconds=60)
+    )
+    JudgeRun.objects.filter(pk=runs["waiting-retry"].pk).update(
+        not_before=now + timedelta(seconds=5)
+    )
+    JudgeRun.objects.filter(pk=runs["released-long-ago"].pk).update(not_before=old)
+    JudgeRun.objects.filter(pk=runs["succeeded"].pk).update(status="succeeded")
+    JudgeRun.objects.filter(pk=runs["failed"].pk).update(status="failed")
+    enqueued.clear()
+
+    assert judging.judge_runs_reconcile() == 3
+
+    assert sorted(enqueued) == sorted(
+        runs[name].pk for name in ("old-pending", "expired-lease", "released-long-ago")
+    )
+    # The celery beat task does the same.
+    enqueued.clear()
+    assert tasks.reconcile_judge_runs() == 3
+
+
+def test_a_run_whose_workers_keep_dying_fails_instead_of_looping(
+    judge, api, make_answer, settings, enqueued
+):
+    """An answer that kills its worker each time (out of memory, past the hard time limit)
+    must not be taken up every reconciler cycle for ever, paying its calls each time."""
+    settings.TREUE_JUDGE_MAX_ATTEMPTS = 3
+    dying, once = (only_run(ingest(api, make_answer, external_id=x)) for x in ("dying", "once"))
+    expired = timezone.now() - timedelta(seconds=1)
+    JudgeRun.objects.filter(pk=dying.pk).update(
+        status="running", lease_token=uuid.uuid4(), lease_expires_at=expired, attempts=3
+    )
+    JudgeRun.objects.filter(pk=once.pk).update(
+        status="running", lease_token=uuid.uuid4(), lease_expires_at=expired, attempts=2
+    )
+    enqueued.clear()
+
+    assert judging.judge_runs_reconcile() == 1
+
+    assert enqueued == [once.pk]
+    dying = fresh(dying)
+    assert dying.status == JudgeRun.Status.FAILED and dying.retryable is True
+    assert dying.error.startswith("gave up after 3 attempts: the worker was lost")
+    assert dying.lease_token is None
+    assert fresh(dying.answer).status == Answer.Status.FAILED
+    assert execute(dying) == "skipped"
+    assert fresh(once).status == JudgeRun.Status.RUNNING
+
+
+def test_a_run_whose_worker_died_is_taken_over(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status="running", lease_token=uuid.uuid4(), attempts=1,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+
+    assert execute(run) == "scored"
+
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.attempts == 2
+    assert run.claims.count() == 3
+
+
+def test_a_run_with_a_live_lease_is_not_taken(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status="running", lease_token=uuid.uuid4(),
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+    )
+
+    assert execute(run) == "skipped"
+    assert judge.requests == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_holder_of_an_expired_lease_is_superseded(judge, api, make_answer):
+    """Worker A claims the run and hangs in its first call past its lease; worker B takes the
+    run over and scores it; when A's call returns, A's result is discarded."""
+    judge.delay_for = lambda index, request: 30.0 if index == 0 else 0.0
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    outcome: dict[str, Any] = {}
+
+    def holder_a() -> None:
+        try:
+            outcome["a"] = judging.judge_run_execute(run_id=run.pk)
+        except BaseException as e:  # reported by the assertion below
+            outcome["a"] = e
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=holder_a)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not judge.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert judge.requests, "holder A never called the judge"
+    token_a = fresh(run).lease_token
+    assert token_a is not None
+    JudgeRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
+
+    assert judging.judge_run_execute(run_id=run.pk) == "scored"
+    judge.wake()  # A's held decomposition returns now
+    thread.join(timeout=20)
+
+    assert outcome["a"] == "superseded"
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.attempts == 2
+    assert run.lease_token is None
+    assert run.claims.count() == 3 and Claim.objects.count() == 3
+    answer = fresh(answer)
+    assert answer.current_run_id == run.pk and answer.score == 1.0
+    assert len(judge.requests) == 8  # A's four calls and B's four; only B's count
+
+
+# --- Rescoring ----------------------------------------------------------------------------
+
+
+def test_a_rescore_adds_a_run_and_switches_the_answer_on_success(
+    judge, api, make_answer, enqueued, django_capture_on_commit_callbacks
+):
+    judge.responder = ScriptedJudge(claims=[C1, C2], verdicts={C2: "UNGEDECKT"})
+    answer = ingest(api, make_answer)
+    first = only_run(answer)
+    execute(first)
+    assert fresh(answer).score == 0.5
+
+    judge.responder = ScriptedJudge(claims=[C1, C2])
+    enqueued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        (second,) = judging.judge_runs_create(
+            answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-y"
+        )
+    assert enqueued == [second.pk]
+    # Until the rescore finishes, the answer keeps its score.
+    answer = fresh(answer)
+    assert (answer.current_run_id, answer.score) == (first.pk, 0.5)
+
+    assert execute(second) == "scored"
+
+    answer = fresh(answer)
+    assert answer.current_run_id == second.pk and answer.score == 1.0
+    assert answer.status == Answer.Status.JUDGED
+    second = fresh(second)
+    assert second.judge_model == "judge-y" and second.trigger == JudgeRun.Trigger.RESCORE
+    assert set(second.claims.values_list("judge_model", flat=True)) == {"judge-y"}
+    assert {r["model"] for r in judge.requests[-3:]} == {"judge-y"}
+    # History stays: the first run with its own claims and score.
+    first = fresh(first)
+    assert first.status == JudgeRun.Status.SUCCEEDED and first.score == 0.5
+    assert list(first.claims.values_list("label", flat=True)) == ["GEDECKT", "UNGEDECKT"]
+    assert JudgeRun.objects.filter(answer=answer).count() == 2
+
+
+def test_a_failed_rescore_keeps_the_current_score(judge, api, make_answer):
+    answer = ingest(api, make_answer)
+    execute(answer)
+    first = only_run(answer)
+
+    judge.responder = ScriptedJudge(decomposition="kein JSON")
+    (second,) = judging.judge_runs_create(
+        answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-y"
+    )
+    execute(second)
+
+    assert fresh(second).status == JudgeRun.Status.FAILED
+    answer = fresh(answer)
+    assert answer.status == Answer.Status.JUDGED
+    assert answer.current_run_id == first.pk and answer.score == 1.0
+
+
+def test_a_rescore_with_the_generators_model_is_refused(judge, api, make_answer):
+    answer = ingest(api, make_answer, model="gpt-4o-mini")
+    execute(answer)
+    (second,) = judging.judge_runs_create(
+        answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="gpt-4o-mini"
+    )
+    calls = len(judge.requests)
+
+    assert execute(second) == "refused"
+
+    assert "generator" in fresh(second).error
+    assert len(judge.requests) == calls
+    assert fresh(answer).status == Answer.Status.JUDGED
