@@ -1,15 +1,19 @@
-"""Django admin for use cases, services and answers.
+"""Django admin for use cases, services, answers, judge runs and judge prices.
 
 A new service's key is generated on save and shown once in a message; only its hash is stored.
+The use case form shows the expected weekly judge cost next to the sample rate that drives it.
+Judge runs are read-only: they are the audit trail of what the judge said.
 """
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 
-from monitoring import services
+from monitoring import selectors, services
 from monitoring.domain import keys
-from monitoring.models import Answer, Chunk, Service, UseCase
+from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
 
 
 @admin.register(UseCase)
@@ -20,6 +24,22 @@ class UseCaseAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug")
     filter_horizontal = ("experts", "team_leads")
     prepopulated_fields = {"slug": ("name",)}
+    fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
+              "logprob_threshold", "action_threshold", "leaves_unreviewed", "experts",
+              "team_leads", "active")
+    readonly_fields = ("expected_weekly_cost",)
+
+    @admin.display(description=_("Erwartete Prüfkosten pro Woche"))
+    def expected_weekly_cost(self, obj: UseCase | None) -> str | SafeString:
+        if obj is None or obj.pk is None:
+            return _("wird nach dem Anlegen aus den Antworten der letzten 4 Wochen geschätzt")
+        html = render_to_string(
+            "monitoring/_weekly_cost.html",
+            {"weekly": selectors.use_case_weekly_cost(use_case=obj)},
+        )
+        # The admin turns line breaks of a read-only value into <br>; the template's own line
+        # breaks are layout, not content. The template escaped everything it inserted.
+        return mark_safe(" ".join(html.split()))
 
 
 @admin.register(Service)
@@ -76,3 +96,50 @@ class AnswerAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Answers arrive through the ingest API, where they are validated and tier 1 runs.
         return False
+
+
+class ClaimInline(admin.TabularInline):
+    model = Claim
+    extra = 0
+    can_delete = False
+    fields = ("position", "text", "label", "raw_reply", "attempts", "cached", "latency_ms",
+              "prompt_tokens", "completion_tokens")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    """Read-only: a run is written by the worker alone; rescoring adds runs from the pages."""
+
+    list_display = ("id", "answer", "status", "trigger", "judge_model", "prompt_version",
+                    "calls", "prompt_tokens", "completion_tokens", "cost", "score",
+                    "created_at", "finished_at")
+    list_filter = ("status", "trigger", "judge_model", "prompt_version",
+                   "answer__use_case")
+    search_fields = ("answer__external_id", "judge_model", "error")
+    date_hierarchy = "created_at"
+    list_select_related = ("answer",)
+    inlines = [ClaimInline]
+    readonly_fields = [f.name for f in JudgeRun._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Runs are the history of an answer's scores; deleting one would rewrite it.
+        return False
+
+
+@admin.register(JudgePrice)
+class JudgePriceAdmin(admin.ModelAdmin):
+    list_display = ("judge_model", "prompt_per_1k", "completion_per_1k", "currency")
+    search_fields = ("judge_model",)

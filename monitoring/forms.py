@@ -1,7 +1,16 @@
-"""Filter form of the answer list: bad query parameters become form errors, never a 500."""
+"""Forms of the pages: the answer list's filters, and rescoring with another judge model.
+
+Bad input becomes a form error, never a 500.
+"""
+
+import re
+from datetime import date
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+
+from monitoring.selectors import same_model
+from monitoring.services.rescoring import same_model_reason
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
 
@@ -39,3 +48,60 @@ class AnswerFilterForm(forms.Form):
             "date_from": data.get("date_from"),
             "date_to": data.get("date_to"),
         }
+
+
+class RescoreForm(forms.Form):
+    """The judge model for a rescore. Refuses the answer's own generator model, and says why."""
+
+    judge_model = forms.CharField(label=_("Prüfmodell"), max_length=200, strip=True)
+
+    def __init__(self, *args, generator_model: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.generator_model = generator_model
+
+    def clean_judge_model(self) -> str:
+        model = self.cleaned_data["judge_model"]
+        if self.generator_model is not None and same_model(model, self.generator_model):
+            raise forms.ValidationError(same_model_reason(model), code="same_model")
+        return model
+
+
+WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$", re.ASCII)
+# Weeks outside these years are typing errors; the bounds also keep date arithmetic (a week's
+# end, the time zone) far from date.min and date.max.
+WEEK_YEARS = (2000, 2999)
+
+
+class WeekRescoreForm(RescoreForm):
+    """All judged answers of one ISO week (YYYY-Www) with another judge model."""
+
+    week = forms.CharField(
+        label=_("Woche"), max_length=50, strip=True,
+        help_text=_("ISO-Kalenderwoche, z. B. 2026-W07"),
+        widget=forms.TextInput(attrs={"placeholder": "2026-W07", "size": 9}),
+    )
+    field_order = ["week", "judge_model"]
+
+    def clean_week(self) -> tuple[int, int]:
+        value = self.cleaned_data["week"].upper()
+        match = WEEK_RE.match(value)
+        if not match:
+            raise forms.ValidationError(
+                _("Bitte eine Woche im Format JJJJ-Www angeben, z. B. 2026-W07."), code="format"
+            )
+        year, week = int(match.group(1)), int(match.group(2))
+        if not WEEK_YEARS[0] <= year <= WEEK_YEARS[1]:
+            raise forms.ValidationError(
+                _("Bitte ein Jahr zwischen %(first)s und %(last)s angeben.")
+                % {"first": WEEK_YEARS[0], "last": WEEK_YEARS[1]},
+                code="year",
+            )
+        try:
+            date.fromisocalendar(year, week, 1)
+        except ValueError:
+            raise forms.ValidationError(
+                _("Das Jahr %(year)s hat keine Kalenderwoche %(week)s.")
+                % {"year": year, "week": week},
+                code="no_such_week",
+            ) from None
+        return year, week

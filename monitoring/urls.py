@@ -6,4 +6,14 @@ app_name = "monitoring"
 urlpatterns = [
     path("", views.answer_list, name="answer_list"),
     path("answers/<int:pk>/", views.answer_detail, name="answer_detail"),
+    path("answers/<int:pk>/rescore/", views.answer_rescore, name="answer_rescore"),
+    path(
+        "answers/<int:pk>/runs/<int:run_pk>/retry/", views.judge_run_retry,
+        name="judge_run_retry",
+    ),
+    path("use-cases/<slug:slug>/judge/", views.use_case_judge, name="use_case_judge"),
+    path(
+        "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,
+        name="use_case_rescore_week",
+    ),
 ]

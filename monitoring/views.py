@@ -1,16 +1,29 @@
-"""Pages of the monitoring app. Views parse input, call a selector, render."""
+"""Pages of the monitoring app. Views parse input, call a selector or service, render.
 
+Rescoring spends judge calls, so it takes two POSTs: the first validates the form and shows a
+confirmation with the expected calls and cost, the second (with `confirm`) queues the runs.
+"""
+
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import selectors
+from monitoring.demo import DEMO_JUDGE_MODEL
 from monitoring.domain.highlight import segments
-from monitoring.forms import AnswerFilterForm
+from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
+from monitoring.models import Answer, UseCase
+from monitoring.services import rescoring
 
 PAGE_SIZE = 50
 
@@ -43,12 +56,31 @@ def answer_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
-@require_GET
-def answer_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def _answer_or_404(request: HttpRequest, pk: int) -> Answer:
     answer = selectors.answer_get_for_user(user=request.user, pk=pk)
     if answer is None:
         raise Http404
+    return answer
+
+
+def _rescorable_answer(request: HttpRequest, pk: int) -> Answer:
+    """The answer, if the user may see it (else 404) and rescore it (else 403)."""
+    answer = _answer_or_404(request, pk)
+    if not selectors.user_may_rescore(user=request.user, use_case=answer.use_case):
+        raise PermissionDenied
+    return answer
+
+
+def _detail(
+    request: HttpRequest, answer: Answer, rescore_form: RescoreForm | None = None
+) -> HttpResponse:
+    may_rescore = answer.sampled and selectors.user_may_rescore(
+        user=request.user, use_case=answer.use_case
+    )
+    if may_rescore and rescore_form is None:
+        rescore_form = RescoreForm(
+            initial={"judge_model": settings.TREUE_JUDGE_MODEL}, generator_model=answer.model
+        )
     return render(
         request,
         "monitoring/answer_detail.html",
@@ -56,5 +88,181 @@ def answer_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "answer": answer,
             "segments": segments(answer.text, answer.uncertain_tokens),
             "chunks": answer.chunks.all(),
+            "judging": selectors.answer_judging(answer=answer),
+            "may_rescore": may_rescore,
+            "rescore_form": rescore_form,
         },
     )
+
+
+@login_required
+@require_GET
+def answer_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    return _detail(request, _answer_or_404(request, pk))
+
+
+def _confirm(request: HttpRequest, context: dict) -> HttpResponse:
+    return render(request, "monitoring/rescore_confirm.html", context)
+
+
+@login_required
+@require_POST
+def answer_rescore(request: HttpRequest, pk: int) -> HttpResponse:
+    answer = _rescorable_answer(request, pk)
+    back = reverse("monitoring:answer_detail", args=[answer.pk])
+    if not answer.sampled:
+        # Judging an answer outside the sample would bias every estimate built on the sample.
+        messages.error(request, _("Nur Antworten der Stichprobe werden vom Modell geprüft."))
+        return redirect(back)
+    form = RescoreForm(request.POST, generator_model=answer.model)
+    if not form.is_valid():
+        return _detail(request, answer, rescore_form=form)
+    model = form.cleaned_data["judge_model"]
+    if "confirm" not in request.POST:
+        return _confirm(request, {
+            "kind": "answer",
+            "answer": answer,
+            "use_case": answer.use_case,
+            "judge_model": model,
+            "estimate": selectors.rescore_estimate_for_answer(answer=answer, judge_model=model),
+            "action": reverse("monitoring:answer_rescore", args=[answer.pk]),
+            "fields": {"judge_model": model},
+            "back": back,
+        })
+    try:
+        rescoring.answer_rescore(answer=answer, judge_model=model, user=request.user)
+    except rescoring.RescoreRefused as e:
+        messages.error(request, str(e))
+        return redirect(back + "#pruefung")
+    messages.success(
+        request,
+        _("Neubewertung mit „%(model)s“ angefordert: Der Prüflauf wartet auf den Prüfer.")
+        % {"model": model},
+    )
+    return redirect(back + "#pruefung")
+
+
+@login_required
+@require_POST
+def judge_run_retry(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+    answer = _rescorable_answer(request, pk)
+    run = answer.judge_runs.filter(pk=run_pk).first()
+    if run is None:
+        raise Http404
+    back = reverse("monitoring:answer_detail", args=[answer.pk])
+    if "confirm" not in request.POST:
+        return _confirm(request, {
+            "kind": "retry",
+            "answer": answer,
+            "use_case": answer.use_case,
+            "run": run,
+            "judge_model": run.judge_model,
+            "estimate": selectors.rescore_estimate_for_answer(
+                answer=answer, judge_model=run.judge_model
+            ),
+            "action": reverse("monitoring:judge_run_retry", args=[answer.pk, run.pk]),
+            "fields": {},
+            "back": back,
+        })
+    try:
+        rescoring.judge_run_retry(run=run, user=request.user)
+    except rescoring.RescoreRefused as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(
+            request,
+            _("Der Prüflauf mit „%(model)s“ wird wiederholt und wartet auf den Prüfer.")
+            % {"model": run.judge_model},
+        )
+    return redirect(back + "#pruefung")
+
+
+def _use_case_or_404(request: HttpRequest, slug: str) -> UseCase:
+    use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    return use_case
+
+
+def _judge_page(
+    request: HttpRequest, use_case: UseCase, week_form: WeekRescoreForm | None = None
+) -> HttpResponse:
+    may_rescore = selectors.user_may_rescore(user=request.user, use_case=use_case)
+    if may_rescore and week_form is None:
+        week_form = WeekRescoreForm(initial={
+            "week": selectors.previous_iso_week(), "judge_model": settings.TREUE_JUDGE_MODEL,
+        })
+    usage, total = selectors.judge_usage_by_day(use_case=use_case)
+    recent = list(selectors.judge_runs_recent(use_case=use_case))
+    return render(request, "monitoring/use_case_judge.html", {
+        "use_case": use_case,
+        "usage": usage,
+        "total": total,
+        "counts": selectors.judge_run_counts(use_case=use_case),
+        "recent": recent,
+        "demo_model": DEMO_JUDGE_MODEL,
+        "demo": settings.TREUE_JUDGE_MODEL == DEMO_JUDGE_MODEL
+        or any(r.judge_model == DEMO_JUDGE_MODEL for r in recent),
+        "weekly": selectors.use_case_weekly_cost(use_case=use_case),
+        "may_rescore": may_rescore,
+        "week_form": week_form,
+        "usage_days": selectors.USAGE_DAYS,
+    })
+
+
+@login_required
+@require_GET
+def use_case_judge(request: HttpRequest, slug: str) -> HttpResponse:
+    return _judge_page(request, _use_case_or_404(request, slug))
+
+
+@login_required
+@require_POST
+def use_case_rescore_week(request: HttpRequest, slug: str) -> HttpResponse:
+    use_case = _use_case_or_404(request, slug)
+    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    form = WeekRescoreForm(request.POST)
+    if not form.is_valid():
+        return _judge_page(request, use_case, week_form=form)
+    (year, week), model = form.cleaned_data["week"], form.cleaned_data["judge_model"]
+    week_label = f"{year}-W{week:02d}"
+    back = reverse("monitoring:use_case_judge", args=[use_case.slug])
+    estimate = selectors.rescore_estimate_for_week(
+        use_case=use_case, year=year, week=week, judge_model=model
+    )
+    if not estimate.answers:
+        form.add_error("week", _(
+            "In der Woche %(week)s gibt es keine geprüften Antworten, die mit „%(model)s“ "
+            "neu bewertet werden können."
+        ) % {"week": week_label, "model": model})
+        return _judge_page(request, use_case, week_form=form)
+    if "confirm" not in request.POST:
+        return _confirm(request, {
+            "kind": "week",
+            "use_case": use_case,
+            "week": week_label,
+            "judge_model": model,
+            "estimate": estimate,
+            "action": reverse("monitoring:use_case_rescore_week", args=[use_case.slug]),
+            "fields": {"week": week_label, "judge_model": model},
+            "back": back,
+        })
+    result = rescoring.use_case_week_rescore(
+        use_case=use_case, year=year, week=week, judge_model=model, user=request.user
+    )
+    messages.success(request, ngettext(
+        "%(count)s Antwort der Woche %(week)s wird mit „%(model)s“ neu bewertet.",
+        "%(count)s Antworten der Woche %(week)s werden mit „%(model)s“ neu bewertet.",
+        result.created,
+    ) % {"count": result.created, "week": week_label, "model": model})
+    skipped = result.skipped_same_model + result.skipped_open
+    if skipped:
+        messages.info(request, ngettext(
+            "%(count)s Antwort wurde ausgelassen (vom Prüfmodell selbst erzeugt oder schon in "
+            "Prüfung).",
+            "%(count)s Antworten wurden ausgelassen (vom Prüfmodell selbst erzeugt oder schon in "
+            "Prüfung).",
+            skipped,
+        ) % {"count": skipped})
+    return redirect(back)

@@ -1,4 +1,4 @@
-"""Reads of the monitoring app. Every query a person triggers goes through the use cases that
+"""Reads of answers and use cases. Every query a person triggers goes through the use cases that
 person may see: staff see all, others those they are assigned to as expert or team lead."""
 
 from datetime import date
@@ -15,6 +15,12 @@ def use_cases_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Us
     if user.is_staff:
         return UseCase.objects.all()
     return UseCase.objects.filter(Q(experts=user) | Q(team_leads=user)).distinct()
+
+
+def use_case_get_for_user(
+    *, user: AbstractBaseUser | AnonymousUser, slug: str
+) -> UseCase | None:
+    return use_cases_for_user(user=user).filter(slug=slug).first()
 
 
 def answer_list(
@@ -45,7 +51,7 @@ def answer_list(
 def answer_get_for_user(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Answer | None:
     return (
         Answer.objects.filter(pk=pk, use_case__in=use_cases_for_user(user=user))
-        .select_related("use_case", "service")
+        .select_related("use_case", "service", "current_run")
         .prefetch_related("chunks")
         .first()
     )

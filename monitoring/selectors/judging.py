@@ -1,0 +1,458 @@
+"""Reads of the judge tier (tier 2): an answer's runs and verdicts, who may rescore, what a
+rescore is expected to cost, the use case's usage per day and its expected weekly cost."""
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Count, Min, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from monitoring.demo import DEMO_JUDGE_MODEL
+from monitoring.domain import cost
+from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
+
+# The weekly cost estimate looks back this far: long enough to average out a quiet week, short
+# enough to follow a use case that grows.
+COST_WINDOW_DAYS = 28
+# The judge page's usage table.
+USAGE_DAYS = 14
+# Sample rates the cost estimate also shows, so whoever sets the rate sees what it buys.
+COMPARED_RATES = (0.02, 0.03, 0.05)
+OPEN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
+
+
+def same_model(a: str, b: str) -> bool:
+    """The judge's rule for "the same model" (monitoring.services.judging): case and surrounding
+    blanks do not make a different model."""
+    return a.strip().lower() == b.strip().lower()
+
+
+def user_may_rescore(*, user: AbstractBaseUser | AnonymousUser, use_case: UseCase) -> bool:
+    """Rescoring spends judge calls: team leads of the use case and staff may, experts may not."""
+    if not user.is_authenticated:
+        return False
+    return bool(user.is_staff) or use_case.team_leads.filter(pk=user.pk).exists()
+
+
+def price_for_model(*, judge_model: str) -> JudgePrice | None:
+    if not judge_model:
+        return None
+    return JudgePrice.objects.filter(judge_model=judge_model).first()
+
+
+@dataclass
+class AnswerJudging:
+    """Everything the answer page shows about tier 2."""
+
+    runs: list[JudgeRun]  # newest first
+    shown: JudgeRun | None  # the current run (whose score the answer carries), else the newest
+    newer: list[JudgeRun]  # runs after the shown one: a rescore waiting, running or failed
+    history: list[JudgeRun]  # every run but the shown one, newest first
+    mixed: bool  # the runs differ in judge model or prompt version
+    demo: bool  # a run of the demo judge, whose verdicts are replayed human labels
+    open_run: JudgeRun | None  # a run waiting or running: no second one until it is done
+    retry_run: JudgeRun | None  # the newest run, failed, and worth another try
+
+
+def answer_judging(*, answer: Answer) -> AnswerJudging:
+    runs = list(
+        answer.judge_runs.select_related("requested_by").prefetch_related("claims")
+        .order_by("-created_at", "-id")
+    )
+    for run in runs:
+        run.duration = (
+            run.finished_at - run.started_at if run.finished_at and run.started_at else None
+        )
+        run.same_model = same_model(run.judge_model, answer.model)
+    shown = next((r for r in runs if r.pk == answer.current_run_id), runs[0] if runs else None)
+    newer = runs[: runs.index(shown)] if shown else []
+    open_run = next((r for r in runs if r.status in OPEN_STATUSES), None)
+    newest = runs[0] if runs else None
+    retry_run = (
+        newest
+        if newest and newest.status == JudgeRun.Status.FAILED and not newest.same_model
+        and open_run is None
+        else None
+    )
+    currencies = dict(
+        JudgePrice.objects.filter(judge_model__in={r.judge_model for r in runs})
+        .values_list("judge_model", "currency")
+    )
+    for run in runs:
+        run.currency = currencies.get(run.judge_model, "")
+    return AnswerJudging(
+        runs=runs,
+        shown=shown,
+        newer=newer,
+        history=[r for r in runs if r is not shown],
+        mixed=len({(r.judge_model, r.prompt_version) for r in runs}) > 1,
+        demo=any(r.judge_model == DEMO_JUDGE_MODEL for r in runs),
+        open_run=open_run,
+        retry_run=retry_run,
+    )
+
+
+@dataclass(frozen=True)
+class JudgeMeans:
+    """Calls and tokens of a use case's succeeded sample runs in a window."""
+
+    runs: int
+    calls_per_answer: float | None
+    prompt_tokens_per_call: float | None
+    completion_tokens_per_call: float | None
+
+
+def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
+    totals = JudgeRun.objects.filter(
+        answer__use_case=use_case,
+        status=JudgeRun.Status.SUCCEEDED,
+        trigger=JudgeRun.Trigger.SAMPLE,
+        finished_at__gte=since,
+    ).aggregate(
+        n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
+    )
+    runs, calls = totals["n_runs"], totals["n_calls"] or 0
+    return JudgeMeans(
+        runs=runs,
+        calls_per_answer=calls / runs if runs else None,
+        prompt_tokens_per_call=totals["prompt"] / calls if calls else None,
+        completion_tokens_per_call=totals["completion"] / calls if calls else None,
+    )
+
+
+@dataclass(frozen=True)
+class RescoreEstimate:
+    """What a rescore is expected to cost, and what the figures rest on."""
+
+    answers: int
+    calls: float
+    # "claims": 1 + claims of each answer's current run; "use_case": the use case's mean calls
+    # per judged answer; "assumption": ASSUMED_CALLS_PER_ANSWER, nothing judged yet.
+    basis: str
+    cost: float | None
+    price: JudgePrice | None
+    skipped_same_model: int = 0
+    skipped_open: int = 0
+
+
+def _price_floats(price: JudgePrice | None) -> tuple[float | None, float | None]:
+    if price is None:
+        return None, None
+    return float(price.prompt_per_1k), float(price.completion_per_1k)
+
+
+def _run_estimate(
+    *, calls: float, run: JudgeRun | None, means: JudgeMeans | None, price: JudgePrice | None
+) -> float | None:
+    """Expected cost of `calls` calls, at the tokens per call of `run` or else of `means`."""
+    if run is not None and run.calls:
+        prompt, completion = run.prompt_tokens / run.calls, run.completion_tokens / run.calls
+    elif means is not None and means.prompt_tokens_per_call is not None:
+        prompt, completion = means.prompt_tokens_per_call, means.completion_tokens_per_call or 0
+    else:
+        return None
+    prompt_price, completion_price = _price_floats(price)
+    return cost.call_cost(
+        prompt_tokens=prompt * calls,
+        completion_tokens=completion * calls,
+        prompt_price_per_1k=prompt_price,
+        completion_price_per_1k=completion_price,
+    )
+
+
+def rescore_estimate_for_answer(*, answer: Answer, judge_model: str) -> RescoreEstimate:
+    """Expected calls and cost of judging one answer again with `judge_model`.
+
+    An answer with a current run is expected to need one decomposition plus one call per claim
+    of that run, at that run's tokens per call; otherwise the use case's recent means stand in,
+    and failing those an assumption the page names.
+    """
+    price = price_for_model(judge_model=judge_model)
+    run = answer.current_run
+    if run is not None:
+        calls = 1 + run.claims.count()
+        return RescoreEstimate(
+            answers=1, calls=calls, basis="claims", price=price,
+            cost=_run_estimate(calls=calls, run=run, means=None, price=price),
+        )
+    means = use_case_judge_means(
+        use_case=answer.use_case, since=timezone.now() - timedelta(days=COST_WINDOW_DAYS)
+    )
+    if means.calls_per_answer is not None:
+        calls, basis = means.calls_per_answer, "use_case"
+    else:
+        calls, basis = cost.ASSUMED_CALLS_PER_ANSWER, "assumption"
+    return RescoreEstimate(
+        answers=1, calls=calls, basis=basis, price=price,
+        cost=_run_estimate(calls=calls, run=None, means=means, price=price),
+    )
+
+
+def iso_week_bounds(*, year: int, week: int) -> tuple[datetime, datetime]:
+    """Monday 00:00 to the next Monday 00:00 of an ISO week, in the site's time zone.
+
+    Raises ValueError for a week the year does not have (week 53 of a short year)."""
+    monday = date.fromisocalendar(year, week, 1)
+    zone = timezone.get_current_timezone()
+    start = datetime.combine(monday, time.min, tzinfo=zone)
+    return start, datetime.combine(monday + timedelta(days=7), time.min, tzinfo=zone)
+
+
+def previous_iso_week(*, today: date | None = None) -> str:
+    year, week, _ = ((today or timezone.localdate()) - timedelta(days=7)).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def week_judged_answers(*, use_case: UseCase, year: int, week: int) -> QuerySet[Answer]:
+    """Answers of the use case created in the ISO week (site time) that carry a score."""
+    start, end = iso_week_bounds(year=year, week=week)
+    return Answer.objects.filter(
+        use_case=use_case,
+        created_at__gte=start,
+        created_at__lt=end,
+        status=Answer.Status.JUDGED,
+        current_run__isnull=False,
+    )
+
+
+def answers_with_open_runs(*, answers: QuerySet[Answer]) -> set[int]:
+    return set(
+        JudgeRun.objects.filter(answer__in=answers, status__in=OPEN_STATUSES)
+        .values_list("answer_id", flat=True)
+    )
+
+
+def rescore_estimate_for_week(
+    *, use_case: UseCase, year: int, week: int, judge_model: str
+) -> RescoreEstimate:
+    """Expected calls and cost of judging every judged answer of an ISO week again.
+
+    Left out, and counted: answers generated by `judge_model` itself (a model may not judge
+    itself) and answers with a run already waiting or running.
+    """
+    answers = week_judged_answers(use_case=use_case, year=year, week=week)
+    open_ids = answers_with_open_runs(answers=answers)
+    rows = answers.annotate(claim_count=Count("current_run__claims")).values_list(
+        "pk", "model", "claim_count", "current_run__calls", "current_run__prompt_tokens",
+        "current_run__completion_tokens",
+    )
+    price = price_for_model(judge_model=judge_model)
+    prompt_price, completion_price = _price_floats(price)
+    count = calls = skipped_same = skipped_open = 0
+    prompt_tokens = completion_tokens = 0.0
+    for pk, model, claims, run_calls, run_prompt, run_completion in rows:
+        if same_model(model, judge_model):
+            skipped_same += 1
+            continue
+        if pk in open_ids:
+            skipped_open += 1
+            continue
+        count += 1
+        calls += 1 + claims
+        if run_calls:
+            prompt_tokens += run_prompt / run_calls * (1 + claims)
+            completion_tokens += run_completion / run_calls * (1 + claims)
+    return RescoreEstimate(
+        answers=count, calls=calls, basis="claims", price=price,
+        cost=cost.call_cost(
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            prompt_price_per_1k=prompt_price, completion_price_per_1k=completion_price,
+        ),
+        skipped_same_model=skipped_same, skipped_open=skipped_open,
+    )
+
+
+@dataclass
+class UsageRow:
+    """Judge usage of one day (or of all days, for the total line)."""
+
+    day: date | None
+    runs: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    unpriced_runs: int = 0  # runs that made calls for a model without a price
+
+    @property
+    def calls_per_run(self) -> float | None:
+        return self.calls / self.runs if self.runs else None
+
+    @property
+    def cost_per_run(self) -> Decimal | None:
+        priced = self.runs - self.unpriced_runs
+        return self.cost / priced if priced else None
+
+
+def judge_usage_by_day(
+    *, use_case: UseCase, days: int = USAGE_DAYS, today: date | None = None
+) -> tuple[list[UsageRow], UsageRow]:
+    """Calls, tokens and cost of the use case's judge runs per day (site time, by the time a
+    run finished), today and the days before, newest first; and their total."""
+    today = today or timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    zone = timezone.get_current_timezone()
+    grouped = (
+        JudgeRun.objects.filter(
+            answer__use_case=use_case,
+            finished_at__gte=datetime.combine(first, time.min, tzinfo=zone),
+            finished_at__lt=datetime.combine(today + timedelta(days=1), time.min, tzinfo=zone),
+        )
+        .annotate(day=TruncDate("finished_at", tzinfo=zone))
+        .values("day")
+        .annotate(
+            n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"), total_cost=Sum("cost"),
+            unpriced=Count("id", filter=Q(cost__isnull=True, calls__gt=0)),
+        )
+    )
+    by_day = {row["day"]: row for row in grouped}
+    rows, total = [], UsageRow(day=None)
+    for offset in range(days):
+        day = today - timedelta(days=offset)
+        data = by_day.get(day)
+        row = UsageRow(day=day)
+        if data:
+            row = UsageRow(
+                day=day, runs=data["n_runs"], calls=data["n_calls"] or 0,
+                prompt_tokens=data["prompt"] or 0, completion_tokens=data["completion"] or 0,
+                cost=Decimal(data["total_cost"] or 0), unpriced_runs=data["unpriced"],
+            )
+        rows.append(row)
+        for name in ("runs", "calls", "prompt_tokens", "completion_tokens", "cost",
+                     "unpriced_runs"):
+            setattr(total, name, getattr(total, name) + getattr(row, name))
+    return rows, total
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    pending: int
+    running: int
+    failed: int  # finished as failed within the usage window
+
+
+def judge_run_counts(*, use_case: UseCase, days: int = USAGE_DAYS) -> RunCounts:
+    since = datetime.combine(
+        timezone.localdate() - timedelta(days=days - 1), time.min,
+        tzinfo=timezone.get_current_timezone(),
+    )
+    counts = JudgeRun.objects.filter(answer__use_case=use_case).aggregate(
+        pending=Count("id", filter=Q(status=JudgeRun.Status.PENDING)),
+        running=Count("id", filter=Q(status=JudgeRun.Status.RUNNING)),
+        failed=Count("id", filter=Q(status=JudgeRun.Status.FAILED, finished_at__gte=since)),
+    )
+    return RunCounts(**counts)
+
+
+def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> QuerySet[JudgeRun]:
+    """The use case's latest runs, for the per-run table of the judge page."""
+    return (
+        JudgeRun.objects.filter(answer__use_case=use_case)
+        .select_related("answer")
+        .defer("call_log", "decomposition_raw", "answer__token_data", "answer__messages")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class ComparedRate:
+    rate: float
+    estimate: cost.WeeklyCostEstimate
+    current: bool
+
+    @property
+    def percent(self) -> float:
+        return self.rate * 100
+
+
+@dataclass(frozen=True)
+class WeeklyCost:
+    """The expected weekly judge cost of a use case, with the figures it rests on."""
+
+    estimate: cost.WeeklyCostEstimate
+    weeks: int  # weeks of history the means come from (1-4)
+    answers: int  # answers in those weeks
+    weekly_volume: float
+    flagged_share: float
+    sample_rate: float
+    calls_per_answer: float
+    calls_measured: bool  # False: ASSUMED_CALLS_PER_ANSWER
+    judged_runs: int
+    prompt_tokens_per_call: float | None
+    completion_tokens_per_call: float | None
+    judge_model: str
+    price: JudgePrice | None
+    compared: list[ComparedRate]
+
+    @property
+    def flagged_percent(self) -> float:
+        return self.flagged_share * 100
+
+    @property
+    def sample_percent(self) -> float:
+        return self.sample_rate * 100
+
+
+def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> WeeklyCost:
+    """Expected judged answers, calls and cost per week at the use case's sample rate.
+
+    Volume and flagged share come from the answers of the last four weeks (fewer when the first
+    answer in that window is younger: a new use case is not averaged with weeks it did not
+    exist); calls and tokens per call from the succeeded sample runs of the same window; the
+    price from the configured judge model (TREUE_JUDGE_MODEL).
+    """
+    now = now or timezone.now()
+    since = now - timedelta(days=COST_WINDOW_DAYS)
+    figures = Answer.objects.filter(use_case=use_case, created_at__gte=since).aggregate(
+        answers=Count("id"), flagged=Count("id", filter=Q(flagged=True)),
+        first=Min("created_at"),
+    )
+    answers = figures["answers"]
+    weeks = 1
+    if figures["first"] is not None:
+        age_days = (now - figures["first"]).total_seconds() / 86400
+        weeks = min(COST_WINDOW_DAYS // 7, max(1, math.ceil(age_days / 7)))
+    means = use_case_judge_means(use_case=use_case, since=since)
+    judge_model = settings.TREUE_JUDGE_MODEL
+    price = price_for_model(judge_model=judge_model)
+    prompt_price, completion_price = _price_floats(price)
+    calls_per_answer = means.calls_per_answer or cost.ASSUMED_CALLS_PER_ANSWER
+
+    def estimate(rate: float) -> cost.WeeklyCostEstimate:
+        return cost.expected_weekly_judge_cost(
+            weekly_volume=answers / weeks,
+            flagged_share=figures["flagged"] / answers if answers else 0.0,
+            sample_rate=rate,
+            calls_per_answer=calls_per_answer,
+            prompt_tokens_per_call=means.prompt_tokens_per_call,
+            completion_tokens_per_call=means.completion_tokens_per_call,
+            prompt_price_per_1k=prompt_price,
+            completion_price_per_1k=completion_price,
+        )
+
+    rates = sorted({*COMPARED_RATES, use_case.sample_rate})
+    return WeeklyCost(
+        estimate=estimate(use_case.sample_rate),
+        weeks=weeks,
+        answers=answers,
+        weekly_volume=answers / weeks,
+        flagged_share=figures["flagged"] / answers if answers else 0.0,
+        sample_rate=use_case.sample_rate,
+        calls_per_answer=calls_per_answer,
+        calls_measured=means.calls_per_answer is not None,
+        judged_runs=means.runs,
+        prompt_tokens_per_call=means.prompt_tokens_per_call,
+        completion_tokens_per_call=means.completion_tokens_per_call,
+        judge_model=judge_model,
+        price=price,
+        compared=[
+            ComparedRate(rate, estimate(rate), rate == use_case.sample_rate) for rate in rates
+        ],
+    )

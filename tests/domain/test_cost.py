@@ -1,0 +1,134 @@
+"""Expected judge cost (monitoring.domain.cost), every figure computed by hand in the comments."""
+
+import math
+
+import pytest
+
+from monitoring.domain.cost import (
+    ASSUMED_CALLS_PER_ANSWER,
+    WeeklyCostEstimate,
+    call_cost,
+    expected_weekly_judge_cost,
+)
+
+# (id, volume, flagged, rate, calls/answer, prompt tok/call, completion tok/call, prompt price,
+#  completion price, judged, calls, cost)
+WEEKLY_CASES = [
+    # 1000 × (0.1 + 0.9 × 0.03) = 127; 127 × 6 = 762; (500 × 0.15 + 5 × 0.6) / 1000 = 0.078
+    # per call; 762 × 0.078 = 59.436
+    ("typical", 1000, 0.1, 0.03, 6, 500, 5, 0.15, 0.6, 127.0, 762.0, 59.436),
+    # nothing flagged: 7000 × 0.03 = 210; × 5 = 1050; (1000 × 1 + 2 × 2) / 1000 = 1.004;
+    # 1050 × 1.004 = 1054.2
+    ("nothing flagged", 7000, 0.0, 0.03, 5, 1000, 2, 1.0, 2.0, 210.0, 1050.0, 1054.2),
+    # everything flagged: the rate does not matter, 200 × 1 = 200; × 4 = 800;
+    # (250 × 0.2 + 1 × 0.8) / 1000 = 0.0508; 800 × 0.0508 = 40.64
+    ("all flagged", 200, 1.0, 0.05, 4, 250, 1, 0.2, 0.8, 200.0, 800.0, 40.64),
+    # a rate of 1 judges every answer: 50; × 3 = 150; free model → 0
+    ("rate one, free model", 50, 0.3, 1.0, 3, 400, 3, 0.0, 0.0, 50.0, 150.0, 0.0),
+    ("no answers", 0, 0.0, 0.03, 6, 500, 5, 0.15, 0.6, 0.0, 0.0, 0.0),
+    # fractions: 350 × (0.02 + 0.98 × 0.02) = 350 × 0.0396 = 13.86; × 5.5 = 76.23;
+    # (800 × 0.5 + 3 × 1.5) / 1000 = 0.4045; 76.23 × 0.4045 = 30.835035
+    ("fractions", 350, 0.02, 0.02, 5.5, 800, 3, 0.5, 1.5, 13.86, 76.23, 30.835035),
+    # no price: calls are still known, the cost is not (None, never 0)
+    # 100 × (0.2 + 0.8 × 0.05) = 24; × 7 = 168
+    ("no price", 100, 0.2, 0.05, 7, 500, 5, None, None, 24.0, 168.0, None),
+    ("no completion price", 100, 0.2, 0.05, 7, 500, 5, 0.1, None, 24.0, 168.0, None),
+    # no judged answer yet, so no token figures: 100 × 0.24 = 24; × 6 (the assumption) = 144
+    ("no token figures", 100, 0.2, 0.05, ASSUMED_CALLS_PER_ANSWER, None, None, 0.15, 0.6,
+     24.0, 144.0, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("volume", "flagged", "rate", "calls_per", "prompt_tok", "completion_tok", "prompt_price",
+     "completion_price", "judged", "calls", "cost"),
+    [case[1:] for case in WEEKLY_CASES],
+    ids=[case[0] for case in WEEKLY_CASES],
+)
+def test_expected_weekly_judge_cost(
+    volume, flagged, rate, calls_per, prompt_tok, completion_tok, prompt_price,
+    completion_price, judged, calls, cost,
+):
+    estimate = expected_weekly_judge_cost(
+        weekly_volume=volume,
+        flagged_share=flagged,
+        sample_rate=rate,
+        calls_per_answer=calls_per,
+        prompt_tokens_per_call=prompt_tok,
+        completion_tokens_per_call=completion_tok,
+        prompt_price_per_1k=prompt_price,
+        completion_price_per_1k=completion_price,
+    )
+    assert isinstance(estimate, WeeklyCostEstimate)
+    assert estimate.judged_answers == pytest.approx(judged, rel=1e-12, abs=1e-12)
+    assert estimate.calls == pytest.approx(calls, rel=1e-12, abs=1e-12)
+    if cost is None:
+        assert estimate.cost is None
+    else:
+        assert estimate.cost == pytest.approx(cost, rel=1e-12, abs=1e-12)
+
+
+def test_the_assumption_is_one_decomposition_and_five_claims():
+    assert ASSUMED_CALLS_PER_ANSWER == 1 + 5
+
+
+def test_more_sampling_costs_more_and_flagging_everything_ignores_the_rate():
+    def judged(flagged, rate):
+        return expected_weekly_judge_cost(
+            weekly_volume=1000, flagged_share=flagged, sample_rate=rate, calls_per_answer=6,
+            prompt_tokens_per_call=500, completion_tokens_per_call=5,
+            prompt_price_per_1k=0.1, completion_price_per_1k=0.1,
+        ).judged_answers
+
+    assert judged(0.1, 0.02) < judged(0.1, 0.03) < judged(0.1, 0.05)
+    assert judged(1.0, 0.02) == judged(1.0, 0.5) == 1000
+
+
+BAD_INPUTS = [
+    ("flagged share above 1", {"flagged_share": 1.1}),
+    ("negative flagged share", {"flagged_share": -0.01}),
+    ("rate above 1", {"sample_rate": 1.5}),
+    ("negative rate", {"sample_rate": -0.1}),
+    ("rate nan", {"sample_rate": math.nan}),
+    ("negative volume", {"weekly_volume": -1}),
+    ("infinite volume", {"weekly_volume": math.inf}),
+    ("negative calls", {"calls_per_answer": -1}),
+    ("negative prompt tokens", {"prompt_tokens_per_call": -5}),
+    ("negative price", {"prompt_price_per_1k": -0.1}),
+    ("negative price without tokens", {"prompt_tokens_per_call": None,
+                                       "completion_price_per_1k": -1}),
+]
+
+
+@pytest.mark.parametrize("overrides", [c[1] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_inputs_raise(overrides):
+    arguments = {
+        "weekly_volume": 100, "flagged_share": 0.1, "sample_rate": 0.03, "calls_per_answer": 6,
+        "prompt_tokens_per_call": 500, "completion_tokens_per_call": 5,
+        "prompt_price_per_1k": 0.15, "completion_price_per_1k": 0.6,
+    } | overrides
+    with pytest.raises(ValueError):
+        expected_weekly_judge_cost(**arguments)
+
+
+# (id, prompt tokens, completion tokens, prompt price, completion price, cost)
+CALL_CASES = [
+    # (1200 × 0.5 + 40 × 1.5) / 1000 = (600 + 60) / 1000 = 0.66
+    ("a run", 1200, 40, 0.5, 1.5, 0.66),
+    ("no tokens", 0, 0, 0.5, 1.5, 0.0),
+    # (3 × 0.002 + 0) / 1000 = 0.000006
+    ("tiny", 3, 0, 0.002, 9.0, 0.000006),
+    ("unknown price", 1200, 40, None, 1.5, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "completion", "prompt_price", "completion_price", "cost"),
+    [c[1:] for c in CALL_CASES], ids=[c[0] for c in CALL_CASES],
+)
+def test_call_cost(prompt, completion, prompt_price, completion_price, cost):
+    got = call_cost(
+        prompt_tokens=prompt, completion_tokens=completion,
+        prompt_price_per_1k=prompt_price, completion_price_per_1k=completion_price,
+    )
+    assert got == (None if cost is None else pytest.approx(cost, rel=1e-12, abs=1e-15))
