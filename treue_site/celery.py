@@ -8,6 +8,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
 
 app = Celery("treue")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+if str(app.conf.broker_url).startswith("sqla+"):
+    # The embedded broker polls its table, once a second by default, which caps it near one
+    # task a second. Its transport hands every transport option to SQLAlchemy's create_engine,
+    # so the interval cannot go there; it is the transport's class attribute.
+    from kombu.transport import sqlalchemy as kombu_sqla
+
+    kombu_sqla.Transport.polling_interval = 0.2
 app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "reconcile-judge-runs": {

@@ -199,10 +199,6 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # marked for the judge so a reconciler can dispatch it later.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
-if CELERY_BROKER_URL.startswith("sqla+"):
-    # The embedded broker polls its table; the default second per poll caps it near one task a
-    # second. A fifth of a second costs an idle worker five cheap SQLite reads a second.
-    CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"] = 0.2
 
 LOGGING = {
     "version": 1,

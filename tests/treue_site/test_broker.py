@@ -36,3 +36,16 @@ def test_deletes_delivered_and_keeps_pending(tmp_path: Path) -> None:
 def test_other_brokers_are_left_alone(tmp_path: Path) -> None:
     assert delete_delivered_messages("redis://127.0.0.1:6379/0") == 0
     assert delete_delivered_messages(f"sqla+sqlite:///{tmp_path / 'empty.sqlite3'}") == 0
+
+
+def test_the_apps_transport_options_work_with_the_embedded_broker(tmp_path: Path) -> None:
+    # The SQLAlchemy transport hands transport options to create_engine; an option it does not
+    # know there breaks every publish (seen once with polling_interval).
+    from treue_site.celery import app
+
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
+    with kombu.Connection(url, transport_options=app.conf.broker_transport_options) as conn:
+        queue = conn.SimpleQueue("work")
+        queue.put({"n": 1})
+        assert queue.get(timeout=5).payload == {"n": 1}
+        queue.close()
