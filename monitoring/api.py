@@ -9,6 +9,7 @@ becomes a named 400 or 413.
 import json
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -60,19 +61,28 @@ class StrictJSONParser(Parser):
         if len(body) > limit:
             raise BodyTooLarge(limit)
         try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise BodyError("the body is not valid UTF-8") from e
-        try:
-            data = json.loads(text, parse_constant=_reject_constant)
-        except RecursionError as e:
-            raise BodyError("the body is nested too deeply") from e
-        except json.JSONDecodeError as e:
-            raise BodyError(f"the body is not valid JSON: {e.msg} at position {e.pos}") from e
+            # orjson is strict (no NaN, UTF-8 only) and several times faster; whatever it
+            # refuses goes through json below, which names the problem precisely.
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            data = _parse_slowly(body)
         if not isinstance(data, dict):
             raise BodyError("the body must be a JSON object")
         request.treue_raw = data  # type: ignore[attr-defined]
         return data
+
+
+def _parse_slowly(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BodyError("the body is not valid UTF-8") from e
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as e:
+        raise BodyError("the body is nested too deeply") from e
+    except json.JSONDecodeError as e:
+        raise BodyError(f"the body is not valid JSON: {e.msg} at position {e.pos}") from e
 
 
 def _body_limit(request: HttpRequest) -> int:
