@@ -10,6 +10,7 @@ with backoff that survives a worker restart.
 import email.utils
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,6 +78,37 @@ def _retry_after(headers: object) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+_lock = threading.Lock()
+_clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _shared_client(config: JudgeConfig) -> openai.OpenAI:
+    # Creating a client loads the certificate store (~0.1 s): once per endpoint and process.
+    key = (config.base_url, config.api_key, config.timeout)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = openai.OpenAI(
+                base_url=config.base_url,
+                api_key=config.api_key,
+                timeout=config.timeout,
+                max_retries=0,
+            )
+        return client
+
+
+def _call_slots(concurrency: int) -> threading.BoundedSemaphore:
+    """TREUE_JUDGE_CONCURRENCY bounds the judge calls in flight in this worker process, across
+    all the tasks its thread pool runs at once: the endpoint's rate limit is per caller, and the
+    benchmark's ideal (calls x latency / concurrency) assumes exactly this bound."""
+    with _lock:
+        slots = _slots.get(concurrency)
+        if slots is None:
+            slots = _slots[concurrency] = threading.BoundedSemaphore(max(1, concurrency))
+        return slots
+
+
 class JudgeClient:
     """Calls the judge with temperature 0. Thread-safe: one answer's claims share it."""
 
@@ -86,17 +118,18 @@ class JudgeClient:
         if not config.model:
             raise JudgeMisconfigured("no judge model: set TREUE_JUDGE_MODEL")
         self.config = config
-        self._client = openai.OpenAI(
-            base_url=config.base_url,
-            api_key=config.api_key,
-            timeout=config.timeout,
-            max_retries=0,
-        )
+        self._client = _shared_client(config)
+        self._slots = _call_slots(settings.TREUE_JUDGE_CONCURRENCY)
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: the HTTP client is shared by every run in this process, so
+        connections are reused instead of set up (with TLS) again for each answer."""
 
     def call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
+        with self._slots:
+            return self._call(messages, max_tokens=max_tokens)
+
+    def _call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
         started = time.monotonic()
         try:
             completion = self._client.chat.completions.create(

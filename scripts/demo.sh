@@ -80,7 +80,7 @@ fi
 .venv/bin/python manage.py migrate --noinput -v0
 .venv/bin/python manage.py seed_demo
 
-.venv/bin/celery -A treue_site worker --beat --loglevel=INFO --concurrency=2 \
+.venv/bin/celery -A treue_site worker --beat --loglevel=INFO --pool=threads --concurrency=8 \
   --schedule=var/celerybeat-schedule >var/worker.log 2>&1 &
 worker=$!
 echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
