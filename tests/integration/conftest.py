@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import kombu.pools
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -74,10 +75,11 @@ class Broker:
 
 def _reset_publishing(app: Any) -> None:
     """Drop the app's cached broker connections and producers, so the next publish uses the
-    broker URL now configured."""
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    broker URL now configured. kombu keeps its pools in a registry keyed by the connection; a
+    pool closed but left there would be handed out again for the same URL ("Acquire on closed
+    pool"), so the registry is emptied too."""
+    kombu.pools.reset()
+    app._pool = None
     app.amqp._producer_pool = None
 
 
