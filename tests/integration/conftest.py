@@ -39,6 +39,9 @@ from tests.support.openai_server import FakeOpenAIServer
 from treue_site.celery import app as celery_app
 
 BASE_DIR = Path(settings.BASE_DIR)
+# CI proves the production services: there, a worker test on the embedded broker or SQLite
+# would prove less than it claims, so it fails instead.
+IN_CI = os.environ.get("CI") == "true"
 READY_RE = re.compile(r"@\S+ ready\.")
 # Startup of a worker is ~5 s on an idle machine (importing openai is most of it).
 READY_TIMEOUT = 60
@@ -125,6 +128,8 @@ def _clean_redis(url: str, token: str) -> None:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     configured = os.environ.get("CELERY_BROKER_URL")
+    if IN_CI and not str(configured).startswith(("redis://", "rediss://")):
+        pytest.fail("CI must run the worker tests on Redis: CELERY_BROKER_URL is not redis://")
     if configured:
         url = configured
     else:
@@ -150,6 +155,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def worker_database_url(django_db_setup: None) -> str:
     """DATABASE_URL of the test database, for a process outside pytest."""
     name = str(connection.settings_dict["NAME"])
+    if IN_CI and connection.vendor != "postgresql":
+        pytest.fail("CI must run the worker tests on PostgreSQL: DATABASE_URL is not postgres")
     if connection.vendor == "sqlite":
         if name == ":memory:" or "mode=memory" in name:
             pytest.fail(
@@ -167,13 +174,20 @@ def worker_database_url(django_db_setup: None) -> str:
 
 
 class Worker:
-    """One `celery worker` process (prefork, 2 children) in its own process group."""
+    """One `celery worker` process with 2 slots, in its own process group.
 
-    def __init__(self, name: str, queue: str, env: dict[str, str], log_path: Path) -> None:
+    `pool` is "threads" (the README's production command: judging waits on the network) or
+    "prefork" (child processes: time limits, and reject_on_worker_lost when a child dies).
+    """
+
+    def __init__(
+        self, name: str, queue: str, env: dict[str, str], log_path: Path, pool: str = "prefork"
+    ) -> None:
         self.name = name
         self.queue = queue
         self.env = env
         self.log_path = log_path
+        self.pool = pool
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Worker:
@@ -181,7 +195,7 @@ class Worker:
             self.process = subprocess.Popen(
                 [
                     sys.executable, "-m", "celery", "-A", "treue_site", "worker",
-                    "--pool", "prefork", "--concurrency", "2",
+                    "--pool", self.pool, "--concurrency", "2",
                     "--without-heartbeat", "--without-mingle", "--without-gossip",
                     "--queues", self.queue, "--hostname", f"{self.name}@%h",
                     "--loglevel", "INFO",
@@ -303,7 +317,8 @@ def shared_worker(
     judge_server: FakeOpenAIServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Worker]:
-    """A worker for the scenarios that need nothing special, started once for the module."""
+    """A worker for the scenarios that need nothing special, started once for the module,
+    with the production pool (threads); the tests' own workers (`start_worker`) use prefork."""
     tmp = tmp_path_factory.mktemp("shared-worker")
     queue = broker.new_queue("shared")
     worker = Worker(
@@ -316,6 +331,7 @@ def shared_worker(
             var_dir=tmp,
         ),
         tmp / "worker.log",
+        pool="threads",
     )
     try:
         worker.start().wait_ready()
@@ -388,8 +404,13 @@ def _same_judge_settings(settings: Any, judge_server: FakeOpenAIServer) -> None:
     worker processes of a deployment are: ingest records the judge model on each run."""
     settings.TREUE_JUDGE_BASE_URL = judge_server.base_url
     for name, value in WORKER_SETTINGS.items():
-        setattr(settings, name, value if name in ("TREUE_JUDGE_MODEL", "TREUE_JUDGE_API_KEY")
-                else float(value) if "TIMEOUT" in name else int(value))
+        # As settings.py reads them: names are strings, the timeout a float, the rest integers.
+        if name in ("TREUE_JUDGE_MODEL", "TREUE_JUDGE_API_KEY"):
+            setattr(settings, name, value)
+        elif name == "TREUE_JUDGE_TIMEOUT_SECONDS":
+            setattr(settings, name, float(value))
+        else:
+            setattr(settings, name, int(value))
 
 
 def wait_for(
