@@ -257,6 +257,17 @@ def post_batch(request: HttpRequest, payload: BatchIn) -> HttpResponse:
     })
 
 
+def _judge_info(answer: Answer) -> dict[str, Any] | None:
+    run = answer.current_run
+    if run is None:
+        return None
+    return {
+        "model": run.judge_model,
+        "prompt_version": run.prompt_version,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
 @api.get(
     "/answers/{answer_id}",
     response={200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 503: ErrorOut},
@@ -283,7 +294,12 @@ def get_answer(
             }
             for c in answer.chunks.all()
         ],
-        score=None,
-        claims=[],
+        score=answer.score,
+        abstention=answer.abstention,
+        judge=_judge_info(answer),
+        claims=[
+            {"position": c.position, "text": c.text, "label": c.label}
+            for c in (answer.current_run.claims.all() if answer.current_run else ())
+        ],
     )
     return JsonResponse(data)

@@ -260,13 +260,27 @@ class ChunkOut(BaseModel):
     source: str | None
 
 
+class JudgeOut(BaseModel):
+    model: str
+    prompt_version: str
+    finished_at: datetime | None
+
+
+class ClaimOut(BaseModel):
+    position: int
+    text: str
+    label: str = Field(description="GEDECKT | TEILWEISE | UNGEDECKT | UNPARSEABLE")
+
+
 class AnswerDetailOut(AnswerOut):
     question: str
     answer: str
     model: str
     chunks: list[ChunkOut]
     score: float | None = Field(description="faithfulness 0..1 once judged, else null")
-    claims: list[dict[str, Any]]
+    abstention: bool = Field(description="judged without claims (an honest 'I don't know')")
+    judge: JudgeOut | None = Field(description="the judge run behind the score, once judged")
+    claims: list[ClaimOut] = Field(description="the claims of the current judge run")
 
 
 class BatchItemOut(BaseModel):

@@ -17,6 +17,9 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
 fi
 
+# The tests' own var/ (embedded broker file and the like), apart from the demo's.
+export TREUE_VAR_DIR=${TREUE_VAR_DIR:-$PWD/var/test}
+
 .venv/bin/ruff check .
 .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
 .venv/bin/python -m pytest "$@"

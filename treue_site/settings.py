@@ -205,10 +205,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # httpx logs every judge call at INFO; the judge run stores them anyway.
+    # httpx (httpx2 under openai 3) logs every judge call at INFO; the judge run stores them.
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
     },
 }
 

@@ -60,7 +60,7 @@ def answer_get_for_user(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> A
 def answer_get_for_service(*, service_id: int, pk: int) -> Answer | None:
     return (
         Answer.objects.filter(pk=pk, service_id=service_id)
-        .select_related("use_case")
-        .prefetch_related("chunks")
+        .select_related("use_case", "current_run")
+        .prefetch_related("chunks", "current_run__claims")
         .first()
     )

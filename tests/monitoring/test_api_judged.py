@@ -1,0 +1,44 @@
+"""GET /api/v1/answers/{id} once the judge has scored the answer: score, judge, claims."""
+
+import json
+
+import pytest
+from django.test import override_settings
+
+from monitoring.models import JudgeRun
+from monitoring.services import judging
+
+CLAIMS = ["Der Behälter wird alle 5 Jahre geprüft.", "Die Prüfung kostet 250 Euro."]
+
+
+def responder(request: dict) -> str:
+    last = request["messages"][-1]["content"]
+    if "JSON" in request["messages"][0]["content"]:
+        return json.dumps(CLAIMS, ensure_ascii=False)
+    return "GEDECKT" if CLAIMS[0] in last else "UNGEDECKT"
+
+
+@pytest.mark.django_db
+def test_scores_and_claims_are_returned(api, use_case, make_answer, openai_server) -> None:
+    use_case.sample_rate = 1.0
+    use_case.save()
+    openai_server.responder = responder
+    with override_settings(
+        TREUE_JUDGE_BASE_URL=openai_server.base_url, TREUE_JUDGE_MODEL="judge-x"
+    ):
+        created = api.post("/api/v1/answers", make_answer()).json()
+        before = api.get(f"/api/v1/answers/{created['id']}").json()
+        assert (before["score"], before["judge"], before["claims"]) == (None, None, [])
+        run = JudgeRun.objects.get(answer_id=created["id"])
+        assert judging.judge_run_execute(run_id=run.pk) == "scored"
+
+    data = api.get(f"/api/v1/answers/{created['id']}").json()
+    assert data["status"] == "judged"
+    assert data["score"] == 0.5
+    assert data["abstention"] is False
+    assert data["judge"]["model"] == "judge-x"
+    assert data["judge"]["prompt_version"] == run.prompt_version
+    assert [(c["position"], c["text"], c["label"]) for c in data["claims"]] == [
+        (0, CLAIMS[0], "GEDECKT"),
+        (1, CLAIMS[1], "UNGEDECKT"),
+    ]
