@@ -112,7 +112,10 @@ def _call_slots(concurrency: int) -> threading.BoundedSemaphore:
 class JudgeClient:
     """Calls the judge with temperature 0. Thread-safe: one answer's claims share it."""
 
-    def __init__(self, config: JudgeConfig) -> None:
+    def __init__(self, config: JudgeConfig, *, deadline: float | None = None) -> None:
+        """`deadline` (time.monotonic()) is the task's soft time limit, enforced here for every
+        pool: Celery's own limits apply only to prefork, and the workers run threads."""
+        self.deadline = deadline
         if not config.base_url:
             raise JudgeMisconfigured("no judge endpoint: set TREUE_JUDGE_BASE_URL")
         if not config.model:
@@ -129,7 +132,16 @@ class JudgeClient:
         with self._slots:
             return self._call(messages, max_tokens=max_tokens)
 
+    def _timeout(self) -> float:
+        if self.deadline is None:
+            return self.config.timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise JudgeUnavailable("time limit exceeded")
+        return min(self.config.timeout, left)
+
     def _call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
+        timeout = self._timeout()
         started = time.monotonic()
         try:
             completion = self._client.chat.completions.create(
@@ -137,6 +149,7 @@ class JudgeClient:
                 messages=messages,  # type: ignore[arg-type]
                 temperature=0,
                 max_tokens=max_tokens,
+                timeout=timeout,
             )
         except openai.APIConnectionError as e:  # includes timeouts
             raise JudgeUnavailable(f"judge unreachable: {type(e).__name__}") from e

@@ -10,10 +10,10 @@ from monitoring.judge_client import JudgeUnavailable
 from monitoring.services import judging
 from treue_site.broker import delete_delivered_messages
 
-# One answer: a decomposition plus its claims in parallel, each call bounded by the request
-# timeout; with a retry of unparseable replies that is at most ~4 call latencies.
-SCORE_SOFT_TIME_LIMIT = 300
-SCORE_TIME_LIMIT = 360
+# Celery enforces these only in a prefork pool; the judge client enforces the soft limit itself
+# (TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS) in any pool, the thread pool included.
+SCORE_SOFT_TIME_LIMIT = settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS
+SCORE_TIME_LIMIT = settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS + 60
 
 
 def backoff_seconds(retries: int, retry_after: float | None) -> float:

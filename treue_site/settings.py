@@ -167,6 +167,9 @@ TREUE_JUDGE_MAX_TOKENS_DECOMPOSE = envint("TREUE_JUDGE_MAX_TOKENS_DECOMPOSE", 15
 TREUE_JUDGE_MAX_TOKENS_VERIFY = envint("TREUE_JUDGE_MAX_TOKENS_VERIFY", 16)
 # Claims of one answer verified at once; the endpoint's rate limit is the real bound.
 TREUE_JUDGE_CONCURRENCY = envint("TREUE_JUDGE_CONCURRENCY", 8)
+# One answer's judgement: a decomposition plus its claims, each call bounded by the timeout;
+# past this the run is given back and retried (the hard limit is 60 s later).
+TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS = envint("TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS", 300)
 # A claimed run belongs to its worker this long; after that another delivery may take it over.
 # Longer than the hard time limit, so a live worker never loses its run.
 TREUE_JUDGE_LEASE_SECONDS = envint("TREUE_JUDGE_LEASE_SECONDS", 420)

@@ -14,6 +14,7 @@ come from the attempt that finished it.
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -280,7 +281,10 @@ def judge_run_execute(*, run_id: int) -> str:
         _finish_failed(run, token, SELF_JUDGING.format(model=run.judge_model), retryable=False)
         return "refused"
     try:
-        client = JudgeClient(JudgeConfig.from_settings(model=run.judge_model))
+        client = JudgeClient(
+            JudgeConfig.from_settings(model=run.judge_model),
+            deadline=time.monotonic() + settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS,
+        )
     except JudgeMisconfigured as e:
         _finish_failed(run, token, str(e), retryable=True)
         return "failed"
