@@ -96,8 +96,9 @@ TEMPLATES = [
 
 # An unset DATABASE_URL is the embedded default: an SQLite file inside the project.
 DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{VAR_DIR / 'treue.sqlite3'}",
+    # An empty DATABASE_URL counts as unset, like a missing one.
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'treue.sqlite3'}",
         conn_max_age=envint("DB_CONN_MAX_AGE", 60),
         conn_health_checks=True,
     )
