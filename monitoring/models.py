@@ -51,6 +51,12 @@ class UseCase(models.Model):
         default=False,
         help_text=_("Solche Antworten brauchen eine menschliche Freigabe, keine bessere Kennzahl."),
     )
+    review_batch_size = models.PositiveSmallIntegerField(
+        _("Antworten je Wochenprüfung"),
+        default=20,
+        validators=[MinValueValidator(1), MaxValueValidator(200)],
+        help_text=_("So viele geprüfte Antworten der Vorwoche bekommen die Fachexperten je Woche."),
+    )
     experts = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="expert_use_cases",
         verbose_name=_("Fachexperten"),
@@ -313,3 +319,44 @@ class JudgePrice(models.Model):
 
     def __str__(self) -> str:
         return self.judge_model
+
+
+class Alarm(models.Model):
+    """Something a team lead must act on, for one use case.
+
+    One row per (use case, kind, key): the key names what the alarm is about (usually an ISO
+    week), so raising the same alarm again finds the row and mails nobody twice. An alarm is
+    open until `cleared_at` is set — by itself when the condition recovers, or by a person.
+    """
+
+    class Kind(models.TextChoices):
+        ACTION = "action", _("Handlungssignal")
+        DRIFT = "drift", _("Kalibrierungsdrift")
+        DECOMPOSITION = "decomposition", _("Zerlegung oft falsch")
+        MISSED_REVIEW = "missed_review", _("Wochenprüfung versäumt")
+
+    use_case = models.ForeignKey(UseCase, on_delete=models.CASCADE, related_name="alarms")
+    kind = models.CharField(_("Art"), max_length=20, choices=Kind.choices)
+    key = models.CharField(max_length=50)
+    message = models.TextField(_("Meldung"))
+    details = models.JSONField(default=dict, blank=True)
+    opened_at = models.DateTimeField(_("ausgelöst"), default=timezone.now)
+    cleared_at = models.DateTimeField(_("erledigt"), null=True, blank=True)
+    mailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-opened_at", "-id"]
+        verbose_name = _("Alarm")
+        verbose_name_plural = _("Alarme")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "kind", "key"], name="alarm_unique_key"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["use_case", "kind"], name="alarm_open",
+                condition=models.Q(cleared_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id}:{self.kind}:{self.key}"

@@ -5,6 +5,7 @@ on): the demo needs nothing installed. Anything that looks like production (DEBU
 start without a SECRET_KEY.
 """
 
+import importlib.util
 import os
 import tempfile
 from pathlib import Path
@@ -138,7 +139,12 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.min.js is served from the installed plotly package, never from a CDN: the version the
+# figures are built with is the version the browser runs, and no page needs the internet.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
+]
 WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_HTTPONLY = True
@@ -149,6 +155,16 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
     SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "True")
     CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "True")
+
+# Mail: alarms go to the use case's team leads. The console backend (the default) prints them,
+# so a demo or a machine without a mail server loses nothing and needs nothing.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "treue@localhost")
 
 # Ingest limits. The whole batch (up to 500 answers) must fit; a single answer has its own cap.
 TREUE_MAX_BODY_BYTES = envint("TREUE_MAX_BODY_BYTES", 2 * 1024 * 1024)
