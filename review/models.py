@@ -1,1 +1,145 @@
-"""The weekly expert review (tier 3); its models arrive with the review issue."""
+"""The weekly expert review (tier 3): batches, the answers in them and the experts' verdicts.
+
+A batch belongs to one use case and one ISO week and holds answers judged in the week before.
+An item is one answer to review, shown with the claims of the judge run it was drawn with. The
+expert's current work lives on the item and its verdicts (saved as it goes); every submission
+is also written to an immutable `ReviewSubmission`, so an edit after submitting keeps the
+earlier version.
+"""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from monitoring.models import Answer, Claim, JudgeRun, UseCase
+
+
+class ReviewBatch(models.Model):
+    use_case = models.ForeignKey(UseCase, on_delete=models.CASCADE, related_name="review_batches")
+    week = models.CharField(_("Woche"), max_length=8)  # ISO week of the review, "2026-W49"
+    source_week = models.CharField(_("Antworten aus Woche"), max_length=8)
+    target_size = models.PositiveSmallIntegerField(_("Sollgröße"))
+    # How many judged answers the source week had; fewer than target_size: all were taken.
+    available = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    due_at = models.DateTimeField(_("fällig am"))
+    finished_at = models.DateTimeField(_("abgeschlossen"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-week", "use_case__name"]
+        verbose_name = _("Wochenprüfung")
+        verbose_name_plural = _("Wochenprüfungen")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "week"], name="review_batch_unique_week"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case.slug} {self.week}"
+
+    @property
+    def due(self) -> datetime:
+        """The last moment of the review week, for display (due_at is the next Monday 0:00)."""
+        return timezone.localtime(self.due_at) - timedelta(seconds=1)
+
+
+class ReviewItem(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open", _("offen")
+        IN_PROGRESS = "in_progress", _("begonnen")
+        SUBMITTED = "submitted", _("abgegeben")
+
+    class Stratum(models.TextChoices):
+        RANDOM = "random", _("Zufallsstichprobe")
+        FLAGGED = "flagged", _("markiert")
+
+    batch = models.ForeignKey(ReviewBatch, on_delete=models.CASCADE, related_name="items")
+    answer = models.ForeignKey(Answer, on_delete=models.PROTECT, related_name="review_items")
+    # The judge run whose claims the expert labels and whose score the manual one is set against.
+    judge_run = models.ForeignKey(JudgeRun, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveSmallIntegerField()
+    stratum = models.CharField(max_length=10, choices=Stratum.choices)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="review_items",
+    )
+    decomposition_wrong = models.BooleanField(_("Zerlegung falsch"), default=False)
+    # Which ways the decomposition is wrong: missing, merged, invented, not_self_contained.
+    decomposition_problems = models.JSONField(default=list, blank=True)
+    comment = models.TextField(_("Kommentar"), blank=True)
+    manual_score = models.FloatField(null=True, blank=True)
+    manual_abstention = models.BooleanField(default=False)
+    version = models.PositiveIntegerField(default=0)  # number of submissions
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "answer"], name="review_item_unique_answer"),
+            models.UniqueConstraint(fields=["batch", "position"], name="review_item_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch} #{self.position}"
+
+
+class ReviewVerdict(models.Model):
+    """The expert's label for one claim: a claim of the judge run, or one the expert added."""
+
+    class Label(models.TextChoices):
+        GEDECKT = "GEDECKT", "GEDECKT"
+        TEILWEISE = "TEILWEISE", "TEILWEISE"
+        UNGEDECKT = "UNGEDECKT", "UNGEDECKT"
+
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="verdicts")
+    claim = models.ForeignKey(Claim, null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+")
+    position = models.PositiveSmallIntegerField()
+    added_text = models.TextField(blank=True)  # the text of a claim the expert added
+    label = models.CharField(max_length=10, choices=Label.choices, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["item", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "position"], name="review_verdict_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}#{self.position}"
+
+    @property
+    def added(self) -> bool:
+        return self.claim_id is None
+
+
+class ReviewSubmission(models.Model):
+    """One submitted version of an item, never changed afterwards: the audit trail."""
+
+    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="submissions")
+    version = models.PositiveIntegerField()
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    submitted_at = models.DateTimeField()
+    manual_score = models.FloatField()
+    manual_abstention = models.BooleanField(default=False)
+    automatic_score = models.FloatField(null=True)
+    # [{position, claim_id, text, label, added}] as submitted.
+    verdicts = models.JSONField()
+    decomposition_wrong = models.BooleanField(default=False)
+    decomposition_problems = models.JSONField(default=list)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["item", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "version"], name="review_submission_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} v{self.version}"

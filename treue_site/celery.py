@@ -3,6 +3,7 @@
 import os
 
 from celery import Celery
+from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
 
@@ -21,6 +22,15 @@ app.conf.beat_schedule = {
     "reconcile-judge-runs": {
         "task": "monitoring.tasks.reconcile_judge_runs",
         "schedule": 300.0,
+    },
+    # Monday morning in the site's time zone (CELERY_TIMEZONE = Europe/Berlin).
+    "create-review-batches": {
+        "task": "review.tasks.create_review_batches",
+        "schedule": crontab(minute=0, hour=6, day_of_week="mon"),
+    },
+    "check-review-alarms": {
+        "task": "review.tasks.check_review_alarms",
+        "schedule": crontab(minute=15),
     },
     "clean-embedded-broker": {
         "task": "monitoring.tasks.clean_embedded_broker",

@@ -199,6 +199,20 @@ TREUE_JUDGE_BACKOFF_MAX_SECONDS = envint("TREUE_JUDGE_BACKOFF_MAX_SECONDS", 600)
 TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
 TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")
 
+# Weekly review and calibration (tier 3). The CUSUM watches, per reviewed answer, whether the
+# expert and the judge fall on different sides of the action threshold. The defaults and the
+# run lengths they give are derived in review/domain/calibration.py (DEFAULT_CUSUM).
+TREUE_CUSUM_P0 = envfloat("TREUE_CUSUM_P0", 0.10)
+TREUE_CUSUM_P1 = envfloat("TREUE_CUSUM_P1", 0.30)
+TREUE_CUSUM_LIMIT = envfloat("TREUE_CUSUM_LIMIT", 6.0)
+# Drift by bias: the 4-week interval excludes 0 and |bias| exceeds this (DESIGN.md: 0.1).
+TREUE_CALIBRATION_BIAS_TOLERANCE = envfloat("TREUE_CALIBRATION_BIAS_TOLERANCE", 0.1)
+# More than this share of reviewed answers with a wrong claim decomposition is an alarm, once
+# at least TREUE_DECOMPOSITION_MIN_REVIEWS answers were reviewed in the 4 weeks (below that,
+# two wrong ones out of five would already alarm).
+TREUE_DECOMPOSITION_ALARM_SHARE = envfloat("TREUE_DECOMPOSITION_ALARM_SHARE", 0.2)
+TREUE_DECOMPOSITION_MIN_REVIEWS = envint("TREUE_DECOMPOSITION_MIN_REVIEWS", 10)
+
 # Celery. An unset CELERY_BROKER_URL is the embedded broker: kombu's SQLAlchemy transport on an
 # SQLite file, a real background worker with no server to install.
 CELERY_BROKER_URL = os.environ.get(

@@ -37,9 +37,15 @@ def alarm_raise(
     return alarm
 
 
-def alarm_clear(*, use_case: UseCase, kind: str, keep_key: str | None = None) -> int:
-    """Clear the open alarms of one kind (all but `keep_key`); returns how many were cleared."""
+def alarm_clear(
+    *, use_case: UseCase, kind: str, key: str | None = None, keep_key: str | None = None
+) -> int:
+    """Clear open alarms of one kind: the one with `key`, or all but `keep_key`, or all.
+
+    Returns how many were cleared."""
     open_alarms = Alarm.objects.filter(use_case=use_case, kind=kind, cleared_at__isnull=True)
+    if key is not None:
+        open_alarms = open_alarms.filter(key=key)
     if keep_key is not None:
         open_alarms = open_alarms.exclude(key=keep_key)
     return open_alarms.update(cleared_at=timezone.now())

@@ -1,0 +1,138 @@
+"""Plotly figures of the calibration page, built from plain series (no database here).
+
+The words on the axes come in as arguments, already translated by the caller, so this module
+stays plain Python and the page can speak German or English.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+# A qualitative palette that stays readable when weeks are many: Plotly's default ten.
+_PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScatterPoint:
+    answer_id: int
+    week: str
+    manual: float
+    automatic: float
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class WeekBias:
+    week: str
+    n: int
+    bias: float | None
+    low: float | None
+    high: float | None
+    mae: float | None
+    too_few: bool
+
+
+def calibration_scatter(
+    points: Sequence[ScatterPoint], *, action_threshold: float, labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """Manual (y) against automatic (x) score per reviewed answer, one trace per week, with the
+    diagonal (perfect agreement) and the action threshold on both axes.
+
+    Each point carries its answer's URL in `customdata`, so a click can open the answer.
+    `labels` needs: x, y, diagonal, threshold, hover (a format with {answer}).
+    """
+    fig = go.Figure()
+    weeks = sorted({p.week for p in points})
+    for i, week in enumerate(weeks):
+        mine = [p for p in points if p.week == week]
+        fig.add_trace(go.Scatter(
+            x=[p.automatic for p in mine],
+            y=[p.manual for p in mine],
+            mode="markers",
+            name=week,
+            marker={"color": _PALETTE[i % len(_PALETTE)], "size": 10, "opacity": 0.75},
+            customdata=[[p.answer_id, p.url] for p in mine],
+            hovertemplate=(
+                labels["hover"].format(answer="%{customdata[0]}")
+                + "<br>" + labels["x"] + ": %{x:.2f}<br>" + labels["y"] + ": %{y:.2f}"
+                + f"<extra>{week}</extra>"
+            ),
+        ))
+    fig.add_trace(go.Scatter(
+        x=[0, 1], y=[0, 1], mode="lines", name=labels["diagonal"],
+        line={"color": "#555", "dash": "dot", "width": 1}, hoverinfo="skip",
+    ))
+    for axis in ("x", "y"):
+        line = {"color": "#c0392b", "dash": "dash", "width": 1}
+        if axis == "x":
+            fig.add_shape(type="line", x0=action_threshold, x1=action_threshold, y0=0, y1=1,
+                          line=line)
+        else:
+            fig.add_shape(type="line", x0=0, x1=1, y0=action_threshold, y1=action_threshold,
+                          line=line)
+    fig.add_annotation(
+        x=action_threshold, y=0.02, text=labels["threshold"], showarrow=False,
+        xanchor="right", font={"color": "#c0392b", "size": 11},
+    )
+    fig.update_layout(
+        xaxis={"title": {"text": labels["x"]}, "range": [-0.03, 1.03], "dtick": 0.1},
+        yaxis={"title": {"text": labels["y"]}, "range": [-0.03, 1.03], "dtick": 0.1,
+               "scaleanchor": "x"},
+        margin={"l": 60, "r": 20, "t": 20, "b": 50},
+        height=460,
+        legend={"title": {"text": labels.get("legend", "")}},
+        hovermode="closest",
+    )
+    return fig.to_plotly_json()
+
+
+def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) -> dict[str, Any]:
+    """Weekly mean bias (manual − automatic) with its t-interval as error bars, the mean
+    absolute difference as a second line, and zero as the reference. Weeks with too few
+    reviews are drawn grey and without an interval.
+
+    `labels` needs: bias, mae, week, difference, too_few.
+    """
+    shown = [r for r in rows if r.bias is not None]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(
+        x=[r.week for r in shown],
+        y=[r.bias for r in shown],
+        mode="lines+markers",
+        name=labels["bias"],
+        marker={"color": ["#999" if r.too_few else "#1f77b4" for r in shown], "size": 9},
+        error_y={
+            "type": "data", "symmetric": False,
+            "array": [(r.high - r.bias) if _has_interval(r) else 0 for r in shown],
+            "arrayminus": [(r.bias - r.low) if _has_interval(r) else 0 for r in shown],
+            "color": "#1f77b4",
+        },
+        text=[f"n = {r.n}" + (f" · {labels['too_few']}" if r.too_few else "") for r in shown],
+        hovertemplate="%{x}: %{y:+.3f}<br>%{text}<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=[r.week for r in shown],
+        y=[r.mae for r in shown],
+        mode="lines+markers",
+        name=labels["mae"],
+        line={"color": "#ff7f0e", "dash": "dash"},
+        hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+    ))
+    fig.add_hline(y=0, line={"color": "#555", "width": 1})
+    fig.update_layout(
+        xaxis={"title": {"text": labels["week"]}, "type": "category"},
+        yaxis={"title": {"text": labels["difference"]}, "range": [-1, 1]},
+        margin={"l": 60, "r": 20, "t": 20, "b": 50},
+        height=320,
+        hovermode="x unified",
+    )
+    return fig.to_plotly_json()
+
+
+def _has_interval(row: WeekBias) -> bool:
+    return not row.too_few and row.low is not None and row.high is not None

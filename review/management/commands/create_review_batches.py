@@ -1,0 +1,38 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from review import services
+from review.domain.batches import parse_week
+
+
+class Command(BaseCommand):
+    help = (
+        "Create this ISO week's review batch for every active use case, drawn from the judged "
+        "answers of the week before. Running it again creates nothing new."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--week", help="ISO week of the review, like 2026-W49 (default: the current week)"
+        )
+
+    def handle(self, *args: object, **opts: object) -> None:
+        week = opts.get("week") or services.current_week()
+        try:
+            parse_week(str(week))
+        except ValueError as e:
+            raise CommandError(
+                f"--week {week!r}: expected an ISO week like 2026-W49 that the year has"
+            ) from e
+        for result in services.review_batches_create(week=str(week)):
+            slug = result.use_case.slug
+            if result.batch is None:
+                self.stdout.write(f"{slug} {week}: keine geprüften Antworten in der Vorwoche, "
+                                  "keine Prüfung angelegt")
+                continue
+            batch = result.batch
+            size = batch.items.count()
+            state = "angelegt" if result.created else "gab es schon"
+            line = (f"{slug} {week}: {size} Antworten aus {batch.source_week} ({state})")
+            if size < batch.target_size:
+                line += f" – nur {batch.available} geprüfte Antworten, alle genommen"
+            self.stdout.write(line)

@@ -1,0 +1,342 @@
+"""Writes of the weekly review: creating batches, saving and submitting an expert's work, and
+the calibration alarms that follow from it."""
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, time
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from monitoring.domain.scoring import score_labels
+from monitoring.models import Alarm, Answer, UseCase
+from monitoring.services.alarms import alarm_clear, alarm_raise
+from review import selectors
+from review.domain import batches, calibration
+from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
+
+logger = logging.getLogger(__name__)
+
+LABELS = {choice.value for choice in ReviewVerdict.Label}
+# (label, key): the keys 1/2/3 choose a label on the review page.
+LABELS_ORDERED = (("GEDECKT", "1"), ("TEILWEISE", "2"), ("UNGEDECKT", "3"))
+DECOMPOSITION_PROBLEMS = ("missing", "merged", "invented", "not_self_contained")
+MAX_ADDED_CLAIM_CHARS = 2000
+MAX_COMMENT_CHARS = 10000
+
+
+class ReviewError(ValueError):
+    """The expert's input cannot be taken as it is; the message says why, in words."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    use_case: UseCase
+    batch: ReviewBatch | None
+    created: bool
+    available: int
+
+
+def current_week(*, now: datetime | None = None) -> str:
+    return batches.week_of(timezone.localtime(now).date() if now else timezone.localdate())
+
+
+def _week_start(week: str) -> datetime:
+    return datetime.combine(
+        batches.week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
+    )
+
+
+def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
+    """The batch of `week` for the use case, drawn from the week before; created at most once.
+
+    Nothing is created when the week before has no judged answer (running the command again
+    once the judge has caught up creates it then)."""
+    existing = ReviewBatch.objects.filter(use_case=use_case, week=week).first()
+    if existing is not None:
+        return BatchResult(use_case, existing, False, existing.available)
+    source = batches.shift_week(week, -1)
+    start, end = _week_start(source), _week_start(week)
+    rows = (
+        Answer.objects.filter(
+            use_case=use_case, created_at__gte=start, created_at__lt=end,
+            status=Answer.Status.JUDGED, current_run__isnull=False, score__isnull=False,
+        )
+        .values_list("id", "in_random_sample", "current_run_id")
+    )
+    runs = {answer_id: run_id for answer_id, _, run_id in rows}
+    candidates = [batches.Candidate(answer_id, random) for answer_id, random, _ in rows]
+    drawn = batches.draw_batch(
+        candidates, size=use_case.review_batch_size, seed=f"{use_case.slug}:{week}"
+    )
+    if not drawn:
+        return BatchResult(use_case, None, False, 0)
+    try:
+        with transaction.atomic():
+            batch = ReviewBatch.objects.create(
+                use_case=use_case, week=week, source_week=source,
+                target_size=use_case.review_batch_size, available=len(candidates),
+                due_at=_week_start(batches.shift_week(week, 1)),
+            )
+            ReviewItem.objects.bulk_create(
+                ReviewItem(
+                    batch=batch, answer_id=d.answer_id, judge_run_id=runs[d.answer_id],
+                    position=position, stratum=d.stratum,
+                )
+                for position, d in enumerate(drawn, start=1)
+            )
+    except IntegrityError:
+        # Another process created the week's batch in the meantime: the unique constraint
+        # makes sure there is only one.
+        batch = ReviewBatch.objects.get(use_case=use_case, week=week)
+        return BatchResult(use_case, batch, False, batch.available)
+    return BatchResult(use_case, batch, True, len(candidates))
+
+
+def review_batches_create(*, week: str | None = None) -> list[BatchResult]:
+    """One batch per active use case for `week` (default: the current ISO week)."""
+    week = week or current_week()
+    batches.parse_week(week)
+    return [
+        review_batch_create(use_case=use_case, week=week)
+        for use_case in UseCase.objects.filter(active=True).order_by("slug")
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemInput:
+    """What the review form sends; every field optional, so autosave can send a part."""
+
+    labels: Mapping[int, str] = dataclasses.field(default_factory=dict)  # position → label
+    decomposition_wrong: bool | None = None
+    problems: Sequence[str] | None = None
+    comment: str | None = None
+    new_claim: str = ""
+    remove_claim: int | None = None
+
+
+def problem_choices() -> list[tuple[str, str]]:
+    """The ways a claim decomposition can be wrong, with their names in words."""
+    names = {
+        "missing": _("eine Aussage fehlt"),
+        "merged": _("Aussagen zusammengelegt"),
+        "invented": _("Aussage steht nicht in der Antwort"),
+        "not_self_contained": _("Aussage nicht für sich verständlich"),
+    }
+    return [(key, names[key]) for key in DECOMPOSITION_PROBLEMS]
+
+
+def bias_tolerance() -> float:
+    return settings.TREUE_CALIBRATION_BIAS_TOLERANCE
+
+
+def _check_input(data: ItemInput) -> None:
+    for position, label in data.labels.items():
+        if label and label not in LABELS:
+            raise ReviewError(_("Unbekanntes Urteil „%(label)s“ für Aussage %(pos)s.")
+                              % {"label": label, "pos": position})
+    if data.problems is not None:
+        unknown = set(data.problems) - set(DECOMPOSITION_PROBLEMS)
+        if unknown:
+            raise ReviewError(_("Unbekannte Art von Zerlegungsfehler: %(kinds)s")
+                              % {"kinds": ", ".join(sorted(unknown))})
+    if data.comment is not None and len(data.comment) > MAX_COMMENT_CHARS:
+        raise ReviewError(_("Der Kommentar ist zu lang (höchstens %(n)s Zeichen).")
+                          % {"n": MAX_COMMENT_CHARS})
+    if len(data.new_claim) > MAX_ADDED_CLAIM_CHARS:
+        raise ReviewError(_("Die neue Aussage ist zu lang (höchstens %(n)s Zeichen).")
+                          % {"n": MAX_ADDED_CLAIM_CHARS})
+
+
+def review_item_open(*, item: ReviewItem) -> list[ReviewVerdict]:
+    """The item's verdict rows, created from the judge run's claims on first opening."""
+    verdicts = list(item.verdicts.select_related("claim").order_by("position"))
+    if verdicts or item.version:
+        return verdicts
+    claims = item.judge_run.claims.order_by("position")
+    ReviewVerdict.objects.bulk_create(
+        [ReviewVerdict(item=item, claim=c, position=i) for i, c in enumerate(claims, start=1)],
+        ignore_conflicts=True,  # two tabs opening the item at once create the rows once
+    )
+    return list(item.verdicts.select_related("claim").order_by("position"))
+
+
+@transaction.atomic
+def review_item_save(*, item: ReviewItem, user, data: ItemInput) -> ReviewItem:
+    """Save the expert's work as it goes. Saving a submitted item starts a new version."""
+    _check_input(data)
+    item = ReviewItem.objects.select_for_update().get(pk=item.pk)
+    review_item_open(item=item)
+    verdicts = {v.position: v for v in item.verdicts.all()}
+    for position, label in data.labels.items():
+        verdict = verdicts.get(position)
+        if verdict is None:
+            raise ReviewError(_("Aussage %(pos)s gibt es hier nicht.") % {"pos": position})
+        if verdict.label != label:
+            verdict.label = label
+            verdict.save(update_fields=["label", "updated_at"])
+    if data.remove_claim is not None:
+        verdict = verdicts.get(data.remove_claim)
+        if verdict is None or not verdict.added:
+            raise ReviewError(_("Nur selbst ergänzte Aussagen können entfernt werden."))
+        verdict.delete()
+    text = data.new_claim.strip()
+    if text:
+        top = item.verdicts.aggregate(top=Max("position"))["top"] or 0
+        ReviewVerdict.objects.create(item=item, position=top + 1, added_text=text)
+    if data.decomposition_wrong is not None:
+        item.decomposition_wrong = data.decomposition_wrong
+    if data.problems is not None:
+        item.decomposition_problems = [p for p in DECOMPOSITION_PROBLEMS if p in data.problems]
+    if data.comment is not None:
+        item.comment = data.comment
+    if item.status == ReviewItem.Status.OPEN:
+        item.status = ReviewItem.Status.IN_PROGRESS
+    if item.reviewer_id is None:
+        item.reviewer = user
+    item.save()
+    return item
+
+
+@transaction.atomic
+def review_item_reopen(*, item: ReviewItem, user) -> ReviewItem:
+    """Edit a submitted item again; the submitted version stays in the audit trail."""
+    item = ReviewItem.objects.select_for_update().get(pk=item.pk)
+    if item.status == ReviewItem.Status.SUBMITTED:
+        item.status = ReviewItem.Status.IN_PROGRESS
+        item.reviewer = user
+        item.save(update_fields=["status", "reviewer", "updated_at"])
+    return item
+
+
+def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
+    """Submit the item: every claim needs a label. Writes a new immutable version."""
+    with transaction.atomic():
+        item = ReviewItem.objects.select_for_update().select_related("judge_run").get(pk=item.pk)
+        verdicts = review_item_open(item=item)
+        missing = [v.position for v in verdicts if not v.label]
+        if missing:
+            raise ReviewError(_("Noch ohne Urteil: Aussage %(list)s.")
+                              % {"list": ", ".join(str(p) for p in missing)})
+        result = score_labels([v.label for v in verdicts])
+        now = timezone.now()
+        item.version += 1
+        item.status = ReviewItem.Status.SUBMITTED
+        item.reviewer = user
+        item.submitted_at = now
+        item.manual_score = result.score
+        item.manual_abstention = result.abstention
+        item.save()
+        ReviewSubmission.objects.create(
+            item=item, version=item.version, reviewer=user, submitted_at=now,
+            manual_score=result.score, manual_abstention=result.abstention,
+            automatic_score=item.judge_run.score,
+            verdicts=[
+                {
+                    "position": v.position, "claim_id": v.claim_id,
+                    "text": v.added_text if v.added else v.claim.text,
+                    "label": v.label, "added": v.added,
+                }
+                for v in verdicts
+            ],
+            decomposition_wrong=item.decomposition_wrong,
+            decomposition_problems=item.decomposition_problems,
+            comment=item.comment,
+        )
+        batch = ReviewBatch.objects.select_for_update().get(pk=item.batch_id)
+        if batch.finished_at is None and not batch.items.filter(version=0).exists():
+            batch.finished_at = now
+            batch.save(update_fields=["finished_at"])
+    review_alarms_check(use_case=batch.use_case)
+    return item
+
+
+def _cusum_params() -> calibration.CusumParams:
+    return calibration.CusumParams(
+        p0=settings.TREUE_CUSUM_P0, p1=settings.TREUE_CUSUM_P1, limit=settings.TREUE_CUSUM_LIMIT
+    )
+
+
+def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> list[Alarm]:
+    """Raise (or clear) the review alarms of one use case: drift, decomposition, missed review."""
+    now = now or timezone.now()
+    raised: list[Alarm | None] = []
+    data = selectors.calibration_data(use_case=use_case, now=now)
+    threshold = use_case.action_threshold
+    week = data.latest_week
+
+    # Drift, by the CUSUM over "disagrees" or by the 4-week bias.
+    cusum = calibration.bernoulli_cusum(
+        [calibration.disagrees(p, threshold) for p in data.pairs], _cusum_params()
+    )
+    rolling = data.rolling
+    bias_drift = (
+        not rolling.too_few and rolling.low is not None and rolling.high is not None
+        and (rolling.low > 0 or rolling.high < 0)
+        and abs(rolling.bias) > settings.TREUE_CALIBRATION_BIAS_TOLERANCE
+    )
+    if cusum.alarm_at is not None:
+        crossed = data.pairs[cusum.alarm_at].week
+        raised.append(alarm_raise(
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
+            message=_(
+                "Kalibrierungsdrift: Prüfmodell und Fachexperten liegen seit %(week)s "
+                "auffällig oft auf verschiedenen Seiten der Handlungsschwelle (CUSUM)."
+            ) % {"week": crossed},
+            details={"cusum": cusum.current},
+        ))
+    if bias_drift:
+        raised.append(alarm_raise(
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"bias:{week}",
+            message=_(
+                "Kalibrierungsdrift: In den letzten 4 Wochen weicht die manuelle Bewertung im "
+                "Mittel um %(bias)+.2f von der automatischen ab (95-%%-Intervall %(low).2f bis "
+                "%(high).2f, n = %(n)s)."
+            ) % {"bias": rolling.bias, "low": rolling.low, "high": rolling.high, "n": rolling.n},
+            details={"bias": rolling.bias, "low": rolling.low, "high": rolling.high,
+                     "n": rolling.n},
+        ))
+    if cusum.alarm_at is None and not bias_drift:
+        alarm_clear(use_case=use_case, kind=Alarm.Kind.DRIFT)
+
+    # Decomposition quality over the last 4 weeks.
+    share = rolling.decomposition_wrong_share
+    if (share is not None and rolling.n >= settings.TREUE_DECOMPOSITION_MIN_REVIEWS
+            and share > settings.TREUE_DECOMPOSITION_ALARM_SHARE):
+        raised.append(alarm_raise(
+            use_case=use_case, kind=Alarm.Kind.DECOMPOSITION, key=week,
+            message=_(
+                "Die Zerlegung in Aussagen ist bei %(share).0f %% der geprüften Antworten der "
+                "letzten 4 Wochen falsch (n = %(n)s): Prüf-Prompt oder Prüfmodell ansehen."
+            ) % {"share": 100 * share, "n": rolling.n},
+            details={"share": share, "n": rolling.n},
+        ))
+    else:
+        alarm_clear(use_case=use_case, kind=Alarm.Kind.DECOMPOSITION)
+
+    # Missed review: a batch past its due date that is not finished.
+    for batch in ReviewBatch.objects.filter(use_case=use_case):
+        if batch.finished_at is None and batch.due_at <= now:
+            done = batch.items.exclude(version=0).count()
+            raised.append(alarm_raise(
+                use_case=use_case, kind=Alarm.Kind.MISSED_REVIEW, key=batch.week,
+                message=_(
+                    "Die Wochenprüfung %(week)s ist nicht rechtzeitig fertig geworden: "
+                    "%(done)s von %(total)s Antworten geprüft."
+                ) % {"week": batch.week, "done": done, "total": batch.items.count()},
+                details={"done": done},
+            ))
+        elif batch.finished_at is not None:
+            alarm_clear(use_case=use_case, kind=Alarm.Kind.MISSED_REVIEW, key=batch.week)
+    return [a for a in raised if a is not None]
+
+
+def review_alarms_check_all(*, now: datetime | None = None) -> int:
+    count = 0
+    for use_case in UseCase.objects.filter(active=True):
+        count += len(review_alarms_check(use_case=use_case, now=now))
+    return count

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from review import views
+
+app_name = "review"
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("items/<int:pk>/", views.item, name="item"),
+    path("items/<int:pk>/save/", views.item_save, name="item_save"),
+    path("items/<int:pk>/submit/", views.item_submit, name="item_submit"),
+    path("items/<int:pk>/reopen/", views.item_reopen, name="item_reopen"),
+    path("calibration/<slug:slug>/", views.calibration, name="calibration"),
+]

@@ -1,0 +1,217 @@
+"""Pages of the weekly review: the expert's queue, one answer to review, the calibration page.
+
+Blindness: until an item is submitted, nothing the item page or its save endpoint returns
+carries the judge's verdicts or score — they are not even put into the template context.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import F
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from monitoring.domain.highlight import segments
+from monitoring.models import UseCase
+from review import selectors, services
+from review.domain import charts
+from review.models import ReviewItem
+
+TOO_FEW_FOR_SCATTER = 3
+
+
+def _item_or_404(request: HttpRequest, pk: int) -> ReviewItem:
+    item = selectors.item_get_for_expert(user=request.user, pk=pk)
+    if item is None:
+        raise Http404
+    return item
+
+
+@login_required
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    batches = list(selectors.batches_for_expert(user=request.user))
+    current = [b for b in batches if b.finished_at is None]
+    for batch in current:
+        batch.items_list = selectors.batch_items(batch=batch)
+    return render(request, "review/queue.html", {
+        "current": current,
+        "finished": [b for b in batches if b.finished_at is not None][:20],
+        "use_cases": selectors.expert_use_cases(user=request.user),
+    })
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _item_input(request: HttpRequest) -> services.ItemInput:
+    post = request.POST
+    labels = {}
+    for key, value in post.items():
+        if key.startswith("claim-"):
+            try:
+                labels[int(key.removeprefix("claim-"))] = value
+            except ValueError as e:
+                raise services.ReviewError(_("Unbekanntes Feld %(key)s.") % {"key": key}) from e
+    remove = post.get("remove_claim")
+    try:
+        remove_position = int(remove) if remove else None
+    except ValueError as e:
+        raise services.ReviewError(_("Unbekannte Aussage zum Entfernen.")) from e
+    return services.ItemInput(
+        labels=labels,
+        decomposition_wrong=post.get("decomposition_wrong") in ("on", "true", "1"),
+        problems=post.getlist("problems"),
+        comment=post.get("comment", ""),
+        new_claim=post.get("new_claim", ""),
+        remove_claim=remove_position,
+    )
+
+
+def _item_url(item: ReviewItem, anchor: str = "") -> str:
+    return reverse("review:item", args=[item.pk]) + anchor
+
+
+@login_required
+def item(request: HttpRequest, pk: int) -> HttpResponse:
+    if request.method != "GET":
+        return HttpResponse(status=405, headers={"Allow": "GET"})
+    item = _item_or_404(request, pk)
+    verdicts = services.review_item_open(item=item)
+    answer = item.answer
+    submitted = item.status == ReviewItem.Status.SUBMITTED
+    context = {
+        "item": item,
+        "batch": item.batch,
+        "use_case": item.batch.use_case,
+        "answer": answer,
+        "segments": segments(answer.text, answer.uncertain_tokens),
+        "chunks": answer.chunks.all(),
+        "verdicts": verdicts,
+        "labels": services.LABELS_ORDERED,
+        "problems": services.problem_choices(),
+        "submitted": submitted,
+        "items": selectors.batch_items(batch=item.batch),
+        "next_item": selectors.next_item(item=item),
+        "due": item.batch.due,
+    }
+    if submitted:
+        # Only now, after the expert's own verdicts are in, does the judge's side appear.
+        context["comparison"] = selectors.item_comparison(item=item, verdicts=verdicts)
+    return render(request, "review/item.html", context)
+
+
+@login_required
+@require_POST
+def item_save(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _item_or_404(request, pk)
+    if item.status == ReviewItem.Status.SUBMITTED:
+        message = _("Diese Antwort ist abgegeben. Zum Ändern zuerst „Bearbeiten“ wählen.")
+        if _wants_json(request):
+            return JsonResponse({"errors": [message]}, status=409)
+        messages.error(request, message)
+        return redirect(_item_url(item))
+    try:
+        item = services.review_item_save(item=item, user=request.user, data=_item_input(request))
+    except services.ReviewError as e:
+        if _wants_json(request):
+            return JsonResponse({"errors": [str(e)]}, status=400)
+        messages.error(request, str(e))
+        return redirect(_item_url(item))
+    if _wants_json(request):
+        verdicts = list(item.verdicts.all())
+        return JsonResponse({
+            "saved": True,
+            "status": item.status,
+            "labelled": sum(1 for v in verdicts if v.label),
+            "claims": len(verdicts),
+        })
+    changed_claims = request.POST.get("new_claim") or request.POST.get("remove_claim")
+    anchor = "#aussagen" if changed_claims else ""
+    return redirect(_item_url(item, anchor))
+
+
+@login_required
+@require_POST
+def item_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _item_or_404(request, pk)
+    try:
+        if item.status != ReviewItem.Status.SUBMITTED:
+            # The form carries the latest state: without JavaScript this is the only save.
+            item = services.review_item_save(
+                item=item, user=request.user, data=_item_input(request)
+            )
+        services.review_item_submit(item=item, user=request.user)
+    except services.ReviewError as e:
+        messages.error(request, str(e))
+        return redirect(_item_url(item))
+    messages.success(request, _("Abgegeben. Hier der Vergleich mit dem Prüfmodell."))
+    return redirect(_item_url(item, "#vergleich"))
+
+
+@login_required
+@require_POST
+def item_reopen(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _item_or_404(request, pk)
+    services.review_item_reopen(item=item, user=request.user)
+    messages.info(request, _(
+        "Die Antwort ist wieder offen. Die abgegebene Fassung bleibt im Verlauf erhalten."
+    ))
+    return redirect(_item_url(item))
+
+
+def _calibration_use_case(request: HttpRequest, slug: str) -> UseCase:
+    use_case = selectors.calibration_use_cases(user=request.user).filter(slug=slug).first()
+    if use_case is None:
+        raise Http404
+    return use_case
+
+
+@login_required
+@require_GET
+def calibration(request: HttpRequest, slug: str) -> HttpResponse:
+    use_case = _calibration_use_case(request, slug)
+    data = selectors.calibration_data(use_case=use_case)
+    points = [
+        charts.ScatterPoint(
+            p.answer_id, p.week, p.manual, p.automatic,
+            reverse("monitoring:answer_detail", args=[p.answer_id]),
+        )
+        for p in data.points
+    ]
+    scatter = charts.calibration_scatter(points, action_threshold=use_case.action_threshold,
+                                         labels={
+        "x": _("automatisch (Prüfmodell)"),
+        "y": _("manuell (Fachexperten)"),
+        "diagonal": _("Übereinstimmung"),
+        "threshold": _("Handlungsschwelle"),
+        "hover": _("Antwort {answer}"),
+        "legend": _("Woche"),
+    })
+    weekly = [
+        charts.WeekBias(week, s.n, s.bias, s.low, s.high, s.mae, s.too_few)
+        for week, s in data.weekly.items()
+    ]
+    bias_chart = charts.weekly_bias_chart(weekly, labels={
+        "bias": _("mittlere Abweichung (manuell − automatisch)"),
+        "mae": _("mittlere absolute Abweichung"),
+        "week": _("Woche"),
+        "difference": _("Abweichung"),
+        "too_few": _("zu wenige Prüfungen"),
+    })
+    return render(request, "review/calibration.html", {
+        "use_case": use_case,
+        "data": data,
+        "weekly_rows": list(reversed(data.weekly.items())),
+        "scatter": scatter,
+        "bias_chart": bias_chart,
+        "too_few_for_scatter": len(points) < TOO_FEW_FOR_SCATTER,
+        "alarms": use_case.alarms.order_by(
+            F("cleared_at").asc(nulls_first=True), "-opened_at"
+        )[:20],
+        "batches": use_case.review_batches.order_by("-week")[:8],
+        "bias_tolerance": services.bias_tolerance(),
+    })

@@ -1,0 +1,112 @@
+// The review page: keyboard control and saving as the expert goes.
+// Keys: 1/2/3 label the focused claim, j/k move between claims, Enter submits the answer
+// (or, once submitted, opens the next one). Every change is saved at once, so a reload
+// loses nothing; the form still works without this script (Speichern / Abgeben).
+(function () {
+  "use strict";
+  var form = document.getElementById("review-form");
+  var next = document.getElementById("next-answer");
+
+  function typing(event) {
+    var t = event.target;
+    return t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type === "text") ||
+                 t.isContentEditable);
+  }
+
+  if (!form) {
+    // Submitted: Enter goes on to the next answer.
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && next && !typing(event) && !event.target.closest("form, a, button")) {
+        event.preventDefault();
+        window.location.href = next.href;
+      }
+    });
+    return;
+  }
+
+  var claims = Array.prototype.slice.call(form.querySelectorAll(".review-claim"));
+  var state = document.getElementById("save-state");
+  var current = 0;
+  var pending = null;
+  var saving = Promise.resolve();
+
+  function focusClaim(index) {
+    if (!claims.length) return;
+    current = Math.max(0, Math.min(claims.length - 1, index));
+    claims.forEach(function (c, i) { c.classList.toggle("focused", i === current); });
+    claims[current].focus({ preventScroll: true });
+    claims[current].scrollIntoView({ block: "nearest" });
+  }
+
+  function show(text) { if (state) state.textContent = text; }
+
+  function save() {
+    var data = new FormData(form);
+    data.delete("new_claim");  // a new claim is added with its button, not by autosave
+    show(state.dataset.saving);
+    saving = saving.then(function () {
+      return fetch(form.dataset.saveUrl, {
+        method: "POST",
+        body: data,
+        headers: { "Accept": "application/json" },
+        credentials: "same-origin",
+      }).then(function (response) {
+        show(response.ok ? state.dataset.saved : state.dataset.failed);
+      }, function () { show(state.dataset.failed); });
+    });
+    return saving;
+  }
+
+  function saveSoon(delay) {
+    clearTimeout(pending);
+    pending = setTimeout(save, delay);
+  }
+
+  form.addEventListener("change", function (event) {
+    if (event.target.name === "new_claim") return;
+    saveSoon(0);
+  });
+  form.addEventListener("input", function (event) {
+    if (event.target.name === "comment") saveSoon(600);
+  });
+  claims.forEach(function (claim, i) {
+    claim.addEventListener("click", function () { focusClaim(i); });
+  });
+
+  function firstOpenAfter(index) {
+    for (var i = index + 1; i < claims.length; i++) {
+      if (!claims[i].querySelector("input[type=radio]:checked")) return i;
+    }
+    return Math.min(index + 1, claims.length - 1);
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (typing(event) || event.altKey || event.ctrlKey || event.metaKey) return;
+    var key = event.key;
+    if (key === "1" || key === "2" || key === "3") {
+      var claim = claims[current];
+      if (!claim) return;
+      var radios = claim.querySelectorAll("input[type=radio]");
+      var radio = radios[Number(key) - 1];
+      if (radio) {
+        event.preventDefault();
+        radio.checked = true;
+        radio.dispatchEvent(new Event("change", { bubbles: true }));
+        focusClaim(firstOpenAfter(current));
+      }
+    } else if (key === "j" || key === "ArrowDown") {
+      event.preventDefault();
+      focusClaim(current + 1);
+    } else if (key === "k" || key === "ArrowUp") {
+      event.preventDefault();
+      focusClaim(current - 1);
+    } else if (key === "Enter") {
+      if (event.target.closest("button, a")) return;
+      event.preventDefault();
+      clearTimeout(pending);
+      saving.then(function () { form.requestSubmit(document.getElementById("submit-review")); });
+    }
+  });
+
+  focusClaim(Math.max(0, firstOpenAfter(-1)));
+})();

@@ -1,0 +1,127 @@
+"""Fixtures of the review tests: judged answers built through the real ingest and the real judge
+service (against the local OpenAI-compatible server), and users of every role."""
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from monitoring import services
+from monitoring.models import Answer, JudgeRun, Service, UseCase
+from monitoring.schemas import AnswerIn
+from monitoring.services.judging import judge_run_execute
+from review.domain.batches import shift_week, week_monday
+from tests.support.openai_server import ScriptedJudge
+
+GENERATOR = "gpt-4o-mini"
+JUDGE = "judge-x"
+PASSWORD = "pw-only-for-tests-31c"
+
+
+def week_time(week: str, day: int = 2, hour: int = 10) -> datetime:
+    """A moment inside an ISO week (site time zone): by default Wednesday 10:00."""
+    monday = week_monday(week)
+    return datetime.combine(
+        monday + timedelta(days=day - 1), time(hour), tzinfo=timezone.get_current_timezone()
+    )
+
+
+def uncertain_logprobs(text: str) -> dict[str, Any]:
+    """One token per word; the first capitalised word after the first is improbable (flags)."""
+    content, flagged = [], False
+    for i, piece in enumerate(re.findall(r"\s*\S+", text)):
+        p = 1.0
+        if i and not flagged and piece.strip()[:1].isupper():
+            p, flagged = 0.05, True
+        content.append({"token": piece, "logprob": math.log(p), "bytes": list(piece.encode())})
+    return {"content": content}
+
+
+@dataclass
+class ReviewWorld:
+    use_case: UseCase
+    other: UseCase
+    service: Service
+    judge: ScriptedJudge
+    users: dict[str, User]
+
+    def answer(
+        self, external_id: str, *, week: str, claims: list[tuple[str, str]] | None = None,
+        flagged: bool = False, use_case: UseCase | None = None, text: str | None = None,
+        question: str = "Wie oft muss der Behälter geprüft werden?",
+    ) -> Answer:
+        """Ingest one answer created in `week` and, if sampled, judge it with `claims`
+        ((claim, verdict) pairs; default one GEDECKT claim)."""
+        use_case = use_case or self.use_case
+        claims = claims if claims is not None else [(f"Aussage von {external_id}.", "GEDECKT")]
+        text = text or f"Antwort {external_id}: Der Behälter wird alle 5 Jahre geprüft."
+        body: dict[str, Any] = {
+            "external_id": external_id, "use_case": use_case.slug, "question": question,
+            "answer": text, "model": GENERATOR,
+            "chunks": [{"text": "Prüfintervall: 5 Jahre.", "score": 0.81, "source": "Ordnung.pdf"}],
+            "logprobs": uncertain_logprobs(text) if flagged else None,
+            "created_at": week_time(week).isoformat(),
+        }
+        service = self.service
+        result = services.answer_ingest(
+            service=service, payload=AnswerIn.model_validate(body), raw=body
+        )
+        assert result.status == 201, result.errors
+        answer = result.answer
+        assert answer.flagged == flagged
+        run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
+        if run is not None:
+            self.judge.claims = [c for c, _ in claims]
+            self.judge.verdicts.update(dict(claims))
+            judge_run_execute(run_id=run.pk)
+        answer.refresh_from_db()
+        return answer
+
+
+@pytest.fixture
+def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:
+    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
+    settings.TREUE_JUDGE_MODEL = JUDGE
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    judge = ScriptedJudge()
+    openai_server.responder = judge
+    use_case = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)
+    other = services.use_case_create(slug="fremd", name="Fremd", sample_rate=1.0)
+    service, _ = services.service_create(name="recht-bot", use_cases=[use_case, other])
+
+    def user(name: str, **extra: Any) -> User:
+        return User.objects.create_user(
+            name, email=f"{name}@example.org", password=PASSWORD, **extra
+        )
+
+    users = {
+        "expert": user("expertin"),
+        "expert2": user("experte"),
+        "lead": user("leitung"),
+        "other_expert": user("fremdexpertin"),
+        "other_lead": user("fremdleitung"),
+        "staff": user("admin", is_staff=True),
+        "nobody": user("niemand"),
+    }
+    use_case.experts.add(users["expert"], users["expert2"])
+    use_case.team_leads.add(users["lead"])
+    other.experts.add(users["other_expert"])
+    other.team_leads.add(users["other_lead"])
+    return ReviewWorld(use_case, other, service, judge, users)
+
+
+@pytest.fixture
+def login(client: Any) -> Callable[[User], Any]:
+    def do(user: User) -> Any:
+        client.force_login(user)
+        return client
+    return do
+
+
+__all__ = ["ReviewWorld", "shift_week", "week_time"]
