@@ -160,6 +160,11 @@ class Answer(models.Model):
     # Retrieval figures the dashboards group by, kept here so they need no join over chunks.
     chunk_count = models.PositiveIntegerField(default=0)
     best_chunk_score = models.FloatField(null=True, blank=True)
+    # Dashboard figures computed at ingest: the lowest probability of a content-bearing token
+    # (the answer is flagged at threshold t iff it is below t), so the threshold tuner needs no
+    # token data; and whether the question asks several things at once (a cause of invention).
+    min_content_probability = models.FloatField(null=True, blank=True)
+    multi_part = models.BooleanField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -177,6 +182,20 @@ class Answer(models.Model):
             models.Index(
                 fields=["status"], name="answer_awaiting_judge",
                 condition=models.Q(status__in=["queued", "judging"]),
+            ),
+            # The dashboard's weekly counts: an index-only range scan per use case (the index
+            # above has `flagged` before the time, so a time range reads all of a use case).
+            models.Index(fields=["use_case", "created_at", "flagged"], name="answer_dash_week"),
+            # The dashboard's judged answers: every figure it reads is in the key, so PostgreSQL
+            # answers from the index alone; partial, because about a sixth of answers is judged.
+            models.Index(
+                fields=[
+                    "use_case", "created_at", "flagged", "score", "abstention",
+                    "in_random_sample", "best_chunk_score", "chunk_count", "multi_part",
+                    "min_content_probability", "current_run",
+                ],
+                name="answer_dash_judged",
+                condition=models.Q(status="judged"),
             ),
         ]
 
@@ -296,6 +315,8 @@ class Claim(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="claim_unique_position"),
         ]
+        # The dashboard's claim-level share reads only the labels of a run: index-only.
+        indexes = [models.Index(fields=["run", "label"], name="claim_run_label")]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.position}"
