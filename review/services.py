@@ -3,6 +3,7 @@ the calibration alarms that follow from it."""
 
 import dataclasses
 import logging
+import time as time_module
 from collections.abc import Mapping, Sequence
 from datetime import datetime, time
 
@@ -105,6 +106,21 @@ def review_batches_create(*, week: str | None = None) -> list[BatchResult]:
         review_batch_create(use_case=use_case, week=week)
         for use_case in UseCase.objects.filter(active=True).order_by("slug")
     ]
+
+
+def wait_for_judge(*, week: str, seconds: float, poll: float = 2.0) -> int:
+    """Wait until no sampled answer of the week before `week` waits for the judge, at most
+    `seconds`; returns how many still wait."""
+    source = batches.shift_week(week, -1)
+    waiting = Answer.objects.filter(
+        use_case__active=True,
+        created_at__gte=_week_start(source), created_at__lt=_week_start(week),
+        status__in=[Answer.Status.QUEUED, Answer.Status.JUDGING],
+    )
+    deadline = time_module.monotonic() + seconds
+    while (count := waiting.count()) and time_module.monotonic() < deadline:
+        time_module.sleep(poll)
+    return count
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,12 +15,12 @@ python=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
 
 mkdir -p var
-judge="" worker="" web=""
+judge="" worker="" web="" batcher=""
 stop() {
   # Everything runs in the background, where a non-interactive shell makes it ignore Ctrl-C:
   # stop it here, whichever way the script ends. The worker goes before the judge it calls.
   trap '' INT TERM  # a second Ctrl-C (or TERM) must not cut the clean-up short
-  for pid in $web $worker $judge; do
+  for pid in $batcher $web $worker $judge; do
     kill "$pid" 2>/dev/null || continue
     # The worker finishes its running tasks first (warm shutdown). Should it hang, force it:
     # an unfinished judge run goes back to the queue (acks_late) or to the reconciler.
@@ -84,6 +84,10 @@ fi
   --schedule=var/celerybeat-schedule >var/worker.log 2>&1 &
 worker=$!
 echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
+# This week's review batch for the demo, once the worker has judged last week's answers (beat
+# creates batches on Monday mornings; the demo should not wait for one).
+.venv/bin/python manage.py create_review_batches --wait 300 >>var/worker.log 2>&1 &
+batcher=$!
 # In the background too, so that a TERM to this script (not only Ctrl-C) reaches the trap.
 .venv/bin/python manage.py runserver "0.0.0.0:${PORT:-8000}" &
 web=$!

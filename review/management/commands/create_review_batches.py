@@ -14,6 +14,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--week", help="ISO week of the review, like 2026-W49 (default: the current week)"
         )
+        parser.add_argument(
+            "--wait", type=int, default=0, metavar="SECONDS",
+            help="first wait (up to SECONDS) until the judge has scored last week's sampled "
+                 "answers, so the batch is drawn from all of them",
+        )
 
     def handle(self, *args: object, **opts: object) -> None:
         week = opts.get("week") or services.current_week()
@@ -23,6 +28,11 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--week {week!r}: expected an ISO week like 2026-W49 that the year has"
             ) from e
+        if opts.get("wait"):
+            waiting = services.wait_for_judge(week=str(week), seconds=int(opts["wait"]))
+            if waiting:
+                self.stdout.write(f"{waiting} Antworten warten noch auf den Prüfer – "
+                                  "die Prüfung wird aus den schon geprüften gezogen")
         for result in services.review_batches_create(week=str(week)):
             slug = result.use_case.slug
             if result.batch is None:
