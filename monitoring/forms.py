@@ -9,26 +9,91 @@ from datetime import date
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.selectors import same_model
+from monitoring.models import Answer
+from monitoring.selectors import answers, same_model
 from monitoring.services.rescoring import same_model_reason
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
 
 
+SORT_CHOICES = [
+    ("-time", _("neueste zuerst")),
+    ("time", _("älteste zuerst")),
+    ("score", _("Treue aufsteigend")),
+    ("-score", _("Treue absteigend")),
+    ("similarity", _("beste Ähnlichkeit aufsteigend")),
+    ("-similarity", _("beste Ähnlichkeit absteigend")),
+    ("chunks", _("Abschnitte aufsteigend")),
+    ("-chunks", _("Abschnitte absteigend")),
+]
+CAUSE_LABELS = {
+    answers.CAUSE_LOW_SIMILARITY: _("geringe Ähnlichkeit der Abschnitte"),
+    answers.CAUSE_NO_CHUNKS: _("keine Abschnitte"),
+    answers.CAUSE_MANY_CHUNKS: _("mehr als %(n)s Abschnitte"),
+    answers.CAUSE_MULTI_PART: _("mehrteilige Frage"),
+    answers.CAUSE_NO_LOGPROBS: _("keine Logprobs"),
+    answers.CAUSE_ABSTENTION: _("Enthaltung"),
+}
+
+
 class AnswerFilterForm(forms.Form):
+    """The answer explorer's filters and sort order, from the query string."""
+
     use_case = forms.ChoiceField(label=_("Anwendungsfall"), required=False)
+    week = forms.CharField(
+        label=_("Woche"), required=False, max_length=50, strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "2026-W07", "size": 9}),
+    )
     flagged = forms.ChoiceField(label=_("markiert"), choices=YES_NO, required=False)
     sampled = forms.ChoiceField(label=_("in der Stichprobe"), choices=YES_NO, required=False)
+    status = forms.ChoiceField(
+        label=_("Status"), choices=[("", _("alle")), *Answer.Status.choices], required=False
+    )
+    score_min = forms.FloatField(
+        label=_("Treue ab"), required=False, min_value=0.0, max_value=1.0,
+        widget=forms.NumberInput(attrs={"step": "0.01", "size": 5}),
+    )
+    score_max = forms.FloatField(
+        label=_("Treue bis"), required=False, min_value=0.0, max_value=1.0,
+        widget=forms.NumberInput(attrs={"step": "0.01", "size": 5}),
+    )
+    cause = forms.ChoiceField(label=_("Ursache"), required=False)
+    similarity_below = forms.FloatField(
+        label=_("Ähnlichkeit unter"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Schwelle für „geringe Ähnlichkeit“"),
+        widget=forms.NumberInput(attrs={
+            "step": "0.01", "size": 5, "placeholder": f"{answers.LOW_SIMILARITY_DEFAULT}",
+        }),
+    )
     date_from = forms.DateField(
         label=_("von"), required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
     date_to = forms.DateField(
         label=_("bis"), required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
+    sort = forms.ChoiceField(label=_("Sortierung"), choices=SORT_CHOICES, required=False)
 
     def __init__(self, *args, use_cases=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["use_case"].choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
+        self.fields["cause"].choices = [("", _("alle"))] + [
+            (c, CAUSE_LABELS[c] % {"n": answers.MANY_CHUNKS}) for c in answers.CAUSES
+        ]
+
+    def clean_week(self) -> tuple[int, int] | None:
+        value = self.cleaned_data["week"].upper()
+        if not value:
+            return None
+        return parse_iso_week(value)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        low, high = data.get("score_min"), data.get("score_max")
+        if low is not None and high is not None and low > high:
+            # Neither end is applied: which of the two was mistyped is anyone's guess.
+            self.add_error("score_min", _("„Treue ab“ darf nicht über „Treue bis“ liegen."))
+            self.add_error("score_max", _("„Treue bis“ darf nicht unter „Treue ab“ liegen."))
+        return data
 
     def filters(self) -> dict:
         """The valid filters as keyword arguments for selectors.answer_list.
@@ -43,10 +108,17 @@ class AnswerFilterForm(forms.Form):
         yes_no = {"1": True, "0": False, "": None}
         return {
             "use_case": data.get("use_case") or None,
+            "week": data.get("week"),
             "flagged": yes_no[data.get("flagged", "")],
             "sampled": yes_no[data.get("sampled", "")],
+            "status": data.get("status") or None,
+            "score_min": data.get("score_min"),
+            "score_max": data.get("score_max"),
+            "cause": data.get("cause") or None,
+            "similarity_below": data.get("similarity_below"),
             "date_from": data.get("date_from"),
             "date_to": data.get("date_to"),
+            "sort": data.get("sort") or None,
         }
 
 
@@ -70,6 +142,31 @@ WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$", re.ASCII)
 # Weeks outside these years are typing errors; the bounds also keep date arithmetic (a week's
 # end, the time zone) far from date.min and date.max.
 WEEK_YEARS = (2000, 2999)
+
+
+def parse_iso_week(value: str) -> tuple[int, int]:
+    """(year, week) of an ISO week written YYYY-Www; a ValidationError that says what is wrong."""
+    match = WEEK_RE.match(value)
+    if not match:
+        raise forms.ValidationError(
+            _("Bitte eine Woche im Format JJJJ-Www angeben, z. B. 2026-W07."), code="format"
+        )
+    year, week = int(match.group(1)), int(match.group(2))
+    if not WEEK_YEARS[0] <= year <= WEEK_YEARS[1]:
+        raise forms.ValidationError(
+            _("Bitte ein Jahr zwischen %(first)s und %(last)s angeben.")
+            % {"first": WEEK_YEARS[0], "last": WEEK_YEARS[1]},
+            code="year",
+        )
+    try:
+        date.fromisocalendar(year, week, 1)
+    except ValueError:
+        raise forms.ValidationError(
+            _("Das Jahr %(year)s hat keine Kalenderwoche %(week)s.")
+            % {"year": year, "week": week},
+            code="no_such_week",
+        ) from None
+    return year, week
 
 
 class WeekRescoreForm(RescoreForm):

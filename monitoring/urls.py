@@ -5,6 +5,7 @@ from monitoring import views
 app_name = "monitoring"
 urlpatterns = [
     path("", views.answer_list, name="answer_list"),
+    path("answers/export.csv", views.answer_export, name="answer_export"),
     path("answers/<int:pk>/", views.answer_detail, name="answer_detail"),
     path("answers/<int:pk>/rescore/", views.answer_rescore, name="answer_rescore"),
     path(

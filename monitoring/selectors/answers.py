@@ -1,12 +1,16 @@
 """Reads of answers and use cases. Every query a person triggers goes through the use cases that
 person may see: staff see all, others those they are assigned to as expert or team lead."""
 
-from datetime import date
+from collections.abc import Iterator
+from datetime import date, datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
+from django.db.models.expressions import OrderBy
 
 from monitoring.models import Answer, UseCase
+from monitoring.selectors.judging import iso_week_bounds
 
 
 def use_cases_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[UseCase]:
@@ -23,29 +27,171 @@ def use_case_get_for_user(
     return use_cases_for_user(user=user).filter(slug=slug).first()
 
 
-def answer_list(
+# The explorer's causes: why an answer may be unfaithful, as far as the stored figures tell.
+CAUSE_LOW_SIMILARITY = "low_similarity"  # best chunk similarity below a threshold
+CAUSE_NO_CHUNKS = "no_chunks"  # answered without any retrieved chunk
+CAUSE_MANY_CHUNKS = "many_chunks"  # more chunks than a generator reads carefully
+CAUSE_MULTI_PART = "multi_part"  # a question with several parts
+CAUSE_NO_LOGPROBS = "no_logprobs"  # tier 1 could not look: the provider sent no probabilities
+CAUSE_ABSTENTION = "abstention"  # the judge found no claims
+CAUSES = (
+    CAUSE_LOW_SIMILARITY, CAUSE_NO_CHUNKS, CAUSE_MANY_CHUNKS, CAUSE_MULTI_PART,
+    CAUSE_NO_LOGPROBS, CAUSE_ABSTENTION,
+)
+# Below this best-chunk similarity retrieval has usually found nothing that fits; the page lets
+# a lead set another value, since the scale depends on the embedding model.
+LOW_SIMILARITY_DEFAULT = 0.5
+# More chunks than this and the generator tends to mix them up.
+MANY_CHUNKS = 10
+
+# The sort orders a person may choose, by the names the page sends. Only these reach order_by,
+# so a crafted `sort` cannot order by (and so probe) a field the page does not show. Missing
+# values sort last either way: an unjudged answer is not "the worst" nor "the best".
+SORTS: dict[str, tuple[OrderBy, ...]] = {
+    "-time": (F("created_at").desc(), F("id").desc()),
+    "time": (F("created_at").asc(), F("id").asc()),
+    "score": (F("score").asc(nulls_last=True), F("id").desc()),
+    "-score": (F("score").desc(nulls_last=True), F("id").desc()),
+    "similarity": (F("best_chunk_score").asc(nulls_last=True), F("id").desc()),
+    "-similarity": (F("best_chunk_score").desc(nulls_last=True), F("id").desc()),
+    "chunks": (F("chunk_count").asc(), F("id").desc()),
+    "-chunks": (F("chunk_count").desc(), F("id").desc()),
+}
+DEFAULT_SORT = "-time"
+
+
+def _cause_filter(cause: str, similarity_below: float | None) -> Q:
+    if cause == CAUSE_LOW_SIMILARITY:
+        threshold = LOW_SIMILARITY_DEFAULT if similarity_below is None else similarity_below
+        # An answer without scored chunks has no similarity to be low; "no_chunks" covers it.
+        return Q(best_chunk_score__lt=threshold)
+    if cause == CAUSE_NO_CHUNKS:
+        return Q(chunk_count=0)
+    if cause == CAUSE_MANY_CHUNKS:
+        return Q(chunk_count__gt=MANY_CHUNKS)
+    if cause == CAUSE_MULTI_PART:
+        # None (not yet detected, answers from before the detector) is not multi-part.
+        return Q(multi_part=True)
+    if cause == CAUSE_NO_LOGPROBS:
+        return Q(logprobs_status=Answer.LogprobsStatus.NONE)
+    if cause == CAUSE_ABSTENTION:
+        return Q(abstention=True)
+    raise ValueError(f"unknown cause {cause!r}")
+
+
+def _filtered(
     *,
     user: AbstractBaseUser | AnonymousUser,
     use_case: str | None = None,
+    week: tuple[int, int] | None = None,
     flagged: bool | None = None,
     sampled: bool | None = None,
+    status: str | None = None,
+    score_min: float | None = None,
+    score_max: float | None = None,
+    cause: str | None = None,
+    similarity_below: float | None = None,
     date_from: date | None = None,
     date_to: date | None = None,
+    sort: str | None = None,
 ) -> QuerySet[Answer]:
     answers = Answer.objects.filter(use_case__in=use_cases_for_user(user=user))
     if use_case:
         answers = answers.filter(use_case__slug=use_case)
+    if week is not None:
+        start, end = iso_week_bounds(year=week[0], week=week[1])
+        answers = answers.filter(created_at__gte=start, created_at__lt=end)
     if flagged is not None:
         answers = answers.filter(flagged=flagged)
     if sampled is not None:
         answers = answers.filter(sampled=sampled)
+    if status:
+        answers = answers.filter(status=status)
+    if score_min is not None:
+        answers = answers.filter(score__gte=score_min)
+    if score_max is not None:
+        answers = answers.filter(score__lte=score_max)
+    if cause:
+        answers = answers.filter(_cause_filter(cause, similarity_below))
     if date_from:
         answers = answers.filter(created_at__date__gte=date_from)
     if date_to:
         answers = answers.filter(created_at__date__lte=date_to)
-    return answers.select_related("use_case", "service").defer(
+    return answers.order_by(*SORTS.get(sort or DEFAULT_SORT, SORTS[DEFAULT_SORT]))
+
+
+def answer_list(*, user: AbstractBaseUser | AnonymousUser, **filters: Any) -> QuerySet[Answer]:
+    """The explorer's answers: those of the user's use cases that pass the filters, sorted.
+
+    The filters are the keyword arguments of `_filtered`, as AnswerFilterForm.filters() gives them.
+    """
+    return _filtered(user=user, **filters).select_related("use_case", "service").defer(
         "messages", "token_data", "metadata"
     )
+
+
+EXPORT_COLUMNS = (
+    ("id", "id"),
+    ("created_at", "created_at"),
+    ("use_case", "use_case__slug"),
+    ("service", "service__name"),
+    ("external_id", "external_id"),
+    ("question", "question"),
+    ("answer", "text"),
+    ("model", "model"),
+    ("flagged", "flagged"),
+    ("sampled", "sampled"),
+    ("sample_reason", "sample_reason"),
+    ("inclusion_probability", "inclusion_probability"),
+    ("status", "status"),
+    ("score", "score"),
+    ("abstention", "abstention"),
+    ("chunk_count", "chunk_count"),
+    ("best_chunk_score", "best_chunk_score"),
+    ("logprobs_status", "logprobs_status"),
+    ("uncertain_words", "uncertain_tokens"),
+)
+EXPORT_HEADER = tuple(name for name, _ in EXPORT_COLUMNS)
+# Rows fetched per round trip: large enough that the round trips do not dominate, small enough
+# that a batch of long answers (up to 100 kB of text each) stays a few hundred MB at worst.
+EXPORT_CHUNK_SIZE = 2000
+# A spreadsheet reads a cell that starts with one of these as a formula (tab and CR too, which
+# some programs strip before looking). Questions, answers and ids come from the RAG services, so
+# from whoever typed the question: "=HYPERLINK(...)" in a question must stay text when a lead
+# opens the export in Excel. The apostrophe is what spreadsheets themselves use to say "text".
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """A text cell that a spreadsheet will not evaluate."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def _export_cell(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        return csv_text(value)
+    return value
+
+
+def answer_export_rows(
+    *, user: AbstractBaseUser | AnonymousUser, **filters: Any
+) -> Iterator[tuple[Any, ...]]:
+    """The filtered answers as CSV rows (without the header), in the list's order.
+
+    Read with a database iterator over plain tuples, EXPORT_CHUNK_SIZE rows at a time, so an
+    export of a million answers never holds more than one batch in memory.
+    """
+    rows = (
+        _filtered(user=user, **filters)
+        .values_list(*(source for _, source in EXPORT_COLUMNS))
+        .iterator(chunk_size=EXPORT_CHUNK_SIZE)
+    )
+    for row in rows:
+        *cells, uncertain = row
+        words = " ".join(str(t.get("token", "")) for t in uncertain or () if isinstance(t, dict))
+        yield (*(_export_cell(c) for c in cells), csv_text(words))
 
 
 def answer_get_for_user(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Answer | None:
