@@ -1,8 +1,9 @@
-"""Reads of the weekly review: an expert's queue, one item, the calibration figures, and which
-answers a person must not see the judge's verdicts of yet (blindness)."""
+"""Reads of the weekly review: an expert's queue, one item, the calibration figures.
+
+Which answers an expert must not see the judge's verdicts of yet is answered in
+`monitoring.selectors.answers.blind_answer_ids`, since the monitoring pages ask it."""
 
 import dataclasses
-from collections.abc import Iterable
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -104,19 +105,6 @@ def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
         judge_model=item.judge_run.judge_model,
         difference=manual - automatic if both else None,
         sides_differ=both and ((manual < threshold) != (automatic < threshold)),
-    )
-
-
-def blind_answer_ids(*, user: User, answer_ids: Iterable[int]) -> set[int]:
-    """Answers whose judge verdicts this user must not see yet: they sit in a review item the
-    user is an expert for and nobody has submitted (blind review, against anchoring)."""
-    if not user.is_authenticated:
-        return set()
-    return set(
-        ReviewItem.objects.filter(
-            answer_id__in=list(answer_ids), version=0,
-            batch__use_case__in=expert_use_cases(user=user),
-        ).values_list("answer_id", flat=True)
     )
 
 

@@ -120,12 +120,39 @@ def _filtered(
     return answers.order_by(*SORTS.get(sort or DEFAULT_SORT, SORTS[DEFAULT_SORT]))
 
 
+def blind_answer_ids(*, user: AbstractBaseUser | AnonymousUser) -> set[int]:
+    """Answers whose judge results this user must not see yet: they wait, unsubmitted, in a
+    weekly review of a use case the user is an expert for (blind review, against anchoring).
+    A few dozen at most: a batch has 20 answers a week."""
+    if not user.is_authenticated:
+        return set()
+    return set(
+        Answer.objects.filter(
+            review_items__version=0, review_items__batch__use_case__experts=user
+        ).values_list("id", flat=True)
+    )
+
+
+def _orders_or_filters_by_score(filters: dict[str, Any]) -> bool:
+    """Filtering or sorting by score would tell an expert a blind answer's score by where it
+    appears, so such a list leaves the blind answers out."""
+    return (
+        filters.get("score_min") is not None or filters.get("score_max") is not None
+        or (filters.get("sort") or "").lstrip("-").startswith("score")
+        or filters.get("cause") == "abstention"
+    )
+
+
 def answer_list(*, user: AbstractBaseUser | AnonymousUser, **filters: Any) -> QuerySet[Answer]:
     """The explorer's answers: those of the user's use cases that pass the filters, sorted.
 
     The filters are the keyword arguments of `_filtered`, as AnswerFilterForm.filters() gives them.
     """
-    return _filtered(user=user, **filters).select_related("use_case", "service").defer(
+    answers = _filtered(user=user, **filters)
+    if _orders_or_filters_by_score(filters):
+        blind = blind_answer_ids(user=user)
+        answers = answers.exclude(pk__in=blind) if blind else answers
+    return answers.select_related("use_case", "service").defer(
         "messages", "token_data", "metadata"
     )
 
@@ -152,6 +179,8 @@ EXPORT_COLUMNS = (
     ("uncertain_words", "uncertain_tokens"),
 )
 EXPORT_HEADER = tuple(name for name, _ in EXPORT_COLUMNS)
+# Left empty for an answer the exporting expert reviews blind (see blind_answer_ids).
+_JUDGE_COLUMNS = {EXPORT_HEADER.index(name) for name in ("score", "abstention")}
 # Rows fetched per round trip: large enough that the round trips do not dominate, small enough
 # that a batch of long answers (up to 100 kB of text each) stays a few hundred MB at worst.
 EXPORT_CHUNK_SIZE = 2000
@@ -183,15 +212,24 @@ def answer_export_rows(
     Read with a database iterator over plain tuples, EXPORT_CHUNK_SIZE rows at a time, so an
     export of a million answers never holds more than one batch in memory.
     """
-    rows = (
-        _filtered(user=user, **filters)
-        .values_list(*(source for _, source in EXPORT_COLUMNS))
-        .iterator(chunk_size=EXPORT_CHUNK_SIZE)
+    # Read before the rows stream: the blind set is small, and hiding must not depend on it
+    # being fetched in the middle of an export.
+    blind = blind_answer_ids(user=user)
+    answers = _filtered(user=user, **filters)
+    if blind and _orders_or_filters_by_score(filters):
+        answers = answers.exclude(pk__in=blind)
+    rows = answers.values_list(*(source for _, source in EXPORT_COLUMNS)).iterator(
+        chunk_size=EXPORT_CHUNK_SIZE
     )
-    for row in rows:
-        *cells, uncertain = row
-        words = " ".join(str(t.get("token", "")) for t in uncertain or () if isinstance(t, dict))
-        yield (*(_export_cell(c) for c in cells), csv_text(words))
+    return (_export_row(row, blind) for row in rows)
+
+
+def _export_row(row: tuple[Any, ...], blind: set[int]) -> tuple[Any, ...]:
+    *cells, uncertain = row
+    if cells[0] in blind:
+        cells = [None if i in _JUDGE_COLUMNS else c for i, c in enumerate(cells)]
+    words = " ".join(str(t.get("token", "")) for t in uncertain or () if isinstance(t, dict))
+    return (*(_export_cell(c) for c in cells), csv_text(words))
 
 
 def answer_get_for_user(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Answer | None:

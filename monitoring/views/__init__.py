@@ -60,6 +60,9 @@ def answer_list(request: HttpRequest) -> HttpResponse:
     form = AnswerFilterForm(request.GET or None, use_cases=use_cases)
     answers = selectors.answer_list(user=request.user, **form.filters())
     page = Paginator(answers, PAGE_SIZE).get_page(request.GET.get("page"))
+    blind = answer_selectors.blind_answer_ids(user=request.user)
+    for answer in page:
+        answer.blind = answer.pk in blind
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -139,6 +142,7 @@ def _detail(
         request,
         "monitoring/answer_detail.html",
         {
+            "blind": answer.pk in answer_selectors.blind_answer_ids(user=request.user),
             "answer": answer,
             "segments": segments(answer.text, answer.uncertain_tokens),
             "chunks": answer.chunks.all(),
@@ -248,6 +252,9 @@ def _judge_page(
         })
     usage, total = selectors.judge_usage_by_day(use_case=use_case)
     recent = list(selectors.judge_runs_recent(use_case=use_case))
+    blind = answer_selectors.blind_answer_ids(user=request.user)
+    for run in recent:
+        run.blind = run.answer_id in blind
     return render(request, "monitoring/use_case_judge.html", {
         "use_case": use_case,
         "usage": usage,
