@@ -13,7 +13,16 @@ from django.utils.translation import gettext_lazy as _
 
 from monitoring import selectors, services
 from monitoring.domain import keys
-from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
+from monitoring.models import (
+    Alarm,
+    Answer,
+    Chunk,
+    Claim,
+    JudgePrice,
+    JudgeRun,
+    Service,
+    UseCase,
+)
 
 
 @admin.register(UseCase)
@@ -25,8 +34,8 @@ class UseCaseAdmin(admin.ModelAdmin):
     filter_horizontal = ("experts", "team_leads")
     prepopulated_fields = {"slug": ("name",)}
     fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
-              "logprob_threshold", "action_threshold", "leaves_unreviewed", "experts",
-              "team_leads", "active")
+              "logprob_threshold", "action_threshold", "leaves_unreviewed",
+              "review_batch_size", "experts", "team_leads", "active")
     readonly_fields = ("expected_weekly_cost",)
 
     @admin.display(description=_("Erwartete Prüfkosten pro Woche"))
@@ -143,3 +152,17 @@ class JudgeRunAdmin(admin.ModelAdmin):
 class JudgePriceAdmin(admin.ModelAdmin):
     list_display = ("judge_model", "prompt_per_1k", "completion_per_1k", "currency")
     search_fields = ("judge_model",)
+
+
+@admin.register(Alarm)
+class AlarmAdmin(admin.ModelAdmin):
+    """Alarms are raised by the checks; a person may only mark one as done (cleared)."""
+
+    list_display = ("use_case", "kind", "key", "opened_at", "cleared_at", "mailed_at")
+    list_filter = ("kind", "use_case")
+    readonly_fields = ("use_case", "kind", "key", "message", "details", "opened_at", "mailed_at")
+    fields = ("use_case", "kind", "key", "message", "details", "opened_at", "mailed_at",
+              "cleared_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
