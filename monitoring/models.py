@@ -183,9 +183,16 @@ class Answer(models.Model):
                 fields=["status"], name="answer_awaiting_judge",
                 condition=models.Q(status__in=["queued", "judging"]),
             ),
-            # The dashboard's weekly counts: an index-only range scan per use case (the index
-            # above has `flagged` before the time, so a time range reads all of a use case).
-            models.Index(fields=["use_case", "created_at", "flagged"], name="answer_dash_week"),
+            # The dashboard's counts per week and per cause bucket: an index-only range scan
+            # per use case (answer_flagged_time has `flagged` before the time, so a time range
+            # reads all of a use case).
+            models.Index(
+                fields=[
+                    "use_case", "created_at", "flagged", "best_chunk_score", "chunk_count",
+                    "multi_part", "min_content_probability",
+                ],
+                name="answer_dash_week",
+            ),
             # The dashboard's judged answers: every figure it reads is in the key, so PostgreSQL
             # answers from the index alone; partial, because about a sixth of answers is judged.
             models.Index(
@@ -282,6 +289,12 @@ class JudgeRun(models.Model):
         indexes = [
             models.Index(fields=["status", "created_at"], name="judgerun_status_time"),
             models.Index(fields=["answer", "-created_at"], name="judgerun_answer"),
+            # The dashboard's calls and cost per week of the judged answers: index-only per
+            # answer (otherwise PostgreSQL reads the whole table, call logs and all).
+            models.Index(
+                fields=["answer", "status", "calls", "cost", "judge_model", "prompt_version"],
+                name="judgerun_dash_usage",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -22,11 +22,15 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='answer',
-            index=models.Index(fields=['use_case', 'created_at', 'flagged'], name='answer_dash_week'),
+            index=models.Index(fields=['use_case', 'created_at', 'flagged', 'best_chunk_score', 'chunk_count', 'multi_part', 'min_content_probability'], name='answer_dash_week'),
         ),
         migrations.AddIndex(
             model_name='answer',
             index=models.Index(condition=models.Q(('status', 'judged')), fields=['use_case', 'created_at', 'flagged', 'score', 'abstention', 'in_random_sample', 'best_chunk_score', 'chunk_count', 'multi_part', 'min_content_probability', 'current_run'], name='answer_dash_judged'),
+        ),
+        migrations.AddIndex(
+            model_name='judgerun',
+            index=models.Index(fields=['answer', 'status', 'calls', 'cost', 'judge_model', 'prompt_version'], name='judgerun_dash_usage'),
         ),
         migrations.AddIndex(
             model_name='claim',
