@@ -80,9 +80,12 @@ def calibration_scatter(
         xanchor="right", font={"color": "#c0392b", "size": 11},
     )
     fig.update_layout(
-        xaxis={"title": {"text": labels["x"]}, "range": [-0.03, 1.03], "dtick": 0.1},
+        # A square plot whose axes stay at 0..1: with scaleanchor alone Plotly would widen
+        # the ranges to fill the box and show scores that cannot exist.
+        xaxis={"title": {"text": labels["x"]}, "range": [-0.03, 1.03], "dtick": 0.1,
+               "constrain": "domain"},
         yaxis={"title": {"text": labels["y"]}, "range": [-0.03, 1.03], "dtick": 0.1,
-               "scaleanchor": "x"},
+               "scaleanchor": "x", "constrain": "domain"},
         margin={"l": 60, "r": 20, "t": 20, "b": 50},
         height=460,
         legend={"title": {"text": labels.get("legend", "")}},

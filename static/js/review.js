@@ -73,8 +73,11 @@
     claim.addEventListener("click", function () { focusClaim(i); });
   });
 
+  // The next claim without a label, after `index` and wrapping around; if all are labelled,
+  // simply the next one.
   function firstOpenAfter(index) {
-    for (var i = index + 1; i < claims.length; i++) {
+    for (var k = 1; k <= claims.length; k++) {
+      var i = (index + k + claims.length) % claims.length;
       if (!claims[i].querySelector("input[type=radio]:checked")) return i;
     }
     return Math.min(index + 1, claims.length - 1);
