@@ -1,0 +1,130 @@
+"""Threshold tuner: what a different tier-1 threshold would flag, cost and catch.
+
+Raising the log-probability threshold flags more answers; every flagged answer is judged, so
+the judge bill grows. What it buys is told by the random sample: its answers were judged
+whatever their flag (the draw is independent of it), so among them the unfaithful share of
+those that *would* be flagged at a threshold, against the unfaithful share of all of them, is
+an unbiased lift for every candidate threshold at once, with no re-judging.
+
+Each answer is reduced once to its lowest content-word probability; it is flagged at threshold
+t exactly when that number is below t. The table then costs one sort and a binary search per
+threshold, so a window of ~100k answers is cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from monitoring.domain.logprobs import find_uncertain_words
+from monitoring.domain.statistics import Lift, lift
+
+DEFAULT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def min_content_probability(answer: str, compact: Mapping[str, Any] | None) -> float | None:
+    """The lowest exp(logprob) of a token inside a content-bearing word of the answer.
+
+    ``compact`` is the token copy ``logprobs.analyse_answer`` stores. For every threshold t in
+    (0, 1], ``logprobs.reanalyse(answer, compact, t)`` finds a word exactly when this value is
+    below t. None when there are no logprobs, the tokens were unaligned, or no content word
+    (capitalised word, number, "§ 4") is touched by a token: such an answer is never flagged.
+    """
+    if not compact:
+        return None
+    starts, ends, values = compact.get("s"), compact.get("e"), compact.get("lp")
+    # The same refusals as logprobs.reanalyse, which this must agree with.
+    if starts is None or ends is None or values is None or not len(starts) == len(ends):
+        return None
+    n = min(len(starts), len(ends), len(values))
+    # At an infinite threshold every non-empty token counts as uncertain, so the words found are
+    # exactly the content words any threshold could flag; which words those are (and what a
+    # content word is) stays logprobs' decision. NaN and +inf logprobs never count there (they
+    # fail its `logprob < cut` test at every threshold), so they are left out here too.
+    words = find_uncertain_words(answer, starts, ends, values, math.inf)
+    if not words:
+        return None
+    usable = [k for k in range(n) if ends[k] > starts[k] and values[k] < math.inf]
+    token_ends = [ends[k] for k in usable]
+    lowest = math.inf
+    for word in words:
+        i = bisect_right(token_ends, word.start)
+        while i < len(usable) and starts[usable[i]] < word.end:
+            # The same expression logprobs compares with the threshold, so the two agree to
+            # the last bit rather than up to the 4-digit rounding of UncertainWord.probability.
+            lowest = min(lowest, math.exp(min(values[usable[i]], 0.0)))
+            i += 1
+    return lowest
+
+
+@dataclass(frozen=True, slots=True)
+class TunerRow:
+    threshold: float
+    flagged_share: float | None  # of all answers in the window; None when there are none
+    judge_answers_per_week: float  # flagged + rate × unflagged, per week
+    judge_calls_per_week: float  # judged answers × calls per answer
+    lift: Lift  # unfaithful share among random-sample answers flagged at t vs all of them
+
+
+def threshold_table(
+    *,
+    min_probabilities: Sequence[float | None],
+    random_sample: Sequence[tuple[float | None, float]],
+    rate: float,
+    weeks: float,
+    calls_per_answer: float,
+    unfaithful_below: float,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+) -> list[TunerRow]:
+    """One row per threshold: flagged share, judge load and the lift it would have.
+
+    ``min_probabilities`` has one entry per answer in the window (``min_content_probability``;
+    None = never flagged). ``random_sample`` holds (min probability, score) of the judged
+    random-sample answers; unfaithful means score < ``unfaithful_below`` (the action line).
+    O((n + m) log(n + m)) for n answers and m sample answers: one sort each, then bisection.
+    """
+    if not 0 < rate <= 1:
+        raise ValueError(f"rate must be in (0, 1], not {rate!r}")
+    if not weeks > 0:
+        raise ValueError(f"weeks must be positive, not {weeks!r}")
+    if not calls_per_answer >= 0:
+        raise ValueError(f"calls_per_answer must be at least 0, not {calls_per_answer!r}")
+    if any(math.isnan(t) for t in thresholds):
+        raise ValueError("a threshold is NaN")
+    total = len(min_probabilities)
+    flaggable = sorted(p for p in min_probabilities if p is not None)
+
+    # Random-sample answers ordered by min probability (never-flaggable ones last), with a
+    # running count of the unfaithful ones: at threshold t the flagged ones are a prefix.
+    sample = sorted(
+        (math.inf if p is None else p, score < unfaithful_below) for p, score in random_sample
+    )
+    sample_keys = [p for p, _ in sample]
+    bad_prefix = list(accumulate((bad for _, bad in sample), initial=0))
+    sample_n, sample_bad = len(sample), bad_prefix[-1]
+
+    rows = []
+    for t in thresholds:
+        flagged = bisect_left(flaggable, t)  # strictly below t, as logprobs flags
+        judged = (flagged + rate * (total - flagged)) / weeks
+        k = bisect_left(sample_keys, t)
+        rows.append(
+            TunerRow(
+                threshold=t,
+                flagged_share=flagged / total if total else None,
+                judge_answers_per_week=judged,
+                judge_calls_per_week=judged * calls_per_answer,
+                lift=lift(
+                    flagged_bad=bad_prefix[k],
+                    flagged_n=k,
+                    random_bad=sample_bad,
+                    random_n=sample_n,
+                    nested=True,
+                ),
+            )
+        )
+    return rows

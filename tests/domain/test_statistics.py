@@ -1,0 +1,494 @@
+"""Weekly estimates (monitoring.domain.statistics) against values computed by hand.
+
+z = 1.959964 at 95 %, z² = 3.841459. Wilson for a share p with (effective) sample size n:
+centre = (p + z²/2n)/(1 + z²/n), half-width = z·√(p(1−p)/n + z²/4n²)/(1 + z²/n).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from monitoring.domain.statistics import (
+    MIN_JUDGED,
+    ClaimStratum,
+    Estimate,
+    Lift,
+    Stratum,
+    claim_share,
+    indicator_strata,
+    lift,
+    stratified_mean,
+    stratified_share,
+    traffic_light,
+    trend,
+    week_strata,
+    wilson,
+    z_value,
+)
+
+approx = pytest.approx
+
+
+# --- wilson ---------------------------------------------------------------------------------
+
+# (id, successes, n, confidence, low, high)
+WILSON_CASES = [
+    # p = 0.8: centre = (0.8 + 0.192073)/1.384146 = 0.716741; half = 1.959964·√(0.016 +
+    # 0.009604)/1.384146 = 0.226579
+    ("8 of 10", 8, 10, 0.95, 0.4902, 0.9433),
+    # z = 1.644854, z² = 2.705543: centre = (0.8 + 0.135277)/1.270554 = 0.736117; half =
+    # 1.644854·√(0.016 + 0.006764)/1.270554 = 0.195325
+    ("8 of 10 at 90 %", 8, 10, 0.90, 0.5408, 0.9314),
+    # p = 0: low exactly 0, high = z²/n/(1 + z²/n) = 0.384146/1.384146 = 0.277533
+    ("0 of 10", 0, 10, 0.95, 0.0, 0.2775),
+    # p = 1: high exactly 1, low = n/(n + z²) = 10/13.841459 = 0.722467
+    ("10 of 10", 10, 10, 0.95, 0.7225, 1.0),
+    # symmetric: half = 1.959964·√(0.025 + 0.009604)/1.384146 = 0.263407
+    ("5 of 10", 5, 10, 0.95, 0.2366, 0.7634),
+    # fractional counts (effective sizes): p = 0.5, n = 9, z²/n = 0.426829;
+    # half = 1.959964·√(0.027778 + 0.011856)/1.426829 = 0.273471
+    ("4.5 of 9", 4.5, 9, 0.95, 0.2265, 0.7735),
+    # a single success: low = 1/(1 + 3.841459) = 0.206549
+    ("1 of 1", 1, 1, 0.95, 0.2065, 1.0),
+    ("nothing", 0, 0, 0.95, 0.0, 1.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "confidence", "low", "high"),
+    [c[1:] for c in WILSON_CASES],
+    ids=[c[0] for c in WILSON_CASES],
+)
+def test_wilson(successes, n, confidence, low, high):
+    assert wilson(successes, n, confidence=confidence) == (
+        approx(low, abs=1e-4),
+        approx(high, abs=1e-4),
+    )
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "confidence"),
+    [(11, 10, 0.95), (-1, 10, 0.95), (1, -1, 0.95), (1, math.nan, 0.95), (1, math.inf, 0.95),
+     (5, 10, 1.0), (5, 10, 0.0), (5, 10, math.nan)],
+)
+def test_wilson_rejects_nonsense(successes, n, confidence):
+    with pytest.raises(ValueError):
+        wilson(successes, n, confidence=confidence)
+
+
+def test_z_value():
+    assert z_value(0.95) == approx(1.959964, abs=1e-6)
+    assert z_value(0.90) == approx(1.644854, abs=1e-6)
+
+
+# --- stratified_mean --------------------------------------------------------------------------
+
+FLAGGED_10 = [1.0] * 6 + [0.5] * 2 + [0.0] * 2
+UNFLAGGED_30 = [1.0] * 27 + [0.5] * 3
+
+
+def test_two_strata_by_hand():
+    # N_flagged = 10, all judged: 6×1, 2×0.5, 2×0 → ȳ_f = 7/10 = 0.7.
+    # N_unflagged = 990, 30 judged: 27×1, 3×0.5 → ȳ_u = 28.5/30 = 0.95.
+    # W_f = 0.01, W_u = 0.99 → estimate = 0.007 + 0.9405 = 0.9475.
+    # (The naive mean of the 40 judged answers would be 35.5/40 = 0.8875: biased.)
+    # Variance: the flagged stratum is judged in full, fpc = 0, it adds nothing.
+    # Unflagged with the Jeffreys pseudo-answer: p̃_u = (28.5 + 0.5)/31 = 29/31.
+    #   Σ(y − p̃)² + ½(1 − p̃)² + ½p̃² = [27·2² + 3·13.5² + ½·2² + ½·29²]/31²
+    #                                = (108 + 546.75 + 2 + 420.5)/961 = 1077.25/961
+    #   s̃² = 1077.25/961/31 = 0.0361603
+    # V = 0.99² · (1 − 30/990) · s̃²/30 = 0.9801 · 0.969697 · 0.00120534 = 0.00114556
+    # p̃ = 0.01·0.7 + 0.99·29/31 = 0.9331290; n_eff = p̃(1 − p̃)/V = 0.0623992/0.00114556 = 54.47
+    # Wilson(0.9475, 54.47): z²/n = 0.070524; centre = (0.9475 + 0.035262)/1.070524 = 0.918019;
+    # half = 1.959964·√(0.00091324 + 0.00032370)/1.070524 = 0.064392 → (0.8536, 0.9824).
+    e = stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
+    assert e.value == approx(0.9475, abs=1e-12)
+    assert (e.low, e.high) == (approx(0.8536, abs=1e-4), approx(0.9824, abs=1e-4))
+    assert (e.n, e.population, e.n_by_stratum, e.too_few) == (40, 1000, (10, 30), False)
+
+
+def test_all_ones_never_collapse():
+    # Same sizes, every judged value 1.0: estimate 1.0 (no bias from the prior).
+    # p̃_u = 30.5/31, s̃² = p̃(1 − p̃) = 30.5·0.5/961 = 0.0158689;
+    # V = 0.9504 · 0.0158689/30 = 0.00050273; p̃ = 0.01 + 0.99·30.5/31 = 0.9840323;
+    # n_eff = 0.9840323·0.0159677/0.00050273 = 31.255; at p = 1 Wilson's low is
+    # n/(n + z²) = 31.255/35.096 = 0.8905, high 1.
+    e = stratified_mean([Stratum(10, [1.0] * 10), Stratum(990, [1.0] * 30)])
+    assert e.value == 1.0
+    assert e.low == approx(0.8905, abs=1e-4)
+    assert e.high == 1.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 17, 30, 210, 900])
+@pytest.mark.parametrize("size", [1_000, 100_000])
+def test_all_ones_interval_has_width_and_stays_in_unit_interval(n, size):
+    e = stratified_mean([Stratum(50, [1.0] * 50), Stratum(size, [1.0] * n)])
+    assert e.value == 1.0
+    assert 0.0 <= e.low < e.high == 1.0
+    if size >= 100 * n:
+        # Without a finite population correction, roughly the rule of three: 1 − low ≈ 3.8/n.
+        assert 1 - e.low > 1 / (n + 10)
+
+
+def test_all_zero_interval_is_mirrored():
+    ones = stratified_mean([Stratum(10, [1.0] * 10), Stratum(990, [1.0] * 30)])
+    zeros = stratified_mean([Stratum(10, [0.0] * 10), Stratum(990, [0.0] * 30)])
+    assert zeros.value == 0.0
+    assert zeros.low == 0.0
+    assert zeros.high == approx(1 - ones.low, abs=1e-12)
+
+
+def test_one_binary_stratum_is_plain_wilson():
+    # For 0/1 values s̃² = p̃(1 − p̃) exactly, so n_eff = n: the textbook interval. The fpc
+    # (1 − 10/10⁹) is invisible at this precision.
+    e = stratified_share([Stratum(1_000_000_000, [1] * 8 + [0] * 2)])
+    assert e.value == 0.8
+    assert (e.low, e.high) == (approx(0.4902, abs=1e-4), approx(0.9433, abs=1e-4))
+
+
+def test_finite_population_correction():
+    # Half the stratum judged (80 of 100 judged are 1, N = 200): V is halved, n_eff = 200 →
+    # Wilson(0.8, 200): z²/n = 0.019207; centre = (0.8 + 0.009604)/1.019207 = 0.794346;
+    # half = 1.959964·√(0.0008 + 0.000024)/1.019207 = 0.055201 → (0.7391, 0.8495).
+    half = stratified_share([Stratum(200, [1] * 80 + [0] * 20)])
+    assert (half.low, half.high) == (approx(0.7391, abs=1e-4), approx(0.8495, abs=1e-4))
+    assert (half.low, half.high) == tuple(approx(x) for x in wilson(160, 200))
+
+
+def test_fully_judged_stratum_adds_no_variance():
+    # Two flagged strata with the same mean (0.5), one spread 0/1, one all 0.5: judged in full
+    # their spread does not matter, so the intervals are identical...
+    unflagged = Stratum(990, UNFLAGGED_30)
+    spread = stratified_mean([Stratum(10, [0.0, 1.0] * 5), unflagged])
+    flat = stratified_mean([Stratum(10, [0.5] * 10), unflagged])
+    assert spread == flat
+    # ...while the same values as a sample of a larger stratum do widen the interval.
+    sampled = stratified_mean([Stratum(20, [0.0, 1.0] * 5), Stratum(980, UNFLAGGED_30)])
+    sampled_flat = stratified_mean([Stratum(20, [0.5] * 10), Stratum(980, UNFLAGGED_30)])
+    assert sampled.high - sampled.low > sampled_flat.high - sampled_flat.low
+
+
+def test_census_has_zero_width():
+    # Every answer judged: the population mean is known, (7 + 20)/30 = 0.9.
+    e = stratified_mean([Stratum(10, FLAGGED_10), Stratum(20, UNFLAGGED_30[:20])])
+    assert e.value == approx(0.9)
+    assert e.low == approx(e.value) and e.high == approx(e.value)
+    assert e.low <= e.value <= e.high
+
+
+def test_interval_is_cut_to_what_the_population_can_be():
+    # 5 flagged answers all judged at 0.0 and 5 unflagged with 4 judged at 1.0: the one unjudged
+    # answer scores in [0, 1], so the mean is in [4/10, 5/10]; Wilson alone would reach higher.
+    e = stratified_mean([Stratum(5, [0.0] * 5), Stratum(5, [1.0] * 4)])
+    assert e.value == 0.5
+    assert e.high == 0.5
+    assert 0.4 <= e.low < 0.5
+
+
+# (id, strata, value, n, population, n_by_stratum, too_few)
+EDGE_CASES = [
+    ("empty week", [Stratum(0, []), Stratum(0, [])], None, 0, 0, (0, 0), True),
+    ("no strata", [], None, 0, 0, (), True),
+    ("nothing judged", [Stratum(3, []), Stratum(200, [])], None, 0, 203, (0, 0), True),
+    # The unflagged stratum's mean is unknown: leaving it out would report the flagged mean.
+    ("unflagged stratum unjudged", [Stratum(12, [0.5] * 12), Stratum(300, [])], None, 12, 312,
+     (12, 0), True),
+    ("flagged stratum unjudged", [Stratum(12, []), Stratum(300, [1.0] * 12)], None, 12, 312,
+     (0, 12), True),
+    # An empty flagged stratum is fine: nothing to estimate there.
+    ("no flagged answers", [Stratum(0, []), Stratum(300, [1.0] * 12)], 1.0, 12, 300, (0, 12),
+     False),
+    ("one under the minimum", [Stratum(0, []), Stratum(300, [1.0] * (MIN_JUDGED - 1))], 1.0,
+     MIN_JUDGED - 1, 300, (0, MIN_JUDGED - 1), True),
+    ("exactly the minimum", [Stratum(0, []), Stratum(300, [1.0] * MIN_JUDGED)], 1.0,
+     MIN_JUDGED, 300, (0, MIN_JUDGED), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("strata", "value", "n", "population", "n_by", "too_few"),
+    [c[1:] for c in EDGE_CASES],
+    ids=[c[0] for c in EDGE_CASES],
+)
+def test_edge_cases(strata, value, n, population, n_by, too_few):
+    e = stratified_mean(strata)
+    assert (e.value, e.n, e.population, e.n_by_stratum, e.too_few) == (
+        value, n, population, n_by, too_few
+    )
+    if value is None:
+        assert e.low is None and e.high is None
+    else:
+        assert 0 <= e.low <= e.value <= e.high <= 1
+
+
+def test_min_judged_is_ten():
+    assert MIN_JUDGED == 10
+
+
+@pytest.mark.parametrize(
+    "strata",
+    [
+        [Stratum(10, [1.5])],
+        [Stratum(10, [-0.1])],
+        [Stratum(10, [math.nan])],
+        [Stratum(1, [1.0, 1.0])],  # more judged answers than the stratum has
+        [Stratum(-1, [])],
+        [Stratum(2.5, [1.0])],
+    ],
+)
+def test_mean_rejects_nonsense(strata):
+    with pytest.raises(ValueError):
+        stratified_mean(strata)
+
+
+def test_share_rejects_non_indicators():
+    with pytest.raises(ValueError):
+        stratified_share([Stratum(10, [1, 0, 0.5])])
+
+
+def test_share_by_hand():
+    # Share of answers below 0.85: flagged 10 judged in full, 4 below → 0.4;
+    # unflagged 990, 30 judged, 3 below → 0.1. Estimate = 0.01·0.4 + 0.99·0.1 = 0.103.
+    strata = indicator_strata(
+        [Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)], lambda v: v < 0.85
+    )
+    assert [list(s.values) for s in strata] == [
+        [0.0] * 6 + [1.0] * 4,
+        [0.0] * 27 + [1.0] * 3,
+    ]
+    # Unflagged: p̃ = 3.5/31, s̃² = p̃(1 − p̃) = 3.5·27.5/961 = 0.1001561;
+    # V = 0.9504·0.1001561/30 = 0.00317295; p̃ = 0.004 + 0.99·3.5/31 = 0.1157742;
+    # n_eff = 0.1157742·0.8842258/0.00317295 = 32.263;
+    # Wilson(0.103, 32.263): z²/n = 0.119067; centre = (0.103 + 0.059533)/1.119067 = 0.145241;
+    # half = 1.959964·√(0.00286369 + 0.00092260)/1.119067 = 0.107768 → (0.0375, 0.2530).
+    e = stratified_share(strata)
+    assert e.value == approx(0.103)
+    assert (e.low, e.high) == (approx(0.0375, abs=1e-4), approx(0.2530, abs=1e-4))
+
+
+def test_week_strata():
+    rows = [(True, 0.5), (True, None), (False, 1.0), (False, None), (False, None), (True, 0.0)]
+    flagged, unflagged = week_strata(rows)
+    assert (flagged.size, list(flagged.values)) == (3, [0.5, 0.0])
+    assert (unflagged.size, list(unflagged.values)) == (3, [1.0])
+    assert [s.size for s in week_strata([])] == [0, 0]
+
+
+# --- claim_share ---------------------------------------------------------------------------
+
+
+def test_claim_share_by_hand():
+    # Flagged N = 4, all judged: (points, claims) = (2,4) (1,2) (0,1) (3,3): Σa = 6, Σm = 10.
+    # Unflagged N = 96, 5 judged: (2,2) (3,3) (1.5,2) (1,1) and an abstention (0,0):
+    # Σa = 7.5, Σm = 8. W = 0.04, 0.96.
+    # R = (0.04·6/4 + 0.96·7.5/5)/(0.04·10/4 + 0.96·8/5) = 1.5/1.636 = 0.9168704.
+    # Shrunk (pseudo-answer of one claim, ½ supported, in the unflagged stratum only):
+    #   ã = 8/6, m̃ = 9/6 → R̃ = (0.06 + 1.28)/(0.1 + 1.44) = 1.34/1.54 = 0.8701299.
+    # Residuals a − R̃m: 0.259740, 0.389610, −0.240260, 0.129870, 0; pseudo ½·0.129870 and
+    #   ½·(−0.870130). Weighted mean 0.168831/6 = 0.028139; Σw(r − mean)² = 0.676098;
+    #   s̃² = 0.676098/6/1.54² = 0.0475128.
+    # V = 0.96²·(1 − 5/96)·0.0475128/5 = 0.8736·0.00950256 = 0.00830144.
+    # n_eff = 0.8701299·0.1298701/0.00830144 = 13.6125.
+    # Wilson(0.9168704, 13.6125): z²/n = 0.282201; centre = 1.057973/1.282201 = 0.825123;
+    # half = 1.959964·√(0.0055998 + 0.0051830)/1.282201 = 0.158724 → (0.6664, 0.9838).
+    e = claim_share(
+        [
+            ClaimStratum(4, [(2, 4), (1, 2), (0, 1), (3, 3)]),
+            ClaimStratum(96, [(2, 2), (3, 3), (1.5, 2), (1, 1), (0, 0)]),
+        ]
+    )
+    assert e.value == approx(1.5 / 1.636)
+    assert (e.low, e.high) == (approx(0.6664, abs=1e-4), approx(0.9838, abs=1e-4))
+    assert (e.n, e.population, e.n_by_stratum, e.too_few) == (9, 100, (4, 5), True)
+
+
+def test_claim_share_with_one_claim_per_answer_is_the_mean():
+    pairs = [(v, 1) for v in UNFLAGGED_30]
+    flagged = [(v, 1) for v in FLAGGED_10]
+    assert claim_share([ClaimStratum(10, flagged), ClaimStratum(990, pairs)]) == approx_estimate(
+        stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
+    )
+
+
+def approx_estimate(e: Estimate) -> Estimate:
+    return Estimate(
+        approx(e.value), approx(e.low), approx(e.high), e.n, e.population, e.n_by_stratum,
+        e.too_few,
+    )
+
+
+def test_claim_share_weights_claims_not_answers():
+    # Census: (1 of 1) and (0 of 4) → 1/5 of claims supported (the mean of scores would be 0.5).
+    e = claim_share([ClaimStratum(2, [(1, 1), (0, 4)])])
+    assert e.value == approx(0.2)
+    assert e.low == approx(e.value) and e.high == approx(e.value)
+    assert e.low <= e.value <= e.high
+
+
+def test_claim_share_all_supported_has_width():
+    e = claim_share([ClaimStratum(10, [(3, 3)] * 10), ClaimStratum(500, [(4, 4)] * 15)])
+    assert e.value == 1.0
+    assert 0.8 < e.low < 1.0 == e.high
+
+
+@pytest.mark.parametrize(
+    ("strata", "n"),
+    [
+        ([ClaimStratum(5, [(0, 0)] * 5)], 5),  # only abstentions: no claim to share
+        ([ClaimStratum(5, []), ClaimStratum(20, [(1, 1)] * 3)], 3),
+        ([], 0),
+    ],
+)
+def test_claim_share_undefined(strata, n):
+    e = claim_share(strata)
+    assert (e.value, e.low, e.high, e.n, e.too_few) == (None, None, None, n, True)
+
+
+@pytest.mark.parametrize("answer", [(3, 2), (-1, 2), (1, -1), (0.5, 1.5), (math.nan, 2)])
+def test_claim_share_rejects_nonsense(answer):
+    with pytest.raises(ValueError):
+        claim_share([ClaimStratum(10, [answer])])
+
+
+# --- lift ---------------------------------------------------------------------------------------
+
+# (id, kwargs, flagged share, random share, lift, low, high, too_few)
+LIFT_CASES = [
+    # 10/50 = 0.2 vs 5/100 = 0.05 → 4; Var(log) = 1/10 − 1/50 + 1/5 − 1/100 = 0.27,
+    # z·√0.27 = 1.018433 → 4·e^∓1.018433 = (1.4447, 11.0753).
+    ("Katz", dict(flagged_bad=10, flagged_n=50, random_bad=5, random_n=100), 0.2, 0.05,
+     4.0, 1.4447, 11.0753, False),
+    # No unfaithful random answer: 0.5 added to every cell → (3.5/21)/(0.5/201) = 67.0;
+    # Var = 1/3.5 − 1/21 + 1/0.5 − 1/201 = 2.233120, z·√ = 2.928899 → (3.5815, 1253.37).
+    ("zero random", dict(flagged_bad=3, flagged_n=20, random_bad=0, random_n=200), 0.15, 0.0,
+     67.0, 3.5815, 1253.37, False),
+    # No unfaithful flagged answer: (0.5/31)/(6.5/101) = 0.250620;
+    # Var = 1/0.5 − 1/31 + 1/6.5 − 1/101 = 2.111687, z·√ = 2.848152 → (0.01452, 4.3247).
+    ("zero flagged", dict(flagged_bad=0, flagged_n=30, random_bad=6, random_n=100), 0.0, 0.06,
+     0.250620, 0.01452, 4.3247, False),
+    ("both zero", dict(flagged_bad=0, flagged_n=30, random_bad=0, random_n=100), 0.0, 0.0,
+     None, None, None, True),
+    ("no flagged answers", dict(flagged_bad=0, flagged_n=0, random_bad=3, random_n=100), None,
+     0.03, None, None, None, True),
+    ("no random answers", dict(flagged_bad=2, flagged_n=9, random_bad=0, random_n=0), 2 / 9,
+     None, None, None, None, True),
+    # 3/9 vs 1/12 → 4; Var = 1/3 − 1/9 + 1 − 1/12 = 1.138889, z·√ = 2.091653 → (0.4938, 32.40)
+    ("few flagged", dict(flagged_bad=3, flagged_n=9, random_bad=1, random_n=12), 1 / 3, 1 / 12,
+     4.0, 0.4938, 32.40, True),
+    # Nested (the tuner): 10/50 of 15/100, the rest 5/50. p_F = 0.2, p_A = 0.15, share = 0.5,
+    # p_R = 0.1: Var = (1/0.2 − 0.5/0.15)²·0.2·0.8/50 + (0.5/0.15)²·0.1·0.9/50
+    # = 2.777778·0.0032 + 11.111111·0.0018 = 0.0288889, z·√ = 0.333131
+    # → 1.333333·e^∓0.333131 = (0.9556, 1.8604). Katz would give Var = 0.1 − 0.02 + 0.0667 −
+    # 0.01 = 0.1367, more than four times too wide for a subset.
+    ("nested", dict(flagged_bad=10, flagged_n=50, random_bad=15, random_n=100, nested=True),
+     0.2, 0.15, 4 / 3, 0.9556, 1.8604, False),
+    # Nested, flagged = the whole sample: the ratio is 1 by construction, no variance.
+    ("nested all", dict(flagged_bad=7, flagged_n=40, random_bad=7, random_n=40, nested=True),
+     0.175, 0.175, 1.0, 1.0, 1.0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flagged_share", "random_share", "value", "low", "high", "too_few"),
+    [c[1:] for c in LIFT_CASES],
+    ids=[c[0] for c in LIFT_CASES],
+)
+def test_lift(kwargs, flagged_share, random_share, value, low, high, too_few):
+    result = lift(**kwargs)
+    assert isinstance(result, Lift)
+    assert (result.flagged_n, result.random_n) == (kwargs["flagged_n"], kwargs["random_n"])
+    assert result.flagged_share == (None if flagged_share is None else approx(flagged_share))
+    assert result.random_share == (None if random_share is None else approx(random_share))
+    if value is None:
+        assert (result.lift, result.low, result.high) == (None, None, None)
+    else:
+        assert result.lift == approx(value, rel=1e-5)
+        assert result.low == approx(low, rel=1e-3)
+        assert result.high == approx(high, rel=1e-3)
+    assert result.too_few is too_few
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(flagged_bad=5, flagged_n=4, random_bad=0, random_n=10),
+        dict(flagged_bad=-1, flagged_n=4, random_bad=0, random_n=10),
+        dict(flagged_bad=1.5, flagged_n=4, random_bad=0, random_n=10),
+        # nested, but the flagged answers are not part of the random ones
+        dict(flagged_bad=3, flagged_n=20, random_bad=2, random_n=100, nested=True),
+        dict(flagged_bad=3, flagged_n=200, random_bad=20, random_n=100, nested=True),
+    ],
+)
+def test_lift_rejects_nonsense(kwargs):
+    with pytest.raises(ValueError):
+        lift(**kwargs)
+
+
+# --- traffic_light and trend ---------------------------------------------------------------
+
+
+def est(value, low, high, too_few=False):
+    return Estimate(value, low, high, 100, 1000, (20, 80), too_few)
+
+
+# (id, estimate, threshold, colour)
+LIGHT_CASES = [
+    ("interval below the line", est(0.80, 0.75, 0.84), 0.85, "red"),
+    ("interval touches the line", est(0.80, 0.75, 0.85), 0.85, "amber"),
+    ("estimate below, interval reaches over", est(0.84, 0.78, 0.90), 0.85, "amber"),
+    ("estimate on the line", est(0.85, 0.80, 0.90), 0.85, "green"),
+    ("estimate above, interval reaches under", est(0.88, 0.80, 0.93), 0.85, "green"),
+    ("well above", est(0.95, 0.92, 0.97), 0.85, "green"),
+    ("too few, even if far below", est(0.30, 0.10, 0.50, too_few=True), 0.85, "grey"),
+    ("no estimate", Estimate(None, None, None, 0, 0, (0, 0), True), 0.85, "grey"),
+]
+
+
+@pytest.mark.parametrize(
+    ("estimate", "threshold", "colour"),
+    [c[1:] for c in LIGHT_CASES],
+    ids=[c[0] for c in LIGHT_CASES],
+)
+def test_traffic_light(estimate, threshold, colour):
+    assert traffic_light(estimate, threshold) == colour
+
+
+# Previous week 0.90 in (0.86, 0.94): half-width 0.04, so "flat" within ±0.02.
+PREVIOUS = est(0.90, 0.86, 0.94)
+
+# (id, current, previous, direction)
+TREND_CASES = [
+    ("same", est(0.90, 0.85, 0.95), PREVIOUS, "flat"),
+    ("small rise", est(0.915, 0.88, 0.95), PREVIOUS, "flat"),
+    ("just flat", est(0.881, 0.84, 0.92), PREVIOUS, "flat"),
+    ("just not flat", est(0.879, 0.84, 0.92), PREVIOUS, "down"),
+    ("rise", est(0.93, 0.90, 0.96), PREVIOUS, "up"),
+    ("fall", est(0.87, 0.83, 0.91), PREVIOUS, "down"),
+    ("wide previous interval swallows a big change", est(0.80, 0.70, 0.90),
+     est(0.90, 0.50, 1.00), "flat"),
+    ("current too few", est(0.70, 0.40, 0.90, too_few=True), PREVIOUS, "none"),
+    ("previous too few", est(0.90, 0.85, 0.95), est(0.5, 0.1, 0.9, too_few=True), "none"),
+    ("previous missing", est(0.90, 0.85, 0.95), Estimate(None, None, None, 0, 0, (), True),
+     "none"),
+]
+
+
+@pytest.mark.parametrize(
+    ("current", "previous", "direction"),
+    [c[1:] for c in TREND_CASES],
+    ids=[c[0] for c in TREND_CASES],
+)
+def test_trend(current, previous, direction):
+    assert trend(current, previous) == direction
+
+
+def test_numpy_integers_are_accepted():
+    e = stratified_mean([Stratum(np.int64(10), FLAGGED_10), Stratum(np.int64(990), UNFLAGGED_30)])
+    assert e == stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
+    assert type(e.population) is int
+    shares = claim_share([ClaimStratum(np.int64(5), [(1.0, np.int64(2))])])
+    assert shares.value == 0.5
+    assert lift(flagged_bad=np.int64(10), flagged_n=np.int64(50), random_bad=5, random_n=100) == (
+        lift(flagged_bad=10, flagged_n=50, random_bad=5, random_n=100)
+    )
