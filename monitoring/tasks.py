@@ -54,3 +54,11 @@ def reconcile_judge_runs() -> int:
 @shared_task(ignore_result=True)
 def clean_embedded_broker() -> int:
     return delete_delivered_messages(settings.CELERY_BROKER_URL)
+
+
+@shared_task(ignore_result=True)
+def check_action_alarms() -> int:
+    """The action signal, hourly: raise (and mail once) or clear each use case's alarms."""
+    from monitoring.services import action
+
+    return action.action_alarms_check_all()

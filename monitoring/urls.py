@@ -1,10 +1,14 @@
 from django.urls import path
 
 from monitoring import views
+from monitoring.views import dashboard
 
 app_name = "monitoring"
 urlpatterns = [
-    path("", views.answer_list, name="answer_list"),
+    # Team leads land on the overview, everyone else on the answers.
+    path("", dashboard.home, name="home"),
+    path("answers/", views.answer_list, name="answer_list"),
+    path("overview/", dashboard.overview, name="overview"),
     path("answers/export.csv", views.answer_export, name="answer_export"),
     path("answers/<int:pk>/", views.answer_detail, name="answer_detail"),
     path("answers/<int:pk>/rescore/", views.answer_rescore, name="answer_rescore"),
@@ -12,6 +16,7 @@ urlpatterns = [
         "answers/<int:pk>/runs/<int:run_pk>/retry/", views.judge_run_retry,
         name="judge_run_retry",
     ),
+    path("use-cases/<slug:slug>/", dashboard.use_case, name="use_case"),
     path("use-cases/<slug:slug>/judge/", views.use_case_judge, name="use_case_judge"),
     path(
         "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,

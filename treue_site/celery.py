@@ -36,4 +36,9 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.clean_embedded_broker",
         "schedule": 600.0,
     },
+    # The action signal; alarm_raise mails each alarm once, so hourly costs nobody a mail.
+    "check-action-alarms": {
+        "task": "monitoring.tasks.check_action_alarms",
+        "schedule": 3600.0,
+    },
 }

@@ -29,7 +29,18 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Func, IntegerField, Q, QuerySet, Sum
+from django.db.models import (
+    Case,
+    Count,
+    FloatField,
+    Func,
+    IntegerField,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from monitoring.domain import causes, cost, statistics, tuner
@@ -144,12 +155,13 @@ class JudgedRow(NamedTuple):
     flagged: bool
     score: float
     abstention: bool
-    in_random_sample: bool
-    best_chunk_score: float | None
-    chunk_count: int
-    multi_part: bool | None
-    min_content_probability: float | None
-    run_id: int | None
+    # The rest only where asked for (the overview does without).
+    in_random_sample: bool = False
+    best_chunk_score: float | None = None
+    chunk_count: int = 0
+    multi_part: bool | None = None
+    min_content_probability: float | None = None
+    run_id: int | None = None
 
 
 @dataclass
@@ -201,6 +213,10 @@ class WeekFigures:
     def flagged_share(self) -> float | None:
         return self.flagged / self.volume if self.volume else None
 
+    @property
+    def flagged_percent(self) -> float | None:
+        return self.flagged / self.volume * 100 if self.volume else None
+
 
 def _answers_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[Answer]:
     return Answer.objects.filter(
@@ -234,18 +250,31 @@ def _counts(
     return out
 
 
-def _judged_rows(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> list[JudgedRow]:
+_JUDGED_COLUMNS = (
+    "use_case_id", "wk", "flagged", "score", "abstention", "in_random_sample",
+    "best_chunk_score", "chunk_count", "multi_part", "min_content_probability", "current_run_id",
+)
+
+
+def _judged_rows(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], *, lean: bool = False
+) -> list[JudgedRow]:
+    """The judged answers of the weeks; `lean`: only what the weekly estimates need."""
+    columns = _JUDGED_COLUMNS[:5] if lean else _JUDGED_COLUMNS
     rows = (
         _judged_in(use_case_ids, weeks)
         .annotate(wk=_week_of("created_at", weeks))
-        .values_list(*(
-            "use_case_id", "wk", "flagged", "score", "abstention", "in_random_sample",
-            "best_chunk_score", "chunk_count", "multi_part", "min_content_probability",
-            "current_run_id",
-        ))
+        .values_list(*columns)
         .order_by()
     )
-    return list(map(JudgedRow._make, rows))
+    return [JudgedRow(*row) for row in rows]
+
+
+def _by_case_and_week(judged: Iterable[JudgedRow]) -> dict[tuple[int, int], list[JudgedRow]]:
+    out: dict[tuple[int, int], list[JudgedRow]] = defaultdict(list)
+    for row in judged:
+        out[row.use_case_id, row.week].append(row)
+    return out
 
 
 def _claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, int]]:
@@ -255,17 +284,17 @@ def _claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, i
     abstention) is missing here and counts as (0, 0).
     """
     runs = _judged_in([use_case_id], weeks).values("current_run_id")
+    points = Case(
+        *[When(label=label, then=Value(p)) for label, p in CLAIM_POINTS.items()],
+        output_field=FloatField(),
+    )
     rows = (
         Claim.objects.filter(run_id__in=runs, label__in=list(CLAIM_POINTS))
-        .values_list("run_id", "label")
-        .annotate(n=Count("*"))
+        .values_list("run_id")
+        .annotate(points=Sum(points), n=Count("*"))
         .order_by()
     )
-    out: dict[int, tuple[float, int]] = {}
-    for run_id, label, n in rows:
-        points, claims = out.get(run_id, (0.0, 0))
-        out[run_id] = (points + CLAIM_POINTS[label] * n, claims + n)
-    return out
+    return {run_id: (points, n) for run_id, points, n in rows}
 
 
 def _usage(
@@ -323,16 +352,14 @@ def _week_figures(
     use_case: UseCase,
     weeks: Sequence[Week],
     counts: dict[tuple[int, int], tuple[int, int]],
-    judged: Sequence[JudgedRow],
+    judged: dict[tuple[int, int], list[JudgedRow]],
     usage: dict[tuple[int, int], Usage],
     claims: dict[int, tuple[float, int]] | None,
     full_from: int = 0,
 ) -> list[WeekFigures]:
-    """The figures of each week; shares (and claims, when given) from week `full_from` on."""
-    by_week: dict[int, list[JudgedRow]] = defaultdict(list)
-    for row in judged:
-        if row.use_case_id == use_case.pk:
-            by_week[row.week].append(row)
+    """The figures of each week; shares (and claims, when given) from week `full_from` on.
+
+    `judged`: the judged rows by (use case id, week index)."""
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
@@ -340,7 +367,7 @@ def _week_figures(
     for i, week in enumerate(weeks):
         volume, flagged = counts.get((use_case.pk, i), (0, 0))
         sizes = (flagged, volume - flagged)
-        rows = by_week.get(i, [])
+        rows = judged.get((use_case.pk, i), [])
         strata = _strata(sizes, rows)
         estimate = statistics.stratified_mean(strata)
         below = abstention_share = claim_estimate = None
@@ -398,7 +425,7 @@ def use_case_weeks(
         use_case=use_case,
         weeks=span,
         counts=_counts(ids, span),
-        judged=_judged_rows(ids, span),
+        judged=_by_case_and_week(_judged_rows(ids, span, lean=not claims)),
         usage=_usage(ids, span),
         claims=_claims(use_case.pk, span) if claims else None,
     )
@@ -484,7 +511,8 @@ def overview_rows(
         return []
     span = iso_weeks(weeks=max(2, weeks), until=until)
     ids = [u.pk for u in use_cases]
-    counts, judged = _counts(ids, span), _judged_rows(ids, span)
+    counts = _counts(ids, span)
+    judged = _by_case_and_week(_judged_rows(ids, span, lean=True))
     usage = _usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
     rows = [
@@ -708,8 +736,8 @@ def use_case_page(
     judged = _judged_rows(ids, span)
     usage = _usage(ids, span)
     figures = _week_figures(
-        use_case=use_case, weeks=span, counts=_counts(ids, span), judged=judged,
-        usage=usage, claims=_claims(use_case.pk, span),
+        use_case=use_case, weeks=span, counts=_counts(ids, span),
+        judged=_by_case_and_week(judged), usage=usage, claims=_claims(use_case.pk, span),
     )
     return UseCasePage(
         weeks=figures[-weeks:],

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from monitoring.domain import keys, logprobs, sampling
+from monitoring.domain import keys, logprobs, questions, sampling, tuner
 from monitoring.models import Answer, Chunk, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services.judging import judge_runs_create
@@ -111,6 +111,9 @@ def _build(
         status=Answer.Status.QUEUED if decision.sampled else Answer.Status.NOT_SAMPLED,
         chunk_count=len(payload.chunks),
         best_chunk_score=max(scores) if scores else None,
+        # For the dashboard: what the threshold tuner needs of the tokens, and a cause.
+        min_content_probability=tuner.min_content_probability(payload.answer, tier1.compact),
+        multi_part=questions.is_multi_part(payload.question, use_case.language),
     )
     chunks = [
         Chunk(

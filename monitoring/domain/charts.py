@@ -1,0 +1,272 @@
+"""Plotly figures of the dashboard, built from plain series.
+
+A selector returns the numbers, this module turns them into a figure dict (`{"data", "layout",
+"config"}`) that the template embeds with `json_script` and `static/js/charts.js` hands to
+`Plotly.newPlot`. Plain dicts rather than `plotly.graph_objects`: the figures are small, and
+building graph objects validates every attribute, which costs more than the page's queries.
+The tests validate the dicts with graph_objects instead.
+
+No django here: the words on the chart come in as `labels` (already translated), numbers are
+formatted by Plotly with the `separators` of the page's language ("," decimal comma in German).
+
+What the trend chart promises (DESIGN.md, Statistics): the line is the stratified estimate, never
+the naive mean; every point carries its n; a week with too few judged answers is a grey point
+outside the line and its band, so no line is drawn through noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BLUE = "#1f5fbf"
+BAND = "rgba(31, 95, 191, 0.15)"
+GREY = "#98a2b3"
+RED = "#b42318"
+AMBER = "#dc6803"
+INK = "#1d2430"
+GRID = "#e4e7ec"
+
+SEPARATORS = {"de": ",.", "en": ".,"}
+
+CONFIG = {
+    "displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One week of a series: the estimate, its 95 % interval and the judged answers behind it."""
+
+    x: str  # the ISO week, "2026-W48"
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    too_few: bool
+
+
+def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[float] | None,
+            percent: bool, compact: bool) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "height": height,
+        "separators": separators,
+        "margin": {"l": 40, "r": 10, "t": 10, "b": 30} if compact else
+        {"l": 60, "r": 20, "t": 20, "b": 50},
+        "showlegend": not compact,
+        "legend": {"orientation": "h", "y": -0.2, "x": 0},
+        "hovermode": "closest",
+        "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#ffffff",
+        "font": {"family": "system-ui, sans-serif", "size": 11 if compact else 12, "color": INK},
+        "xaxis": {"type": "category", "showgrid": False, "tickangle": 0,
+                  "nticks": 4 if compact else 14, "fixedrange": True},
+        "yaxis": {"title": {"text": "" if compact else y_title}, "gridcolor": GRID,
+                  "zeroline": False, "fixedrange": True},
+    }
+    if y_range is not None:
+        layout["yaxis"]["range"] = list(y_range)
+    if percent:
+        layout["yaxis"]["tickformat"] = ".0%"
+    return layout
+
+
+def _band(points: Sequence[Point], name: str) -> dict[str, Any]:
+    """The intervals of the reliable points as filled polygons, one per unbroken run of weeks
+    (a gap or a too-few week ends a run, so no band bridges it)."""
+    runs: list[list[Point]] = [[]]
+    for p in points:
+        if p.too_few or p.value is None or p.low is None or p.high is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append(p)
+    xs: list[Any] = []
+    ys: list[Any] = []
+    for run in (r for r in runs if r):
+        if xs:
+            xs.append(None)
+            ys.append(None)
+        xs += [p.x for p in run] + [p.x for p in reversed(run)]
+        ys += [p.high for p in run] + [p.low for p in reversed(run)]
+    return {
+        "type": "scatter", "name": name, "x": xs, "y": ys, "mode": "lines",
+        "fill": "toself", "fillcolor": BAND, "line": {"width": 0, "color": BAND},
+        "hoverinfo": "skip", "showlegend": True, "meta": {"role": "band"},
+    }
+
+
+def _hover(labels: Mapping[str, str], value_format: str) -> str:
+    return (
+        "%{x}<br>" + labels["value"] + " %{y:" + value_format + "}"
+        "<br>95 % %{customdata[1]:" + value_format + "}–%{customdata[2]:" + value_format + "}"
+        "<br>n = %{customdata[0]}<extra></extra>"
+    )
+
+
+def trend_figure(
+    points: Sequence[Point],
+    *,
+    threshold: float,
+    labels: Mapping[str, str],
+    changes: Sequence[tuple[str, str]] = (),
+    separators: str = SEPARATORS["de"],
+    compact: bool = False,
+) -> dict[str, Any]:
+    """The weekly estimate with its 95 % band, the action threshold and judge changes.
+
+    `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y". `changes`:
+    (week, text) where the judge model or prompt version changed; a dotted vertical line each.
+    Traces, in order: band, estimate (one point per week, None where too few), too-few points
+    (one per week, None elsewhere), threshold line. Each trace says its role in `meta`.
+    """
+    weeks = [p.x for p in points]
+    reliable = [p.value if (p.value is not None and not p.too_few) else None for p in points]
+    shaky = [p.value if (p.value is not None and p.too_few) else None for p in points]
+    custom = [[p.n, p.low, p.high] for p in points]
+    hover = _hover(labels, ".2f")
+    data = [
+        _band(points, labels["band"]),
+        {
+            "type": "scatter", "name": labels["value"], "x": weeks, "y": reliable,
+            "mode": "lines+markers", "connectgaps": False,
+            "line": {"color": BLUE, "width": 2}, "marker": {"color": BLUE, "size": 7},
+            "customdata": custom, "hovertemplate": hover, "meta": {"role": "estimate"},
+        },
+        {
+            "type": "scatter", "name": labels["too_few"], "x": weeks, "y": shaky,
+            "mode": "markers", "marker": {"color": GREY, "size": 7, "symbol": "circle-open"},
+            "customdata": custom,
+            "hovertemplate": hover.replace("<extra>", " (" + labels["too_few"] + ")<extra>"),
+            "meta": {"role": "too_few"},
+        },
+        {
+            "type": "scatter", "name": labels["threshold"],
+            "x": [weeks[0], weeks[-1]] if weeks else [], "y": [threshold, threshold]
+            if weeks else [],
+            "mode": "lines", "line": {"color": RED, "width": 1.5, "dash": "dash"},
+            "hovertemplate": labels["threshold"] + " %{y:.2f}<extra></extra>",
+            "meta": {"role": "threshold", "value": threshold},
+        },
+    ]
+    values = [v for p in points for v in (p.low, p.value) if v is not None and not p.too_few]
+    low = min([threshold, *values]) if values else threshold
+    layout = _layout(height=160 if compact else 360, separators=separators, y_title=labels["y"],
+                     y_range=[max(0.0, min(low - 0.05, 0.8)), 1.0], percent=False,
+                     compact=compact)
+    weeks_set = set(weeks)
+    shapes, notes = [], []
+    for week, text in changes:
+        if week not in weeks_set:
+            continue
+        shapes.append({
+            "type": "line", "xref": "x", "yref": "paper", "x0": week, "x1": week, "y0": 0,
+            "y1": 1, "line": {"color": AMBER, "width": 1.5, "dash": "dot"},
+        })
+        notes.append({
+            "x": week, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom", "text": text,
+            "showarrow": False, "font": {"size": 10, "color": AMBER},
+        })
+    if shapes:
+        layout["shapes"] = shapes
+        layout["annotations"] = [] if compact else notes
+        layout["margin"]["t"] = 10 if compact else 40
+    return {"data": data, "layout": layout, "config": CONFIG}
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """A named line of shares (0-1) per week; points may be None (no data)."""
+
+    name: str
+    points: Sequence[Point]
+    color: str
+    dash: str = "solid"
+
+
+def shares_figure(
+    series: Sequence[Series], *, labels: Mapping[str, str], separators: str = SEPARATORS["de"]
+) -> dict[str, Any]:
+    """Shares over the weeks (below the action threshold, flagged, abstentions), in percent.
+
+    Too-few points of an estimated share are left out of its line (grey points instead), like
+    on the trend chart. `labels`: "y", "too_few".
+    """
+    data = []
+    for s in series:
+        weeks = [p.x for p in s.points]
+        custom = [[p.n, p.low, p.high] for p in s.points]
+        data.append({
+            "type": "scatter", "name": s.name, "x": weeks,
+            "y": [p.value if not p.too_few else None for p in s.points],
+            "mode": "lines+markers", "connectgaps": False,
+            "line": {"color": s.color, "width": 2, "dash": s.dash},
+            "marker": {"color": s.color, "size": 6}, "customdata": custom,
+            "hovertemplate": "%{x}<br>" + s.name + " %{y:.1%}<br>n = %{customdata[0]}"
+            "<extra></extra>",
+            "meta": {"role": "share"},
+        })
+        if any(p.too_few and p.value is not None for p in s.points):
+            data.append({
+                "type": "scatter", "name": f"{s.name} ({labels['too_few']})", "x": weeks,
+                "y": [p.value if p.too_few else None for p in s.points], "mode": "markers",
+                "marker": {"color": GREY, "size": 6, "symbol": "circle-open"},
+                "customdata": custom, "showlegend": False,
+                "hovertemplate": "%{x}<br>" + s.name + " %{y:.1%} (" + labels["too_few"]
+                + ")<br>n = %{customdata[0]}<extra></extra>",
+                "meta": {"role": "too_few"},
+            })
+    layout = _layout(height=300, separators=separators, y_title=labels["y"], y_range=None,
+                     percent=True, compact=False)
+    layout["yaxis"]["rangemode"] = "tozero"
+    return {"data": data, "layout": layout, "config": CONFIG}
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One bucket of a cause: its label and estimate."""
+
+    label: str
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    too_few: bool
+
+
+def buckets_figure(
+    bars: Sequence[Bar], *, threshold: float, labels: Mapping[str, str],
+    separators: str = SEPARATORS["de"],
+) -> dict[str, Any]:
+    """Faithfulness per bucket (e.g. best-chunk similarity) as bars with 95 % error bars, the
+    action threshold across; too-few buckets grey. `labels`: "value", "threshold", "x", "y"."""
+    shown = [b for b in bars if b.value is not None]
+    xs = [b.label for b in shown]
+    data = [
+        {
+            "type": "bar", "name": labels["value"], "x": xs, "y": [b.value for b in shown],
+            "marker": {"color": [GREY if b.too_few else BLUE for b in shown]},
+            "error_y": {
+                "type": "data", "symmetric": False, "color": INK, "thickness": 1,
+                "array": [(b.high - b.value) if b.high is not None else 0 for b in shown],
+                "arrayminus": [(b.value - b.low) if b.low is not None else 0 for b in shown],
+            },
+            "customdata": [[b.n, b.low, b.high] for b in shown],
+            "hovertemplate": _hover(labels, ".2f"),
+            "meta": {"role": "estimate"},
+        },
+        {
+            "type": "scatter", "name": labels["threshold"], "x": [xs[0], xs[-1]] if xs else [],
+            "y": [threshold, threshold] if xs else [], "mode": "lines",
+            "line": {"color": RED, "width": 1.5, "dash": "dash"},
+            "hovertemplate": labels["threshold"] + " %{y:.2f}<extra></extra>",
+            "meta": {"role": "threshold", "value": threshold},
+        },
+    ]
+    layout = _layout(height=260, separators=separators, y_title=labels["y"], y_range=[0, 1.02],
+                     percent=False, compact=False)
+    layout["xaxis"]["title"] = {"text": labels["x"]}
+    layout["showlegend"] = False
+    layout["bargap"] = 0.35
+    return {"data": data, "layout": layout, "config": CONFIG}

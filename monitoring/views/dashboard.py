@@ -1,0 +1,315 @@
+"""The team lead's pages: the overview of the use cases they lead (their landing page) and one
+use case's page with trends, causes, the trigger's worth and the threshold tuner.
+
+The selectors (monitoring.selectors.dashboard) return the figures, monitoring.domain.charts turns
+series into Plotly figures; this module picks the series, words the readings and renders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.defaultfilters import floatformat
+from django.urls import NoReverseMatch, reverse
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from monitoring import selectors
+from monitoring.domain import charts, statistics
+from monitoring.domain.causes import Bucket
+from monitoring.domain.statistics import Estimate
+from monitoring.selectors import dashboard as figures
+from monitoring.selectors.dashboard import WeekFigures
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Team leads and staff land on the overview, everyone else on the answer list."""
+    if figures.user_leads(user=request.user):
+        return redirect("monitoring:overview")
+    url = reverse("monitoring:answer_list")
+    if request.GET:
+        url += "?" + request.GET.urlencode()
+    return redirect(url)
+
+
+def _separators() -> str:
+    return charts.SEPARATORS.get(translation.get_language() or "de", charts.SEPARATORS["de"])
+
+
+def _point(week: WeekFigures, estimate: Estimate | None) -> charts.Point:
+    if estimate is None:
+        return charts.Point(week.label, None, None, None, 0, True)
+    return charts.Point(
+        week.label, estimate.value, estimate.low, estimate.high, estimate.n, estimate.too_few
+    )
+
+
+def _trend_labels() -> dict[str, str]:
+    return {
+        "value": _("Treue (Schätzung)"),
+        "band": _("95-%-Intervall"),
+        "too_few": _("zu wenige geprüft"),
+        "threshold": _("Handlungsschwelle"),
+        "y": _("Treue"),
+    }
+
+
+def _judge_changes(weeks: list[WeekFigures]) -> list[tuple[str, str]]:
+    return [
+        (w.label, _("Prüfer: %(judges)s") % {
+            "judges": ", ".join(f"{model} {version}" for model, version in w.judges)
+        })
+        for w in weeks if w.judge_changed
+    ]
+
+
+def trend_chart(
+    weeks: list[WeekFigures], threshold: float, *, compact: bool = False
+) -> dict[str, Any]:
+    return charts.trend_figure(
+        [_point(w, w.estimate) for w in weeks],
+        threshold=threshold,
+        labels=_trend_labels(),
+        changes=_judge_changes(weeks),
+        separators=_separators(),
+        compact=compact,
+    )
+
+
+def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
+    flagged = [
+        charts.Point(w.label, w.flagged_share, None, None, w.volume, False) for w in weeks
+    ]
+    return charts.shares_figure(
+        [
+            charts.Series(_("unter der Handlungsschwelle"),
+                          [_point(w, w.below) for w in weeks], charts.RED),
+            charts.Series(_("markiert"), flagged, charts.AMBER, "dot"),
+            charts.Series(_("Enthaltungen"),
+                          [_point(w, w.abstention_share) for w in weeks], charts.GREY, "dash"),
+        ],
+        labels={"y": _("Anteil der Antworten"), "too_few": _("zu wenige geprüft")},
+        separators=_separators(),
+    )
+
+
+def _bars(buckets: list[Bucket]) -> list[charts.Bar]:
+    return [
+        charts.Bar(_("keine Angabe") if b.label == "none" else b.label, b.estimate.value,
+                   b.estimate.low, b.estimate.high, b.estimate.n, b.estimate.too_few)
+        for b in buckets
+    ]
+
+
+def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
+    return charts.buckets_figure(
+        _bars(buckets),
+        threshold=threshold,
+        labels={
+            "value": _("Treue (Schätzung)"), "threshold": _("Handlungsschwelle"),
+            "x": _("beste Ähnlichkeit der abgerufenen Abschnitte"), "y": _("Treue"),
+        },
+        separators=_separators(),
+    )
+
+
+# --- readings in words ---------------------------------------------------------------------------
+
+
+def _num(value: float, digits: int = 2) -> str:
+    # floatformat, as in the templates: localized (decimal comma in German), rounded alike.
+    return floatformat(value, digits)
+
+
+def _percent(value: float) -> str:
+    return floatformat(value * 100, 0)
+
+
+def _usable(estimate: Estimate) -> bool:
+    return not estimate.too_few and estimate.value is not None
+
+
+def similarity_reading(causes: figures.Causes, threshold: float) -> str:
+    if causes.cutoff is not None and _usable(causes.no_passing_chunk):
+        return _(
+            "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu — "
+            "der Abruf liefert dort nichts Passendes. Als Schwelle im RAG-Dienst: unter "
+            "%(cutoff)s nicht das Modell fragen, sondern „Weiß ich nicht“ erlauben."
+        ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)}
+    usable = [b for b in causes.similarity if _usable(b.estimate)]
+    if len(usable) < 2:
+        return _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage.")
+    return _(
+        "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s: "
+        "Ein schlechter Abruf ist hier nicht die erkennbare Ursache."
+    ) % {"threshold": _num(threshold)}
+
+
+def chunks_reading(causes: figures.Causes, threshold: float) -> str:
+    usable = [b for b in causes.chunks if _usable(b.estimate)]
+    if len(usable) < 2:
+        return _("Zu wenige geprüfte Antworten je Abschnittszahl für eine Aussage.")
+    worst = min(usable, key=lambda b: b.estimate.value)
+    best = max(usable, key=lambda b: b.estimate.value)
+    text = _(
+        "Am wenigsten treu sind Antworten mit %(worst)s Abschnitten (%(worst_percent)s %%), am "
+        "treuesten die mit %(best)s (%(best_percent)s %%)."
+    ) % {
+        "worst": worst.label, "worst_percent": _percent(worst.estimate.value),
+        "best": best.label, "best_percent": _percent(best.estimate.value),
+    }
+    many = worst.low is not None and worst.low >= 11
+    if many and worst.estimate.high is not None and worst.estimate.high < threshold:
+        text += " " + _("Zu viel Kontext mischt Dokumente — ein Reranker hilft.")
+    return text
+
+
+def multi_part_reading(causes: figures.Causes) -> str:
+    single, multi = causes.single, causes.multi
+    if not (_usable(single) and _usable(multi)):
+        return _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
+    text = _(
+        "Mehrteilige Fragen werden zu %(multi)s %% treu beantwortet, einfache zu %(single)s %%."
+    ) % {"multi": _percent(multi.value), "single": _percent(single.value)}
+    if multi.high is not None and single.low is not None and multi.high < single.low:
+        return text + " " + _(
+            "Bei mehrteiligen Fragen erfindet das Modell oft den Teil, zu dem ihm Quellen fehlen."
+        )
+    return text + " " + _("Die Intervalle überlappen: kein gesicherter Unterschied.")
+
+
+def no_passing_reading(causes: figures.Causes) -> str:
+    estimate = causes.no_passing_chunk
+    values = {"threshold": _num(causes.similarity_threshold), "n": estimate.population}
+    if not estimate.population:
+        return _(
+            "Keine Antwort wurde ohne einen Abschnitt mit Ähnlichkeit ab %(threshold)s gegeben."
+        ) % values
+    if not _usable(estimate):
+        return _(
+            "%(n)s Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit %(threshold)s "
+            "erreichte; zu wenige davon sind geprüft für eine Aussage."
+        ) % values
+    return _(
+        "%(n)s Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit %(threshold)s "
+        "erreichte; sie sind zu %(percent)s %% treu."
+    ) % {**values, "percent": _percent(estimate.value)}
+
+
+def worth_reading(diagnosis: figures.Diagnosis) -> str:
+    lift = diagnosis.worth
+    if lift.lift is None or lift.too_few:
+        return _("Zu wenige geprüfte Antworten, um den Nutzen der Markierung zu beziffern.")
+    text = _(
+        "Markierte Antworten sind %(lift)s-mal so oft untreu wie Antworten der Zufallsstichprobe "
+        "(95 %%: %(low)s–%(high)s)."
+    ) % {"lift": _num(lift.lift, 1), "low": _num(lift.low, 1), "high": _num(lift.high, 1)}
+    if lift.low is not None and lift.low > 1:
+        return text + " " + _("Die Markierung findet die untreuen Antworten.")
+    return text + " " + _(
+        "Das Intervall reicht bis 1: Die Markierung trennt hier nicht sicher — die Schwelle "
+        "unten prüfen."
+    )
+
+
+@dataclass(frozen=True)
+class Percent:
+    """A share estimate in percent, for the tables."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    too_few: bool
+
+
+def percent(estimate: Estimate | None) -> Percent | None:
+    if estimate is None:
+        return None
+
+    def scale(v: float | None) -> float | None:
+        return None if v is None else v * 100
+
+    return Percent(scale(estimate.value), scale(estimate.low), scale(estimate.high),
+                   estimate.n, estimate.too_few)
+
+
+def _table_row(week: WeekFigures) -> dict[str, Any]:
+    return {
+        "week": week,
+        "below": percent(week.below),
+        "abstention": percent(week.abstention_share),
+        "claims": week.claims,
+    }
+
+
+# --- pages ---------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    rows = figures.overview_rows(user=request.user)
+    for i, row in enumerate(rows):
+        row.chart_id, row.data_id = f"overview-chart-{i}", f"overview-figure-{i}"
+        row.figure = trend_chart(row.weeks, row.use_case.action_threshold, compact=True)
+    return render(request, "monitoring/overview.html", {
+        "rows": rows,
+        "weeks": figures.OVERVIEW_WEEKS,
+        "leads_any": bool(rows),
+    })
+
+
+def _calibration_url(slug: str) -> str | None:
+    # The calibration page belongs to the review app, which may not be installed everywhere.
+    try:
+        return reverse("review:calibration", args=[slug])
+    except NoReverseMatch:
+        return None
+
+
+@login_required
+@require_GET
+def use_case(request: HttpRequest, slug: str) -> HttpResponse:
+    use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    page = figures.use_case_page(use_case=use_case)
+    threshold = use_case.action_threshold
+    diagnosis = page.diagnosis
+    causes = diagnosis.causes
+    weeks = page.weeks
+    return render(request, "monitoring/use_case.html", {
+        "use_case": use_case,
+        "page": page,
+        "weeks": weeks,
+        "weeks_newest_first": list(reversed(weeks)),
+        "this_week": weeks[-1],
+        "last_week": weeks[-2],
+        "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
+        "diagnosis": diagnosis,
+        "causes": causes,
+        "trend_figure": trend_chart(weeks, threshold),
+        "shares_figure": shares_chart(weeks),
+        "similarity_figure": similarity_chart(causes.similarity, threshold),
+        "readings": {
+            "similarity": similarity_reading(causes, threshold),
+            "chunks": chunks_reading(causes, threshold),
+            "multi_part": multi_part_reading(causes),
+            "no_passing": no_passing_reading(causes),
+            "worth": worth_reading(diagnosis),
+        },
+        "calibration_url": _calibration_url(use_case.slug),
+        "default_similarity": figures.DEFAULT_SIMILARITY_THRESHOLD,
+        "table": [_table_row(w) for w in reversed(weeks)],
+        "total_calls": sum(w.calls for w in weeks),
+        "total_cost": sum((w.cost for w in weeks), start=Decimal(0)),
+    })
