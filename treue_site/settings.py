@@ -170,6 +170,8 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "treue@localhost")
 TREUE_MAX_BODY_BYTES = envint("TREUE_MAX_BODY_BYTES", 2 * 1024 * 1024)
 TREUE_MAX_BATCH_BODY_BYTES = envint("TREUE_MAX_BATCH_BODY_BYTES", 64 * 1024 * 1024)
 TREUE_MAX_BATCH_ITEMS = 500
+# /metrics: a scraper sends this as a bearer token; empty (the default) = staff sessions only.
+TREUE_METRICS_TOKEN = os.environ.get("TREUE_METRICS_TOKEN", "")
 # Django's own cap must not cut in before ours, or a big batch would get Django's error page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TREUE_MAX_BATCH_BODY_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000

@@ -66,7 +66,7 @@ def api_schema(wsgi_app):
     return schemathesis.openapi.from_wsgi("/api/v1/openapi.json", wsgi_app)
 
 
-# The three operations, from the same schema the endpoint serves. schemathesis's own pytest
+# The operations, from the same schema the endpoint serves. schemathesis's own pytest
 # plugin (schema.parametrize) does not run under pytest 9 (it reads the removed
 # Function._nodeid), so each operation gets a hypothesis test from its strategy instead.
 OPERATIONS = sorted(
@@ -102,12 +102,14 @@ BUDGET = {
     ("/api/v1/answers/batch", "post", "negative"): 20,
     ("/api/v1/answers/{answer_id}", "get", "positive"): 100,
     ("/api/v1/answers/{answer_id}", "get", "negative"): 100,
+    ("/api/v1/use-cases/{slug}/estimates", "get", "positive"): 60,
+    ("/api/v1/use-cases/{slug}/estimates", "get", "negative"): 60,
 }
 
 
 def test_budget_covers_every_operation():
     assert {(p, m) for p, m, _ in BUDGET} == set(OPERATIONS)
-    assert len(OPERATIONS) == 3
+    assert len(OPERATIONS) == 4
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],

@@ -1,0 +1,108 @@
+"""Reads for the machine-facing figures: the estimates API and `/metrics`.
+
+The weekly figures themselves come from `monitoring.selectors.dashboard` (one estimator for the
+pages, the API and Prometheus); this module adds what only operations need - the judge queue,
+the oldest answer still waiting for its score, judge call counters - and the currency of each
+judge model, so a week's cost can name its currency without a query per week.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Min, Sum
+from django.utils import timezone
+
+from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
+from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
+
+# Answers sampled for the judge whose score is not there yet.
+UNSCORED_STATUSES = (Answer.Status.QUEUED, Answer.Status.JUDGING)
+# Runs a worker has still to finish.
+OPEN_RUN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
+
+
+def judge_currencies(*, models: Iterable[str]) -> dict[str, str]:
+    """The currency of each judge model that has a price; models without one are missing."""
+    names = set(models)
+    if not names:
+        return {}
+    return dict(
+        JudgePrice.objects.filter(judge_model__in=names).values_list("judge_model", "currency")
+    )
+
+
+def week_currency(*, figures: WeekFigures, currencies: dict[str, str]) -> str | None:
+    """The currency of a week's cost: that of its judge models when they agree, else None."""
+    found = {currencies[model] for model, _ in figures.judges if model in currencies}
+    return found.pop() if len(found) == 1 else None
+
+
+def active_use_cases() -> list[UseCase]:
+    return list(UseCase.objects.filter(active=True).order_by("slug"))
+
+
+def current_week_figures(*, use_cases: Iterable[UseCase]) -> list[tuple[UseCase, WeekFigures]]:
+    """This ISO week's figures per use case.
+
+    One `use_case_weeks` call per use case (four small range queries each, a week of one use
+    case): the public selector, so the numbers are the pages' numbers by construction.
+    """
+    return [(u, use_case_weeks(use_case=u, weeks=1)[-1]) for u in use_cases]
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """The judge tier's backlog and its lifetime counters."""
+
+    answers: dict[tuple[str, str], int]  # (use case slug, answer status) -> waiting answers
+    runs: dict[str, int]  # run status (pending, running) -> runs
+    oldest_unscored_seconds: float  # 0 when nothing waits
+    calls: dict[str, int]  # use case slug -> judge calls ever made
+    runs_by_status: dict[tuple[str, str], int]  # (use case slug, run status) -> runs ever
+
+
+def queue_figures(*, now: datetime | None = None) -> QueueFigures:
+    """Queue depth, the age of the oldest unscored sampled answer and the judge counters.
+
+    The waiting answers are read through the partial index `answer_awaiting_judge`; the oldest
+    one is measured from when Treue received it (`received_at`), not from the client's
+    `created_at`, which may lie in the past for a replay and would raise a false alarm.
+    The counters add up all judge runs; a run's calls include the retries of failed attempts.
+    """
+    now = now or timezone.now()
+    slugs = dict(UseCase.objects.values_list("pk", "slug"))
+    waiting = (
+        Answer.objects.filter(status__in=UNSCORED_STATUSES)
+        .values_list("use_case_id", "status")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    answers = {(slugs[uc], status): n for uc, status, n in waiting}
+    oldest = Answer.objects.filter(status__in=UNSCORED_STATUSES).aggregate(
+        t=Min("received_at")
+    )["t"]
+    runs_rows = (
+        JudgeRun.objects.values_list("answer__use_case_id", "status")
+        .annotate(n=Count("*"), spent=Sum("calls"))
+        .order_by()
+    )
+    calls: dict[str, int] = {}
+    runs_by_status: dict[tuple[str, str], int] = {}
+    for uc, status, n, spent in runs_rows:
+        slug = slugs[uc]
+        calls[slug] = calls.get(slug, 0) + (spent or 0)
+        runs_by_status[slug, status] = n
+    runs = {
+        status: sum(n for (_, s), n in runs_by_status.items() if s == status)
+        for status in OPEN_RUN_STATUSES
+    }
+    return QueueFigures(
+        answers=answers,
+        runs=runs,
+        oldest_unscored_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
+        calls=calls,
+        runs_by_status=runs_by_status,
+    )
