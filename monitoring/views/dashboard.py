@@ -26,18 +26,20 @@ from monitoring.domain.causes import Bucket
 from monitoring.domain.statistics import Estimate
 from monitoring.selectors import dashboard as figures
 from monitoring.selectors.dashboard import WeekFigures
+from monitoring.views import answer_list
 
 
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """Team leads and staff land on the overview, everyone else on the answer list."""
+    """Team leads and staff land on the overview, everyone else on the answer list.
+
+    The list is served here directly rather than redirected to: "/" was its address, so old
+    links and bookmarks (with their filters) keep working without a hop.
+    """
     if figures.user_leads(user=request.user):
         return redirect("monitoring:overview")
-    url = reverse("monitoring:answer_list")
-    if request.GET:
-        url += "?" + request.GET.urlencode()
-    return redirect(url)
+    return answer_list(request)
 
 
 def _separators() -> str:
