@@ -1,0 +1,167 @@
+"""The dashboard's Plotly figures (monitoring.domain.charts): what each trace holds, checked on
+tables of weeks, and that Plotly itself accepts every figure."""
+
+import math
+
+import plotly.graph_objects as go
+import pytest
+
+from monitoring.domain import charts
+from monitoring.domain.charts import Bar, Point, Series
+
+LABELS = {
+    "value": "Treue (Schätzung)", "band": "95-%-Intervall", "too_few": "zu wenige geprüft",
+    "threshold": "Handlungsschwelle", "y": "Treue",
+}
+
+
+def P(week: int, value: float | None, n: int = 40, too_few: bool = False,
+      spread: float = 0.05) -> Point:
+    low = None if value is None else value - spread
+    high = None if value is None else min(1.0, value + spread)
+    return Point(f"2026-W{week:02d}", value, low, high, n, too_few)
+
+
+def trace(figure: dict, role: str) -> dict:
+    found = [t for t in figure["data"] if t["meta"]["role"] == role]
+    assert len(found) == 1, role
+    return found[0]
+
+
+def valid(figure: dict) -> None:
+    """Plotly validates every attribute; an unknown one or a wrong type raises."""
+    go.Figure(figure["data"], figure["layout"])
+
+
+WEEKS = [
+    # (points, estimate ys, too-few ys)
+    ([P(1, 0.9), P(2, 0.8), P(3, 0.95)], [0.9, 0.8, 0.95], [None, None, None]),
+    ([P(1, 0.9), P(2, 0.7, n=4, too_few=True), P(3, 0.95)], [0.9, None, 0.95],
+     [None, 0.7, None]),
+    ([P(1, None, n=0, too_few=True), P(2, 0.85)], [None, 0.85], [None, None]),
+    ([P(1, 0.6, n=3, too_few=True)], [None], [0.6]),
+]
+
+
+@pytest.mark.parametrize(("points", "estimate", "too_few"), WEEKS)
+def test_trend_has_one_point_per_week_and_greys_the_too_few(
+    points: list[Point], estimate: list, too_few: list
+) -> None:
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS)
+    valid(figure)
+    weeks = [p.x for p in points]
+    line, grey = trace(figure, "estimate"), trace(figure, "too_few")
+    assert line["x"] == weeks and grey["x"] == weeks
+    assert line["y"] == estimate
+    assert grey["y"] == too_few
+    assert line["connectgaps"] is False, "no line is drawn across a too-few week"
+    # Every point carries its n (and interval) for the hover text.
+    assert [c[0] for c in line["customdata"]] == [p.n for p in points]
+    assert "n = %{customdata[0]}" in line["hovertemplate"]
+
+
+def test_threshold_line_spans_the_weeks() -> None:
+    points = [P(w, 0.9) for w in range(1, 9)]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS)
+    line = trace(figure, "threshold")
+    assert line["x"] == ["2026-W01", "2026-W08"]
+    assert line["y"] == [0.85, 0.85]
+    assert line["meta"]["value"] == 0.85
+    assert line["name"] == "Handlungsschwelle"
+    assert line["line"]["dash"] == "dash"
+
+
+def test_band_leaves_out_too_few_weeks_and_gaps() -> None:
+    points = [P(1, 0.9), P(2, 0.8), P(3, 0.5, n=2, too_few=True), P(4, 0.95), P(5, None, 0)]
+    band = trace(charts.trend_figure(points, threshold=0.85, labels=LABELS), "band")
+    # Two polygons: weeks 1-2 (out along the upper ends, back along the lower), then week 4.
+    assert band["x"] == ["2026-W01", "2026-W02", "2026-W02", "2026-W01", None,
+                         "2026-W04", "2026-W04"]
+    assert [None if v is None else round(v, 9) for v in band["y"]] == [
+        0.95, 0.85, 0.75, 0.85, None, 1.0, 0.9
+    ]
+    assert band["fill"] == "toself"
+    assert band["hoverinfo"] == "skip"
+
+
+def test_judge_changes_are_vertical_markers() -> None:
+    points = [P(w, 0.9) for w in range(1, 5)]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS,
+                                 changes=[("2026-W03", "Prüfer: judge-y v2"), ("2025-W01", "x")])
+    valid(figure)
+    shapes = figure["layout"]["shapes"]
+    assert [(s["x0"], s["x1"], s["yref"]) for s in shapes] == [("2026-W03", "2026-W03", "paper")]
+    assert [a["text"] for a in figure["layout"]["annotations"]] == ["Prüfer: judge-y v2"]
+    # Without changes the layout has no shapes at all.
+    assert "shapes" not in charts.trend_figure(points, threshold=0.85, labels=LABELS)["layout"]
+
+
+@pytest.mark.parametrize(("language", "separators"), [("de", ",."), ("en", ".,")])
+def test_numbers_follow_the_page_language(language: str, separators: str) -> None:
+    figure = charts.trend_figure([P(1, 0.9)], threshold=0.85, labels=LABELS,
+                                 separators=charts.SEPARATORS[language])
+    assert figure["layout"]["separators"] == separators
+
+
+def test_y_axis_always_shows_the_threshold_and_the_lowest_reliable_end() -> None:
+    low = charts.trend_figure([P(1, 0.5), P(2, 0.2, too_few=True)], threshold=0.85,
+                              labels=LABELS)
+    lo, hi = low["layout"]["yaxis"]["range"]
+    assert hi == 1.0 and lo <= 0.45, "the lower interval end of week 1 is inside"
+    assert lo > 0.15, "a too-few point does not stretch the axis"
+    high = charts.trend_figure([P(1, 0.97, spread=0.01)], threshold=0.85, labels=LABELS)
+    assert high["layout"]["yaxis"]["range"][0] < 0.85
+
+
+def test_compact_trend_for_the_overview() -> None:
+    figure = charts.trend_figure([P(w, 0.9) for w in range(1, 9)], threshold=0.85,
+                                 labels=LABELS, compact=True,
+                                 changes=[("2026-W05", "Prüfer: judge-y v2")])
+    valid(figure)
+    assert figure["layout"]["height"] < 200
+    assert figure["layout"]["showlegend"] is False
+    assert figure["layout"]["annotations"] == [], "no room for words; the line stays"
+    assert len(figure["layout"]["shapes"]) == 1
+
+
+def test_shares_figure_in_percent_with_grey_too_few() -> None:
+    below = [P(1, 0.2), P(2, 0.3, n=5, too_few=True)]
+    flagged = [P(1, 0.1), P(2, 0.12)]
+    figure = charts.shares_figure(
+        [Series("unter der Handlungsschwelle", below, charts.RED),
+         Series("markiert", flagged, charts.AMBER, "dot")],
+        labels={"y": "Anteil", "too_few": "zu wenige geprüft"},
+    )
+    valid(figure)
+    assert figure["layout"]["yaxis"]["tickformat"] == ".0%"
+    names = [t["name"] for t in figure["data"]]
+    assert names == ["unter der Handlungsschwelle",
+                     "unter der Handlungsschwelle (zu wenige geprüft)", "markiert"]
+    assert figure["data"][0]["y"] == [0.2, None]
+    assert figure["data"][1]["y"] == [None, 0.3]
+    assert figure["data"][2]["y"] == [0.1, 0.12]
+
+
+def test_buckets_figure_has_error_bars_and_the_threshold() -> None:
+    bars = [Bar("<0.5", 0.58, 0.45, 0.7, 30, False), Bar("0.5–0.6", None, None, None, 0, True),
+            Bar("≥0.9", 0.96, 0.9, 0.99, 8, True)]
+    figure = charts.buckets_figure(bars, threshold=0.85, labels={
+        "value": "Treue", "threshold": "Handlungsschwelle", "x": "Ähnlichkeit", "y": "Treue"})
+    valid(figure)
+    bar = trace(figure, "estimate")
+    assert bar["x"] == ["<0.5", "≥0.9"], "a bucket without an estimate has no bar"
+    assert bar["error_y"]["array"] == pytest.approx([0.12, 0.03])
+    assert bar["error_y"]["arrayminus"] == pytest.approx([0.13, 0.06])
+    assert bar["marker"]["color"] == [charts.BLUE, charts.GREY]
+    assert trace(figure, "threshold")["y"] == [0.85, 0.85]
+
+
+def test_empty_series_still_make_a_valid_figure() -> None:
+    for figure in (
+        charts.trend_figure([], threshold=0.85, labels=LABELS),
+        charts.buckets_figure([], threshold=0.85, labels={
+            "value": "Treue", "threshold": "H", "x": "x", "y": "y"}),
+    ):
+        valid(figure)
+        assert not any(isinstance(v, float) and math.isnan(v)
+                       for t in figure["data"] for v in (t.get("y") or []) if v is not None)
