@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
 from django.urls import NoReverseMatch, reverse
-from django.utils import translation
+from django.utils import formats, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
@@ -103,17 +103,24 @@ def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
     )
 
 
-def _bars(buckets: list[Bucket]) -> list[charts.Bar]:
-    return [
-        charts.Bar(_("keine Angabe") if b.label == "none" else b.label, b.estimate.value,
-                   b.estimate.low, b.estimate.high, b.estimate.n, b.estimate.too_few)
-        for b in buckets
-    ]
+def similarity_label(bucket: Bucket) -> str:
+    """The bucket's range in the page's number format ("0,5–0,6"; the domain writes "0.5")."""
+    if bucket.low is None and bucket.high is None:
+        return _("keine Angabe")
+    if bucket.low is None:
+        return f"< {formats.number_format(bucket.high)}"
+    if bucket.high is None:
+        return f"≥ {formats.number_format(bucket.low)}"
+    return f"{formats.number_format(bucket.low)}–{formats.number_format(bucket.high)}"
 
 
 def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
     return charts.buckets_figure(
-        _bars(buckets),
+        [
+            charts.Bar(similarity_label(b), b.estimate.value, b.estimate.low, b.estimate.high,
+                       b.estimate.n, b.estimate.too_few)
+            for b in buckets
+        ],
         threshold=threshold,
         labels={
             "value": _("Treue (Schätzung)"), "threshold": _("Handlungsschwelle"),
@@ -302,6 +309,7 @@ def use_case(request: HttpRequest, slug: str) -> HttpResponse:
         "trend_figure": trend_chart(weeks, threshold),
         "shares_figure": shares_chart(weeks),
         "similarity_figure": similarity_chart(causes.similarity, threshold),
+        "similarity_rows": [(similarity_label(b), b) for b in causes.similarity],
         "readings": {
             "similarity": similarity_reading(causes, threshold),
             "chunks": chunks_reading(causes, threshold),

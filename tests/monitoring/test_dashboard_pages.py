@@ -1,0 +1,523 @@
+"""The team lead's pages: the overview (their landing page) and a use case's page.
+
+Answers come in through the real ingest and are judged by the real judge service against the
+local OpenAI-compatible server, whose verdicts the tests script. Which unflagged answers the
+random draw takes is decided by the same hash as in production; the tests pick external ids so
+that exactly the wanted number is drawn. The expected figures are worked out by hand below.
+
+The scenario of last week in use case A (action threshold 0.9, sample rate 0.25):
+
+- 10 flagged answers, all judged: 5 with one UNGEDECKT claim (score 0), 5 with GEDECKT +
+  UNGEDECKT (0.5); stratum mean 0.25; 15 claims, 5 supported.
+- 40 unflagged answers, 10 drawn and judged with two GEDECKT claims each (1.0).
+
+Stratified estimate (10·0.25 + 40·1.0) / 50 = 0.85; the naive mean of the 20 judged answers,
+(2.5 + 10) / 20 = 0.625, must not appear. Claim share (0.2·5/10 + 0.8·20/10) / (0.2·15/10 +
+0.8·20/10) = 1.7 / 1.9 = 0.894. Below the threshold: the flagged stratum, 10 / 50 = 20 %.
+Flagged share 20 %. Judge calls: a decomposition plus one call per claim, 5·2 + 5·3 + 10·3 = 55.
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from html import unescape
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db.models import Sum
+from django.test import Client
+from django.utils import timezone
+
+from monitoring import services
+from monitoring.domain import statistics
+from monitoring.domain.sampling import random_draw
+from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
+from monitoring.schemas import AnswerIn
+from monitoring.selectors import dashboard
+from monitoring.selectors.dashboard import Week, iso_weeks
+from monitoring.services.judging import judge_run_execute
+from tests.support.openai_server import ScriptedJudge
+
+G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
+GENERATOR = "gpt-4o-mini"
+JUDGE = "judge-x"
+OTHER_JUDGE = "judge-y"
+PASSWORD = "pw-only-for-tests-77d"
+RATE = 0.25
+SINGLE = "Wie oft muss der Behälter geprüft werden?"
+MULTI = "Wie oft muss der Behälter geprüft werden, und was kostet die Prüfung?"
+
+
+def logprobs(text: str, flag: bool) -> dict[str, Any]:
+    """One token per word, p = 0.99; with `flag`, "Behälter" gets p = 0.05 (flags at 0.5)."""
+    content = []
+    for piece in re.findall(r"\s*\S+", text):
+        p = 0.05 if flag and piece.strip() == "Behälter" else 0.99
+        content.append({"token": piece, "logprob": math.log(p), "bytes": list(piece.encode())})
+    return {"content": content}
+
+
+@dataclass
+class DashWorld:
+    a: UseCase
+    b: UseCase
+    service: Service
+    judge: ScriptedJudge
+    users: dict[str, User]
+    weeks: list[Week] = field(default_factory=lambda: iso_weeks(weeks=dashboard.WEEKS))
+
+    @property
+    def this_week(self) -> Week:
+        return self.weeks[-1]
+
+    @property
+    def last_week(self) -> Week:
+        return self.weeks[-2]
+
+    def moment(self, week: Week) -> datetime:
+        """A moment in the week that has passed: Wednesday noon, or just now in this week."""
+        return min(week.start + timedelta(days=2, hours=12), timezone.now() - timedelta(seconds=5))
+
+    def ids(self, prefix: str, drawn: int, not_drawn: int) -> tuple[list[str], list[str]]:
+        """External ids of which exactly `drawn` fall in the random sample (same hash as
+        ingest), and `not_drawn` that do not."""
+        hit: list[str] = []
+        miss: list[str] = []
+        i = 0
+        while len(hit) < drawn or len(miss) < not_drawn:
+            external_id = f"{prefix}-{i}"
+            i += 1
+            if random_draw(str(self.service.pk), external_id) < RATE:
+                if len(hit) < drawn:
+                    hit.append(external_id)
+            elif len(miss) < not_drawn:
+                miss.append(external_id)
+        return hit, miss
+
+    def answer(
+        self, external_id: str, *, week: Week, verdicts: list[str] | None = None,
+        flagged: bool = False, use_case: UseCase | None = None, question: str = SINGLE,
+        chunk_scores: tuple[float, ...] = (0.85, 0.7),
+    ) -> Answer:
+        """Ingest an answer created in `week`; if it is sampled, judge it with one claim per
+        verdict (an empty list: no claims, an abstention)."""
+        use_case = use_case or self.a
+        text = f"Antwort {external_id}: Der Behälter wird alle 5 Jahre geprüft."
+        body: dict[str, Any] = {
+            "external_id": external_id, "use_case": use_case.slug, "question": question,
+            "answer": text, "model": GENERATOR,
+            "chunks": [{"text": f"Abschnitt {i}", "score": s} for i, s in enumerate(chunk_scores)],
+            "logprobs": logprobs(text, flagged),
+            "created_at": self.moment(week).isoformat(),
+        }
+        result = services.answer_ingest(
+            service=self.service, payload=AnswerIn.model_validate(body), raw=body
+        )
+        assert result.status == 201, result.errors
+        answer = result.answer
+        assert answer.flagged == flagged
+        run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
+        if run is not None:
+            verdicts = [G] if verdicts is None else verdicts
+            claims = [f"{external_id} sagt Punkt {i}." for i in range(len(verdicts))]
+            self.judge.claims = claims
+            self.judge.verdicts.update(dict(zip(claims, verdicts, strict=True)))
+            judge_run_execute(run_id=run.pk)
+        answer.refresh_from_db()
+        return answer
+
+    def last_week_scenario(self, *, use_case: UseCase | None = None, prefix: str = "lw") -> None:
+        """The scenario of the module docstring, in last week."""
+        use_case = use_case or self.a
+        week = self.last_week
+        for i in range(10):
+            self.answer(f"{prefix}-f{i}", week=week, flagged=True, use_case=use_case,
+                        verdicts=[U] if i < 5 else [G, U], question=MULTI,
+                        chunk_scores=tuple([0.45] * 12))
+        drawn, rest = self.ids(f"{prefix}-u", 10, 30)
+        for external_id in drawn:
+            self.answer(external_id, week=week, verdicts=[G, G], use_case=use_case)
+        for external_id in rest:
+            answer = self.answer(external_id, week=week, use_case=use_case)
+            assert not answer.sampled
+
+    def this_week_good(self, *, drawn: int = 12, not_drawn: int = 8, prefix: str = "tw") -> None:
+        """This week in A: only unflagged answers, the drawn ones fully supported."""
+        hit, miss = self.ids(prefix, drawn, not_drawn)
+        for external_id in hit:
+            self.answer(external_id, week=self.this_week, verdicts=[G])
+        for external_id in miss:
+            self.answer(external_id, week=self.this_week)
+
+
+@pytest.fixture
+def world(openai_server: Any, settings: Any, db: None) -> DashWorld:
+    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
+    settings.TREUE_JUDGE_MODEL = JUDGE
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    judge = ScriptedJudge()
+    openai_server.responder = judge
+    JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
+                              completion_per_1k=Decimal("2"), currency="EUR")
+    a = services.use_case_create(slug="auskunft", name="Auskunft", sample_rate=RATE,
+                                 action_threshold=0.9)
+    b = services.use_case_create(slug="vertrieb", name="Vertrieb", sample_rate=RATE)
+    service, _ = services.service_create(name="dash-bot", use_cases=[a, b])
+
+    def user(name: str, **extra: Any) -> User:
+        return User.objects.create_user(name, email=f"{name}@example.org", password=PASSWORD,
+                                        **extra)
+
+    users = {
+        "lead_a": user("leitung-a"), "lead_b": user("leitung-b"), "expert_a": user("expertin"),
+        "staff": user("verwaltung", is_staff=True), "nobody": user("niemand"),
+    }
+    a.team_leads.add(users["lead_a"])
+    a.experts.add(users["expert_a"])
+    b.team_leads.add(users["lead_b"])
+    return DashWorld(a, b, service, judge, users)
+
+
+def client_for(world: DashWorld, who: str) -> Client:
+    client = Client()
+    client.force_login(world.users[who])
+    return client
+
+
+def text_of(html: str) -> str:
+    html = re.sub(r"<script.*?</script>", " ", html, flags=re.DOTALL)
+    text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html))).strip()
+    return re.sub(r" ([.,;:)])", r"\1", text)
+
+
+def figure(html: str, element_id: str) -> dict[str, Any]:
+    match = re.search(
+        rf'<script id="{re.escape(element_id)}" type="application/json">(.*?)</script>', html,
+        re.DOTALL,
+    )
+    assert match, f"json_script {element_id} is on the page"
+    return json.loads(match.group(1))
+
+
+def role(fig: dict[str, Any], name: str) -> dict[str, Any]:
+    [found] = [t for t in fig["data"] if t["meta"]["role"] == name]
+    return found
+
+
+def de(value: float, digits: int = 2) -> str:
+    """A number as the German page writes it (floatformat: half up, decimal comma)."""
+    from django.template.defaultfilters import floatformat
+
+    return str(floatformat(value, digits))
+
+
+def estimate_text(estimate: statistics.Estimate) -> str:
+    return f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}) n = {estimate.n}"
+
+
+@pytest.fixture
+def scenario(world: DashWorld) -> DashWorld:
+    """Last week's scenario and a good current week in A."""
+    world.last_week_scenario()
+    world.this_week_good()
+    return world
+
+
+def hand_strata() -> list[statistics.Stratum]:
+    return [statistics.Stratum(10, [0.0] * 5 + [0.5] * 5), statistics.Stratum(40, [1.0] * 10)]
+
+
+def week_row(html: str, week: Week) -> list[str]:
+    row = re.search(rf'<tr data-week="{week.label}"[^>]*>(.*?)</tr>', html, re.DOTALL)
+    assert row, f"{week.label} has a row in the table"
+    return [text_of(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.DOTALL)]
+
+
+# --- the numbers -------------------------------------------------------------------------------
+
+
+def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorld) -> None:
+    """The selector's weekly figures, and the page showing them - never the naive mean."""
+    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    assert [w.label for w in weeks] == [w.label for w in scenario.weeks]
+    last = weeks[-2]
+    assert (last.volume, last.flagged, last.judged) == (50, 10, 20)
+    assert (last.judged_flagged, last.judged_unflagged) == (10, 10)
+    assert last.flagged_share == pytest.approx(0.2)
+    assert last.estimate.value == pytest.approx(0.85)
+    assert last.estimate == statistics.stratified_mean(hand_strata())
+    assert last.estimate.n_by_stratum == (10, 10) and last.estimate.population == 50
+    assert last.below.value == pytest.approx(0.2)
+    assert last.claims.value == pytest.approx(1.7 / 1.9)
+    assert last.abstention_share.value == 0 and last.abstentions == 0
+    assert (last.runs, last.calls) == (20, 55)
+    assert [model for model, _ in last.judges] == [JUDGE]
+    assert last.cost == JudgeRun.objects.filter(
+        answer__use_case=scenario.a, answer__created_at__gte=scenario.last_week.start,
+        answer__created_at__lt=scenario.last_week.end,
+    ).aggregate(s=Sum("cost"))["s"] > 0
+    this = weeks[-1]
+    assert (this.volume, this.flagged, this.judged) == (20, 0, 12)
+    assert this.estimate.value == 1.0 and not this.estimate.too_few
+    assert this.current and not last.current
+    assert weeks[0].volume == 0 and weeks[0].estimate.value is None and weeks[0].light == "grey"
+
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    text = text_of(html)
+    assert estimate_text(last.estimate).startswith("0,85 (")
+    cells = week_row(html, scenario.last_week)
+    assert cells[:5] == [scenario.last_week.label, "50", "20,0 %", "10 + 10",
+                         estimate_text(last.estimate)]
+    below = last.below
+    assert cells[5] == (f"{de(below.value * 100, 1)} % "
+                        f"({de(below.low * 100, 1)}–{de(below.high * 100, 1)})")
+    assert cells[5].startswith("20,0 %")
+    assert cells[7].startswith("0,89 (") and cells[7].endswith("n = 20")
+    assert cells[8] == "55"
+    assert cells[9] == de(float(last.cost), 2)
+    assert JUDGE in cells[10]
+    assert f"letzte Woche ({scenario.last_week.label}) {estimate_text(last.estimate)}" in text
+
+    # The naive mean of the judged answers, 0.625, is nowhere: not as a number on the page,
+    # not in the chart.
+    naive = (5 * 0.0 + 5 * 0.5 + 10 * 1.0) / 20
+    assert naive == 0.625 and de(naive) == "0,63"
+    shown = re.findall(r'<strong class="estimate-value">([^<]*)</strong>', html)
+    assert "0,85" in shown and "0,63" not in shown
+    values = [v for v in role(figure(html, "trend-figure"), "estimate")["y"] if v is not None]
+    assert values == [pytest.approx(0.85), 1.0]
+    assert "Das misst die Treue zu den Quellen, nicht die Wahrheit" in text
+    assert "nicht der Mittelwert der geprüften Antworten" in text
+
+
+def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
+    scenario: DashWorld, settings: Any
+) -> None:
+    settings.TREUE_JUDGE_MODEL = OTHER_JUDGE
+    scenario.this_week_good(drawn=1, not_drawn=0, prefix="neu")
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    trend = figure(html, "trend-figure")
+    labels = [w.label for w in scenario.weeks]
+    line = role(trend, "estimate")
+    assert line["x"] == labels, "one point per week, 26 weeks"
+    assert len(line["x"]) == dashboard.WEEKS
+    assert line["y"][-2] == pytest.approx(0.85) and line["y"][-1] == 1.0
+    assert line["y"][:-2] == [None] * (dashboard.WEEKS - 2)
+    assert [c[0] for c in line["customdata"]][-2:] == [20, 13], "n per point"
+    threshold = role(trend, "threshold")
+    assert threshold["x"] == [labels[0], labels[-1]]
+    assert threshold["y"] == [0.9, 0.9]
+    assert role(trend, "too_few")["y"] == [None] * dashboard.WEEKS
+    # This week's answers were judged by another model: a marker there, and in the table.
+    assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
+    assert OTHER_JUDGE in trend["layout"]["annotations"][0]["text"]
+    cells = week_row(html, scenario.this_week)
+    assert "gewechselt" in cells[10] and OTHER_JUDGE in cells[10] and JUDGE in cells[10]
+
+    shares = figure(html, "shares-figure")
+    below, flagged, abstentions = shares["data"][:3]
+    assert len(below["x"]) == dashboard.WEEKS
+    assert below["y"][-2] == pytest.approx(0.2)
+    assert flagged["y"][-2] == pytest.approx(0.2) and flagged["y"][-1] == 0
+    assert abstentions["y"][-2] == 0
+    assert '<div class="dash-chart" id="trend-chart" data-dash-figure="trend-figure"' in html
+    assert "<script>" not in html and "onload=" not in html, "no inline script"
+    assert 'src="/static/vendor/plotly/plotly.min.js"' in html
+    assert 'src="/static/js/charts.js"' in html
+
+
+def test_too_few_judged_points_are_greyed(world: DashWorld) -> None:
+    hit, miss = world.ids("wenig", 4, 6)
+    for external_id in hit:
+        world.answer(external_id, week=world.last_week, verdicts=[G, U])
+    for external_id in miss:
+        world.answer(external_id, week=world.last_week)
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    trend = figure(html, "trend-figure")
+    assert role(trend, "estimate")["y"][-2] is None, "no line through noise"
+    assert role(trend, "too_few")["y"][-2] == pytest.approx(0.5)
+    assert week_row(html, world.last_week)[4] == "zu wenige (n = 4)"
+    assert dashboard.use_case_weeks(use_case=world.a)[-2].light == "grey"
+
+
+def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    readings = {
+        key: text_of(value)
+        for key, value in re.findall(r'<p class="reading" data-reading="(\w+)">(.*?)</p>', html,
+                                     re.DOTALL)
+    }
+    # The flagged answers (similarity 0.45, twelve chunks, two-part questions) score 0.25, the
+    # rest 1.0: each cause separates them.
+    assert readings["similarity"].startswith(
+        "Antworten mit bester Ähnlichkeit unter 0,50 sind zu 25 % treu — der Abruf liefert dort "
+        "nichts Passendes."
+    )
+    assert readings["chunks"] == (
+        "Am wenigsten treu sind Antworten mit 11–20 Abschnitten (25 %), am treuesten die mit "
+        "1–2 (100 %). Zu viel Kontext mischt Dokumente — ein Reranker hilft."
+    )
+    assert readings["multi_part"].startswith(
+        "Mehrteilige Fragen werden zu 25 % treu beantwortet, einfache zu 100 %. Bei mehrteiligen"
+    )
+    assert readings["no_passing"] == (
+        "10 Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit 0,50 erreichte; "
+        "sie sind zu 25 % treu."
+    )
+    table = re.search(r'data-cause="similarity">(.*?)</table>', html, re.DOTALL).group(1)
+    rows = [text_of(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.DOTALL)][1:]
+    assert rows[0] == "< 0,5 10 0,25 (0,25–0,25) n = 10", "judged in full: no sampling error"
+    assert rows[1].startswith("0,8–0,9 60 1,00 (")
+    bars = figure(html, "similarity-figure")
+    assert role(bars, "estimate")["x"] == ["< 0,5", "0,8–0,9"]
+    assert role(bars, "threshold")["y"] == [0.9, 0.9]
+
+    worth = text_of(re.search(r'<section class="card dash-worth">(.*?)</section>', html,
+                              re.DOTALL).group(1))
+    assert "untreu unter markierten Antworten 100 % (n = 10)" in worth
+    random_sample = Answer.objects.filter(use_case=scenario.a, in_random_sample=True,
+                                          status="judged")
+    n, bad = random_sample.count(), random_sample.filter(score__lt=0.9).count()
+    assert n >= 22
+    assert f"untreu in der Zufallsstichprobe {round(100 * bad / n)} % (n = {n})" in worth
+
+    tuner = re.search(r'<table class="compare numbers tuner-table">(.*?)</table>', html,
+                      re.DOTALL).group(1)
+    rows = re.findall(r'<tr data-threshold="([^"]+)"( class="current")?>(.*?)</tr>', tuner,
+                      re.DOTALL)
+    assert [r[0] for r in rows] == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8",
+                                    "0.9"]
+    assert [r[0] for r in rows if r[1]] == ["0.5"], "the current threshold is highlighted"
+    # The flagged answers' lowest content-word probability is 0.05, the others' 0.99: every
+    # threshold flags the same 10 of the 70 answers of the window.
+    for _, _, row in rows:
+        cells = [text_of(c) for c in re.findall(r"<td>(.*?)</td>", row, re.DOTALL)]
+        assert cells[1] == "14 %"
+
+
+def test_overview_this_week_and_last(scenario: DashWorld) -> None:
+    scenario.last_week_scenario(use_case=scenario.b, prefix="b")
+    scenario.a.leaves_unreviewed = True
+    scenario.a.save()
+
+    def listed(who: str) -> list[str]:
+        html = client_for(scenario, who).get("/overview/").content.decode()
+        return sorted(re.findall(r'data-use-case="([\w-]+)"', html))
+
+    assert listed("lead_a") == ["auskunft"]
+    assert listed("lead_b") == ["vertrieb"]
+    assert listed("staff") == ["auskunft", "vertrieb"]
+    assert listed("expert_a") == [], "experts review; the overview is for leads"
+
+    html = client_for(scenario, "lead_a").get("/overview/").content.decode()
+    text = text_of(html)
+    assert "Vertrieb" not in text
+    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    card = text_of(re.search(r'<section class="card dash-case.*?</section>', html,
+                             re.DOTALL).group(0))
+    assert f"{estimate_text(weeks[-1].estimate)} {estimate_text(weeks[-2].estimate)}" in card
+    assert "markiert 0,0 % 20,0 %" in card
+    assert "Antworten 20 50" in card
+    assert f"{de(float(weeks[-2].cost))} EUR (55 Aufrufe)" in card
+    assert "menschliche Freigabe erforderlich" in card
+    lights = re.findall(r'data-light="(\w+)"', html)
+    assert lights[1:3] == [weeks[-1].light, weeks[-2].light]
+    assert weeks[-2].light == statistics.traffic_light(weeks[-2].estimate, 0.9)
+    trend = statistics.trend(weeks[-1].estimate, weeks[-2].estimate)
+    assert re.findall(r'data-trend="(\w+)"', html) == [trend] == ["up"]
+    chart = figure(html, "overview-figure-0")
+    assert len(role(chart, "estimate")["x"]) == dashboard.OVERVIEW_WEEKS
+    assert role(chart, "estimate")["y"][-2:] == [pytest.approx(0.85), 1.0]
+    assert role(chart, "threshold")["y"] == [0.9, 0.9]
+
+    page = text_of(client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode())
+    assert "Menschliche Freigabe erforderlich. Die Antworten dieses Anwendungsfalls gehen " \
+           "ungeprüft nach außen" in page
+
+    # In English the numbers have decimal points, in the page and in the charts.
+    client = client_for(scenario, "lead_a")
+    client.post("/i18n/setlang/", {"language": "en", "next": "/"})
+    html = client.get("/use-cases/auskunft/").content.decode()
+    assert '<html lang="en">' in html
+    assert figure(html, "trend-figure")["layout"]["separators"] == ".,"
+    assert re.search(r'<strong class="estimate-value">0\.85</strong>', html)
+
+
+def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) -> None:
+    # Every answer judged (rate 1): the estimate is exact, 0.25, far below 0.9: red.
+    world.a.sample_rate = 1.0
+    world.a.save()
+    for i in range(12):
+        world.answer(f"rot-{i}", week=world.last_week, verdicts=[U] if i % 2 else [G, U])
+    last = dashboard.use_case_weeks(use_case=world.a, claims=False)[-2]
+    assert last.estimate.value == pytest.approx(0.25) and last.estimate.high < 0.9
+    assert last.light == "red"
+    html = client_for(world, "lead_a").get("/overview/").content.decode()
+    assert 'class="card dash-case light-border-red"' in html
+
+
+# --- who sees what -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("who", "url", "status"), [
+    ("lead_a", "/use-cases/auskunft/", 200),
+    ("lead_a", "/use-cases/vertrieb/", 404),
+    ("lead_b", "/use-cases/auskunft/", 404),
+    ("lead_b", "/use-cases/vertrieb/", 200),
+    ("expert_a", "/use-cases/auskunft/", 200),
+    ("expert_a", "/use-cases/vertrieb/", 404),
+    ("nobody", "/use-cases/auskunft/", 404),
+    ("staff", "/use-cases/vertrieb/", 200),
+    ("lead_a", "/use-cases/gibt-es-nicht/", 404),
+])
+def test_use_case_page_only_for_its_people(world: DashWorld, who: str, url: str,
+                                           status: int) -> None:
+    assert client_for(world, who).get(url).status_code == status
+
+
+def test_anonymous_is_sent_to_log_in(world: DashWorld) -> None:
+    for url in ("/", "/overview/", "/use-cases/auskunft/"):
+        response = Client().get(url)
+        assert response.status_code == 302
+        assert response["Location"] == f"/login/?next={url}"
+
+
+def test_home_sends_leads_to_the_overview_and_others_to_the_answers(world: DashWorld) -> None:
+    for who in ("lead_a", "staff"):
+        response = client_for(world, who).get("/")
+        assert (response.status_code, response["Location"]) == (302, "/overview/")
+    for who in ("expert_a", "nobody"):
+        response = client_for(world, who).get("/", {"flagged": "1"})
+        assert response.status_code == 200
+        assert response.templates[0].name == "monitoring/answer_list.html"
+    assert client_for(world, "lead_a").get("/answers/").status_code == 200
+
+
+def test_navigation_offers_the_overview_to_leads_only(world: DashWorld) -> None:
+    lead = client_for(world, "lead_a").get("/answers/").content.decode()
+    expert = client_for(world, "expert_a").get("/answers/").content.decode()
+    assert 'href="/overview/">Übersicht</a>' in lead
+    assert 'href="/overview/"' not in expert
+    assert '<a class="brand" href="/">Treue</a>' in expert
+
+
+def test_links_from_the_use_case_page(world: DashWorld) -> None:
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    assert 'href="/use-cases/auskunft/judge/"' in html
+    assert 'href="/answers/?use_case=auskunft"' in html
+    assert 'href="/review/calibration/auskunft/"' in html
+
+
+def test_empty_use_case_renders(world: DashWorld) -> None:
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    text = text_of(html)
+    assert "keine Antworten" in text
+    assert "Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage." in text
+    trend = figure(html, "trend-figure")
+    assert len(role(trend, "estimate")["x"]) == dashboard.WEEKS
+    overview = client_for(world, "lead_a").get("/overview/")
+    assert overview.status_code == 200
