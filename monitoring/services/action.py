@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.utils import formats, translation
+from django.template.defaultfilters import floatformat
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from monitoring.models import Alarm, UseCase
@@ -31,7 +32,7 @@ class ActionCheck:
 
 
 def _number(value: float) -> str:
-    return formats.number_format(value, 2)
+    return str(floatformat(value, 2))  # as on the pages: localized, rounded half up
 
 
 def _message(use_case: UseCase, week: WeekFigures) -> str:
