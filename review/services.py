@@ -100,8 +100,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
 
 def review_batches_create(*, week: str | None = None) -> list[BatchResult]:
     """One batch per active use case for `week` (default: the current ISO week)."""
-    week = week or current_week()
-    batches.parse_week(week)
+    week = batches.format_week(*batches.parse_week(week)) if week is not None else current_week()
     return [
         review_batch_create(use_case=use_case, week=week)
         for use_case in UseCase.objects.filter(active=True).order_by("slug")
@@ -204,10 +203,19 @@ def review_item_save(*, item: ReviewItem, user, data: ItemInput) -> ReviewItem:
     if text:
         top = item.verdicts.aggregate(top=Max("position"))["top"] or 0
         ReviewVerdict.objects.create(item=item, position=top + 1, added_text=text)
-    if data.decomposition_wrong is not None:
-        item.decomposition_wrong = data.decomposition_wrong
     if data.problems is not None:
         item.decomposition_problems = [p for p in DECOMPOSITION_PROBLEMS if p in data.problems]
+    has_added = item.verdicts.filter(claim__isnull=True).exists()
+    if has_added and "missing" not in item.decomposition_problems:
+        # A claim the expert had to add is a claim the decomposition missed.
+        item.decomposition_problems = [
+            p for p in DECOMPOSITION_PROBLEMS if p in {*item.decomposition_problems, "missing"}
+        ]
+    if data.decomposition_wrong is not None:
+        item.decomposition_wrong = data.decomposition_wrong
+    # Naming a way in which the decomposition is wrong says that it is wrong.
+    if item.decomposition_problems:
+        item.decomposition_wrong = True
     if data.comment is not None:
         item.comment = data.comment
     if item.status == ReviewItem.Status.OPEN:
@@ -233,6 +241,9 @@ def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
     """Submit the item: every claim needs a label. Writes a new immutable version."""
     with transaction.atomic():
         item = ReviewItem.objects.select_for_update().select_related("judge_run").get(pk=item.pk)
+        if item.status == ReviewItem.Status.SUBMITTED:
+            # A double click or a resent form: the submitted version stands, nothing new.
+            return item
         verdicts = review_item_open(item=item)
         missing = [v.position for v in verdicts if not v.label]
         if missing:
@@ -295,8 +306,12 @@ def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> li
         and (rolling.low > 0 or rolling.high < 0)
         and abs(rolling.bias) > settings.TREUE_CALIBRATION_BIAS_TOLERANCE
     )
-    if cusum.alarm_at is not None:
-        crossed = data.pairs[cusum.alarm_at].week
+    # The latest crossing names the alarm, so a drift that comes back after an alarm was
+    # handled raises a new one; a crossing older than the rolling window no longer counts.
+    crossed = data.pairs[cusum.alarms[-1]].week if cusum.alarms else None
+    recent = set(data.weeks[-selectors.ROLLING_WEEKS:])
+    cusum_drift = crossed is not None and crossed in recent
+    if cusum_drift:
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
             message=_(
@@ -316,7 +331,7 @@ def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> li
             details={"bias": rolling.bias, "low": rolling.low, "high": rolling.high,
                      "n": rolling.n},
         ))
-    if cusum.alarm_at is None and not bias_drift:
+    if not cusum_drift and not bias_drift:
         alarm_clear(use_case=use_case, kind=Alarm.Kind.DRIFT)
 
     # Decomposition quality over the last 4 weeks.

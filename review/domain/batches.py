@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-_WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$")
+# ASCII digits only: \d would take Arabic-Indic or full-width digits too.
+_WEEK_RE = re.compile(r"^([0-9]{4})-W([0-9]{2})$")
 
 RANDOM = "random"
 FLAGGED = "flagged"
@@ -23,7 +24,7 @@ FLAGGED = "flagged"
 
 def parse_week(text: str) -> tuple[int, int]:
     """`"2026-W49"` → `(2026, 49)`; ValueError for anything else or a week the year lacks."""
-    match = _WEEK_RE.match(text.strip())
+    match = _WEEK_RE.match(text)
     if not match:
         raise ValueError(f"{text!r} is not an ISO week like 2026-W49")
     year, week = int(match.group(1)), int(match.group(2))

@@ -341,6 +341,7 @@ class CusumResult:
     statistic: list[float]  # S_t after each observation
     alarm_at: int | None  # index of the first observation with S_t >= limit; None if none
     current: float  # S after the last observation (0.0 when there is none)
+    alarms: tuple[int, ...] = ()  # every crossing (the statistic restarts after each)
 
 
 def bernoulli_cusum(observations: Sequence[bool], params: CusumParams) -> CusumResult:
@@ -358,16 +359,18 @@ def bernoulli_cusum(observations: Sequence[bool], params: CusumParams) -> CusumR
     up = math.log(params.p1 / params.p0)
     down = math.log((1.0 - params.p1) / (1.0 - params.p0))
     statistic: list[float] = []
-    alarm_at: int | None = None
+    alarms: list[int] = []
     s = 0.0
     for index, observation in enumerate(observations):
         s = max(0.0, s + (up if observation else down))
         statistic.append(s)
         if s >= params.limit:
-            if alarm_at is None:
-                alarm_at = index
+            alarms.append(index)
             s = 0.0
-    return CusumResult(statistic, alarm_at, statistic[-1] if statistic else 0.0)
+    return CusumResult(
+        statistic, alarms[0] if alarms else None, statistic[-1] if statistic else 0.0,
+        tuple(alarms),
+    )
 
 
 # One observation per reviewed answer (20 a week per use case), x = disagrees(...) at the action

@@ -63,10 +63,6 @@ def test_parse_week_refuses_everything_else(text: str) -> None:
         parse_week(text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: parse_week's \\d takes any script's digits (review/domain/batches.py _WEEK_RE)",
-)
 @pytest.mark.parametrize("text", ["２０２６-W49", "٢٠٢٦-W49", "2026-W４９"])
 def test_parse_week_refuses_non_ascii_digits(text: str) -> None:
     # \d matches every script's digits; int() reads them. Such a week would be stored as typed

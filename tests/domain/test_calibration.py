@@ -568,3 +568,13 @@ def test_default_cusum_watches_the_documented_rates():
     assert week.alarm_at is None
     assert week.current == pytest.approx(6 * up + 14 * down)
     assert bernoulli_cusum(drifting * 2, DEFAULT_CUSUM).alarm_at is not None
+
+
+def test_bernoulli_cusum_lists_every_crossing() -> None:
+    # p0 = 0.1, p1 = 0.3, h = 1.0: one disagreement adds ln 3 = 1.0986 >= 1 and alarms; the
+    # statistic restarts at 0, so each later disagreement alarms again on its own.
+    params = CusumParams(p0=0.1, p1=0.3, limit=1.0)
+    result = bernoulli_cusum([False, True, False, False, True, True], params)
+    assert result.alarms == (1, 4, 5)
+    assert result.alarm_at == 1
+    assert bernoulli_cusum([False, False], params).alarms == ()

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from django.utils import timezone
 
 from monitoring.models import Alarm
@@ -143,12 +142,6 @@ def test_drift_by_cusum(
     assert len(mailoutbox) == 1 and "Kalibrierungsdrift" in mailoutbox[0].subject
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: review_alarms_check keys the CUSUM alarm by the FIRST crossing in the 26-week "
-    "window (cusum.alarm_at, review/services.py), so a later crossing finds the old key and "
-    "raises nothing, and the drift alarm cannot clear while that crossing is in the window",
-)
 def test_a_second_cusum_crossing_after_a_handled_alarm_raises_again(
     review_world: ReviewWorld, django_capture_on_commit_callbacks: Any, mailoutbox: list
 ) -> None:

@@ -93,11 +93,6 @@ def test_invalid_week_is_a_command_error(review_world: ReviewWorld, week: str) -
     assert not ReviewBatch.objects.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: --week '' is taken as 'no --week' and creates the current week's batch "
-    "(review/management/commands/create_review_batches.py: `opts.get('week') or ...`)",
-)
 def test_empty_week_is_a_command_error(review_world: ReviewWorld) -> None:
     judged(review_world, "a", 1, week=shift_week(services.current_week(), -1))
     with pytest.raises(CommandError):
@@ -105,13 +100,6 @@ def test_empty_week_is_a_command_error(review_world: ReviewWorld) -> None:
     assert not ReviewBatch.objects.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the command checks parse_week(week) but stores the week as typed, so "
-    "' 2026-W49 ' (or other digits) makes a second batch for 2026-W49 "
-    "(review/management/commands/create_review_batches.py, review/services.py "
-    "review_batches_create)",
-)
 @pytest.mark.parametrize("spelling", [" 2026-W49", "2026-W49 ", "٢٠٢٦-W49"])
 def test_another_spelling_of_the_week_creates_nothing_new(
     review_world: ReviewWorld, spelling: str

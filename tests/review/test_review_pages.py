@@ -397,12 +397,6 @@ def test_edit_after_submission_keeps_the_earlier_version(
     assert "(Fassung 2)" in second.get(url(item)).content.decode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a second POST to /submit/ of a submitted item (double click, resent form) "
-    "writes another version without a reopen: review/services.py review_item_submit does not "
-    "check the status (review/views.py item_submit skips only the save)",
-)
 def test_submitting_twice_writes_one_version(
     review_world: ReviewWorld, batch: ReviewBatch, login: Any
 ) -> None:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from review import services
-from review.domain.batches import parse_week
+from review.domain.batches import format_week, parse_week
 
 
 class Command(BaseCommand):
@@ -21,13 +21,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **opts: object) -> None:
-        week = opts.get("week") or services.current_week()
-        try:
-            parse_week(str(week))
-        except ValueError as e:
-            raise CommandError(
-                f"--week {week!r}: expected an ISO week like 2026-W49 that the year has"
-            ) from e
+        given = opts.get("week")
+        if given is None:
+            week = services.current_week()
+        else:
+            try:
+                week = format_week(*parse_week(str(given).strip()))
+            except ValueError as e:
+                raise CommandError(
+                    f"--week {given!r}: expected an ISO week like 2026-W49 that the year has"
+                ) from e
         if opts.get("wait"):
             waiting = services.wait_for_judge(week=str(week), seconds=int(opts["wait"]))
             if waiting:
