@@ -48,7 +48,8 @@ class Point:
 
 
 def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[float] | None,
-            percent: bool, compact: bool) -> dict[str, Any]:
+            percent: bool, compact: bool, categories: Sequence[str] | None = None,
+            ) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "height": height,
         "separators": separators,
@@ -65,6 +66,11 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
         "yaxis": {"title": {"text": "" if compact else y_title}, "gridcolor": GRID,
                   "zeroline": False, "fixedrange": True},
     }
+    if categories is not None:
+        # Plotly orders categories as the traces first name them; the band names only the
+        # weeks with an estimate, so without this the weeks would come out of order.
+        layout["xaxis"]["categoryorder"] = "array"
+        layout["xaxis"]["categoryarray"] = list(categories)
     if y_range is not None:
         layout["yaxis"]["range"] = list(y_range)
     if percent:
@@ -153,8 +159,8 @@ def trend_figure(
     values = [v for p in points for v in (p.low, p.value) if v is not None and not p.too_few]
     low = min([threshold, *values]) if values else threshold
     layout = _layout(height=160 if compact else 360, separators=separators, y_title=labels["y"],
-                     y_range=[max(0.0, min(low - 0.05, 0.8)), 1.0], percent=False,
-                     compact=compact)
+                     y_range=[max(0.0, min(low - 0.05, 0.8)), 1.02], percent=False,
+                     compact=compact, categories=weeks)
     weeks_set = set(weeks)
     shapes, notes = [], []
     for week, text in changes:
@@ -217,8 +223,9 @@ def shares_figure(
                 + ")<br>n = %{customdata[0]}<extra></extra>",
                 "meta": {"role": "too_few"},
             })
+    weeks = [p.x for p in series[0].points] if series else []
     layout = _layout(height=300, separators=separators, y_title=labels["y"], y_range=None,
-                     percent=True, compact=False)
+                     percent=True, compact=False, categories=weeks)
     layout["yaxis"]["rangemode"] = "tozero"
     return {"data": data, "layout": layout, "config": CONFIG}
 

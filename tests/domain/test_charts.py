@@ -58,6 +58,9 @@ def test_trend_has_one_point_per_week_and_greys_the_too_few(
     # Every point carries its n (and interval) for the hover text.
     assert [c[0] for c in line["customdata"]] == [p.n for p in points]
     assert "n = %{customdata[0]}" in line["hovertemplate"]
+    # The weeks stay in order whichever trace names them first (the band skips some).
+    assert figure["layout"]["xaxis"]["categoryarray"] == weeks
+    assert figure["layout"]["xaxis"]["categoryorder"] == "array"
 
 
 def test_threshold_line_spans_the_weeks() -> None:
@@ -107,7 +110,7 @@ def test_y_axis_always_shows_the_threshold_and_the_lowest_reliable_end() -> None
     low = charts.trend_figure([P(1, 0.5), P(2, 0.2, too_few=True)], threshold=0.85,
                               labels=LABELS)
     lo, hi = low["layout"]["yaxis"]["range"]
-    assert hi == 1.0 and lo <= 0.45, "the lower interval end of week 1 is inside"
+    assert hi == 1.02 and lo <= 0.45, "the lower interval end of week 1 is inside"
     assert lo > 0.15, "a too-few point does not stretch the axis"
     high = charts.trend_figure([P(1, 0.97, spread=0.01)], threshold=0.85, labels=LABELS)
     assert high["layout"]["yaxis"]["range"][0] < 0.85
@@ -134,6 +137,7 @@ def test_shares_figure_in_percent_with_grey_too_few() -> None:
     )
     valid(figure)
     assert figure["layout"]["yaxis"]["tickformat"] == ".0%"
+    assert figure["layout"]["xaxis"]["categoryarray"] == ["2026-W01", "2026-W02"]
     names = [t["name"] for t in figure["data"]]
     assert names == ["unter der Handlungsschwelle",
                      "unter der Handlungsschwelle (zu wenige geprüft)", "markiert"]

@@ -1,0 +1,176 @@
+"""The team lead's pages in a real browser: Plotly draws the charts from the json_script data.
+
+A lead logs in and lands on the overview; its small trend chart has a point per judged week
+and the dashed action-threshold line at the threshold's height. The use-case page draws the
+weekly trend (26 weeks, two of them with answers), the shares and the similarity buckets. Counted
+in the rendered SVG, not only in the data handed to Plotly. No page may raise a script error.
+
+A full-page screenshot of each page is kept under var/test/artifacts/ (or $TREUE_VAR_DIR/
+artifacts when scripts/test.sh sets it) as a test artifact.
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
+from django.test import Client
+from playwright.sync_api import Locator, Page, expect
+
+from monitoring.selectors import dashboard
+from tests.monitoring.test_dashboard_pages import DashWorld, world  # noqa: F401
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# plotly.min.js is 4-5 MB: the first page that loads it on a busy machine needs longer than the
+# browser fixture's 5 s default (deferred scripts hold DOMContentLoaded back). Pages are opened
+# without waiting for it, then the charts are.
+DRAW_TIMEOUT_MS = 30_000
+
+
+def artifacts_dir() -> Path:
+    var = os.environ.get("TREUE_VAR_DIR") or Path(django_settings.BASE_DIR) / "var" / "test"
+    path = Path(var) / "artifacts"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def screenshot(page: Page, name: str) -> None:
+    path = artifacts_dir() / f"dashboard-{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 0
+
+
+def log_in(page: Page, base: str, user: User) -> None:
+    """The session cookie of a logged-in user (the login form has its own browser test)."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies(
+        [{"name": cookie.key, "value": cookie.value, "url": base, "httpOnly": True}]
+    )
+
+
+def drawn(chart: Locator) -> Locator:
+    """Wait until Plotly has drawn into the chart element; return it."""
+    expect(chart.locator(".main-svg").first).to_be_attached(timeout=DRAW_TIMEOUT_MS)
+    return chart
+
+
+def traces(chart: Locator) -> list[dict[str, Any]]:
+    """Role, x and y of each trace as Plotly holds them after drawing."""
+    return chart.evaluate(
+        "el => el.data.map(t => ({role: t.meta && t.meta.role, x: t.x, y: t.y}))"
+    )
+
+
+def svg_trace(chart: Locator, index: int) -> Locator:
+    """The SVG group of scatter trace `index` (Plotly draws them in data order)."""
+    return chart.locator(".scatterlayer .trace").nth(index)
+
+
+def line_height(chart: Locator, index: int) -> list[float]:
+    """The pixel heights of the points of the drawn line of trace `index`."""
+    d = svg_trace(chart, index).locator("path.js-line").first.get_attribute("d") or ""
+    return [float(y) for y in re.findall(r"[ML][\d.]+,([\d.]+)", d)]
+
+
+def pixel_of(chart: Locator, value: float) -> float:
+    return chart.evaluate(f"el => el._fullLayout.yaxis.l2p({value})")
+
+
+def test_lead_lands_on_the_overview_and_its_chart_is_drawn(
+    page: Page, live_server: Any, world: DashWorld  # noqa: F811
+) -> None:
+    world.last_week_scenario()
+    world.this_week_good()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/", wait_until="commit")
+    expect(page).to_have_url(base + "/overview/")
+    expect(page.get_by_role("heading", name="Übersicht", exact=True)).to_be_visible()
+    card = page.locator("section.dash-case")
+    expect(card).to_have_count(1)
+    expect(card.get_by_role("heading")).to_have_text("Auskunft")
+    expect(card.locator(".row-estimate td[data-week='last'] .estimate-value")).to_have_text("0,85")
+
+    chart = drawn(page.locator("#overview-chart-0"))
+    data = traces(chart)
+    assert [t["role"] for t in data] == ["band", "estimate", "too_few", "threshold"]
+    estimate = data[1]
+    assert len(estimate["x"]) == dashboard.OVERVIEW_WEEKS, "one point per week"
+    assert [y is not None for y in estimate["y"]] == [False] * 6 + [True, True]
+    # Drawn: a marker for each of the two weeks with an estimate, none for the empty ones.
+    expect(svg_trace(chart, 1).locator("path.point")).to_have_count(2)
+    # The threshold line, dashed, at the height of 0.9.
+    threshold = data[3]
+    assert threshold["y"] == [0.9, 0.9]
+    heights = line_height(chart, 3)
+    assert len(heights) == 2 and heights[0] == pytest.approx(heights[1])
+    assert heights[0] == pytest.approx(pixel_of(chart, 0.9), abs=1)
+    dash = svg_trace(chart, 3).locator("path.js-line").first.evaluate(
+        "p => getComputedStyle(p).strokeDasharray"
+    )
+    assert dash not in ("", "none")
+    screenshot(page, "overview")
+    assert errors == []
+
+
+def test_use_case_page_draws_trend_shares_and_causes(
+    page: Page, live_server: Any, world: DashWorld  # noqa: F811
+) -> None:
+    world.last_week_scenario()
+    world.this_week_good()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/overview/", wait_until="commit")
+    with page.expect_navigation(wait_until="commit"):
+        page.get_by_role("link", name="Auskunft").click()
+    expect(page).to_have_url(base + "/use-cases/auskunft/")
+    expect(page.get_by_role("heading", name="Auskunft", exact=True)).to_be_visible()
+
+    trend = drawn(page.locator("#trend-chart"))
+    data = traces(trend)
+    assert [t["role"] for t in data] == ["band", "estimate", "too_few", "threshold"]
+    assert data[1]["x"] == [w.label for w in world.weeks], "one point per week, 26 weeks"
+    assert data[1]["y"][-2] == pytest.approx(0.85) and data[1]["y"][-1] == 1.0
+    expect(svg_trace(trend, 1).locator("path.point")).to_have_count(2)
+    expect(svg_trace(trend, 2).locator("path.point")).to_have_count(0)
+    # The estimate's line joins the two weeks; the band is drawn around them.
+    assert len(line_height(trend, 1)) == 2
+    expect(svg_trace(trend, 0).locator("path.js-fill")).to_have_count(1)
+    assert data[3]["y"] == [0.9, 0.9]
+    heights = line_height(trend, 3)
+    assert heights[0] == pytest.approx(heights[1])
+    assert heights[0] == pytest.approx(pixel_of(trend, 0.9), abs=1)
+    # The estimate's point of last week lies below the threshold line (0.85 < 0.9: further
+    # down, a larger pixel height).
+    assert line_height(trend, 1)[0] > heights[0]
+    expect(trend.locator(".legendtext")).to_contain_text(
+        ["95-%-Intervall", "Treue (Schätzung)", "zu wenige geprüft", "Handlungsschwelle"]
+    )
+
+    shares = drawn(page.locator("#shares-chart"))
+    assert [t["role"] for t in traces(shares)] == ["share", "share", "share"]
+    expect(svg_trace(shares, 0).locator("path.point")).to_have_count(2)
+    expect(svg_trace(shares, 1).locator("path.point")).to_have_count(2)
+
+    bars = drawn(page.locator("#similarity-chart"))
+    bar_data = traces(bars)
+    assert bar_data[0]["x"] == ["< 0,5", "0,8–0,9"]
+    expect(bars.locator(".barlayer .point")).to_have_count(2)
+    assert bar_data[1]["role"] == "threshold" and bar_data[1]["y"] == [0.9, 0.9]
+
+    expect(page.locator("p.reading[data-reading='similarity']")).to_contain_text(
+        "Antworten mit bester Ähnlichkeit unter 0,50 sind zu 25 % treu"
+    )
+    expect(page.locator("table.tuner-table tr.current")).to_have_attribute("data-threshold", "0.5")
+    screenshot(page, "use-case")
+    assert errors == []
