@@ -3,7 +3,8 @@
 Operations chart and alert on these in the tools they already have: per active use case this
 ISO week's faithfulness estimate with its interval and sample sizes, the share below the action
 threshold, flagged share, volume, judge calls and cost (gauges labelled `use_case`); the judge
-queue, the age of the oldest sampled answer still without a score, and judge call counters.
+queue, the age of the oldest sampled answer still without a score, and judge call counters
+(over all use cases: see `queue_figures`).
 
 Written with `prometheus_client` rather than by hand: the exposition format has escaping rules
 for label values (backslash, quote, newline) and float spellings (NaN, +Inf, integral values)
@@ -173,17 +174,11 @@ class TreueCollector:
         oldest.add_metric([], queue.oldest_unscored_seconds)
         yield oldest
 
-        calls = CounterMetricFamily(
-            "treue_judge_calls", "Judge calls made, retries included", labels=["use_case"]
-        )
-        failed = CounterMetricFamily(
-            "treue_judge_runs_failed", "Judge runs that failed", labels=["use_case"]
-        )
-        run_slugs = sorted(set(slugs) | set(queue.calls))
-        for slug in run_slugs:
-            calls.add_metric([slug], queue.calls.get(slug, 0))
-            failed.add_metric([slug], queue.runs_by_status.get((slug, "failed"), 0))
+        calls = CounterMetricFamily("treue_judge_calls", "Judge calls made, retries included")
+        calls.add_metric([], queue.calls)
         yield calls
+        failed = CounterMetricFamily("treue_judge_runs_failed", "Judge runs that failed")
+        failed.add_metric([], queue.runs.get("failed", 0))
         yield failed
 
 
