@@ -356,8 +356,10 @@ def _week_figures(
     usage: dict[tuple[int, int], Usage],
     claims: dict[int, tuple[float, int]] | None,
     full_from: int = 0,
+    claims_from: int = 0,
 ) -> list[WeekFigures]:
-    """The figures of each week; shares (and claims, when given) from week `full_from` on.
+    """The figures of each week: the shares from week `full_from` on, the claim share (when
+    `claims` are given) from week `claims_from` on.
 
     `judged`: the judged rows by (use case id, week index)."""
     threshold = use_case.action_threshold
@@ -378,7 +380,7 @@ def _week_figures(
             abstention_share = statistics.stratified_share(
                 _strata(sizes, rows, lambda r: 1.0 if r.abstention else 0.0)
             )
-            if claims is not None:
+            if claims is not None and i >= claims_from:
                 per_answer: tuple[list, list] = ([], [])
                 for r in rows:
                     per_answer[0 if r.flagged else 1].append(claims.get(r.run_id, (0.0, 0)))
@@ -730,14 +732,21 @@ class UseCasePage:
 def use_case_page(
     *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS
 ) -> UseCasePage:
-    """Everything the use-case page shows; each table is read once for all of it."""
+    """Everything the use-case page shows; each table is read once for all of it.
+
+    The claim-level share only for the last CAUSES_WEEKS weeks: it needs every claim label of
+    every judged answer, the most expensive read of the page, and the weekly trend is the
+    estimate's. (`use_case_weeks` computes it for every week it is asked for.)
+    """
     span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
     ids = [use_case.pk]
     judged = _judged_rows(ids, span)
     usage = _usage(ids, span)
+    recent = len(span) - CAUSES_WEEKS
     figures = _week_figures(
         use_case=use_case, weeks=span, counts=_counts(ids, span),
-        judged=_by_case_and_week(judged), usage=usage, claims=_claims(use_case.pk, span),
+        judged=_by_case_and_week(judged), usage=usage,
+        claims=_claims(use_case.pk, span[recent:]), claims_from=recent,
     )
     return UseCasePage(
         weeks=figures[-weeks:],

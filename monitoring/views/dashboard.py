@@ -319,6 +319,7 @@ def use_case(request: HttpRequest, slug: str) -> HttpResponse:
         },
         "calibration_url": _calibration_url(use_case.slug),
         "default_similarity": figures.DEFAULT_SIMILARITY_THRESHOLD,
+        "causes_weeks": figures.CAUSES_WEEKS,
         "table": [_table_row(w) for w in reversed(weeks) if w.volume],
         "total_calls": sum(w.calls for w in weeks),
         "total_cost": sum((w.cost for w in weeks), start=Decimal(0)),
