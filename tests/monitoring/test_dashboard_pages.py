@@ -521,3 +521,43 @@ def test_empty_use_case_renders(world: DashWorld) -> None:
     assert len(role(trend, "estimate")["x"]) == dashboard.WEEKS
     overview = client_for(world, "lead_a").get("/overview/")
     assert overview.status_code == 200
+
+
+# --- the figures ingest stores for the dashboard -------------------------------------------------
+
+
+def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> None:
+    """Single and batch ingest fill min_content_probability (flagged at t iff below t) and
+    multi_part; the backfill command fills answers stored before, and only those."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    single = world.answer("einzeln", week=world.last_week, flagged=True, question=MULTI)
+    assert single.min_content_probability == pytest.approx(0.05)
+    assert single.multi_part is True
+    text = "Antwort stapel: Der Behälter wird alle 5 Jahre geprüft."
+    items = [
+        {"external_id": "stapel-1", "use_case": "auskunft", "question": SINGLE, "answer": text,
+         "model": GENERATOR, "logprobs": logprobs(text, False)},
+        {"external_id": "stapel-2", "use_case": "vertrieb", "question": MULTI, "answer": text,
+         "model": GENERATOR, "logprobs": None},
+    ]
+    results = services.answer_ingest_batch(service=world.service, items=items)
+    assert [r.status for r in results] == [201, 201]
+    first, second = (Answer.objects.get(external_id=i) for i in ("stapel-1", "stapel-2"))
+    assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
+    assert (second.min_content_probability, second.multi_part) == (None, True)
+    assert not first.flagged and first.min_content_probability >= first.logprob_threshold
+
+    # Answers from before the fields existed: NULL, until the backfill computes them.
+    Answer.objects.filter(pk__in=[single.pk, first.pk]).update(
+        min_content_probability=None, multi_part=None
+    )
+    out = StringIO()
+    call_command("backfill_dashboard_fields", "--batch-size", "1", stdout=out)
+    assert out.getvalue().strip() == "updated 2 answers"
+    single.refresh_from_db()
+    first.refresh_from_db()
+    assert (single.min_content_probability, single.multi_part) == (pytest.approx(0.05), True)
+    assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
