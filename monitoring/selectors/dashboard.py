@@ -203,7 +203,7 @@ class WeekFigures:
     cost: Decimal
     unpriced_runs: int
     judges: tuple[tuple[str, str], ...]  # (judge model, prompt version), sorted
-    judge_changed: bool  # a judge model or prompt version the weeks before had not
+    judge_changed: bool  # a judge model or prompt version the latest judged week before lacked
 
     @property
     def label(self) -> str:
@@ -365,7 +365,9 @@ def _week_figures(
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
-    seen: set[tuple[str, str]] = set()
+    # The judges of the latest week before that had any: a week with a judge it lacked is a
+    # change (a switch back to an earlier model or prompt is one too).
+    before: set[tuple[str, str]] = set()
     for i, week in enumerate(weeks):
         volume, flagged = counts.get((use_case.pk, i), (0, 0))
         sizes = (flagged, volume - flagged)
@@ -410,9 +412,10 @@ def _week_figures(
             cost=week_usage.cost,
             unpriced_runs=week_usage.unpriced_runs,
             judges=judges,
-            judge_changed=bool(seen and set(judges) - seen),
+            judge_changed=bool(before and set(judges) - before),
         ))
-        seen.update(judges)
+        if judges:
+            before = set(judges)
     return out
 
 
