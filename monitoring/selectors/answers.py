@@ -95,9 +95,13 @@ def _filtered(
     date_to: date | None = None,
     sort: str | None = None,
 ) -> QuerySet[Answer]:
-    answers = Answer.objects.filter(use_case__in=use_cases_for_user(user=user))
+    # The permitted use cases are resolved first and passed as constants: given a subquery, the
+    # planner cannot know that it is one use case of ten and walks all of its answers instead
+    # of the newest few by (use_case, created_at) — 650 ms instead of 1 ms at a million answers.
+    allowed = dict(use_cases_for_user(user=user).values_list("slug", "id"))
     if use_case:
-        answers = answers.filter(use_case__slug=use_case)
+        allowed = {use_case: allowed[use_case]} if use_case in allowed else {}
+    answers = Answer.objects.filter(use_case_id__in=sorted(allowed.values()))
     if week is not None:
         start, end = iso_week_bounds(year=week[0], week=week[1])
         answers = answers.filter(created_at__gte=start, created_at__lt=end)

@@ -74,7 +74,7 @@ def client_for(world: World, who: str) -> Client:
 
 def url_for(world: World, name: str) -> str:
     return {
-        "list": "/",
+        "list": "/answers/",
         "detail_a": f"/answers/{world.answer_a.pk}/",
         "detail_b": f"/answers/{world.answer_b.pk}/",
         "admin": "/admin/",
@@ -115,7 +115,7 @@ def test_permission_matrix(world: World, who: str, url: str, expected: Any) -> N
 
 def test_expert_and_lead_see_only_their_use_cases_answers(world: World) -> None:
     for who in ("expert_a", "lead_a"):
-        html = client_for(world, who).get("/").content.decode()
+        html = client_for(world, who).get("/answers/").content.decode()
         assert "ext-in-a" in html
         assert f'href="/answers/{world.answer_a.pk}/"' in html
         assert "ext-in-b" not in html
@@ -140,7 +140,7 @@ def test_unassigned_user_sees_the_empty_state_and_no_answers(world: World) -> No
 
 
 def test_staff_sees_every_use_case(world: World) -> None:
-    html = client_for(world, "staff").get("/").content.decode()
+    html = client_for(world, "staff").get("/answers/").content.decode()
     assert "ext-in-a" in html and "ext-in-b" in html
     assert EMPTY_STATE not in html
     assert "Verwaltung" in html  # the admin link is offered to staff only
