@@ -120,6 +120,17 @@ def reanalyse(answer: str, compact: Mapping[str, Any], threshold: float) -> list
     return find_uncertain_words(answer, starts, ends, values, threshold)
 
 
+def _is_content(first: str) -> bool:
+    """Whether a word starting with `first` bears content: a number, a capitalised word (every
+    German noun), or a paragraph sign."""
+    return first == "§" or first.isdigit() or first.isupper() or first.istitle()
+
+
+def content_word_spans(answer: str) -> list[tuple[int, int]]:
+    """The character spans of the answer's content-bearing words, in text order."""
+    return [m.span() for m in _WORD_RE.finditer(answer) if _is_content(answer[m.start()])]
+
+
 def find_uncertain_words(
     answer: str,
     starts: Sequence[int],
@@ -153,8 +164,7 @@ def find_uncertain_words(
         ws, we = match.span()
         if ws >= low_ends[-1]:
             break
-        first = answer[ws]
-        if not (first == "§" or first.isdigit() or first.isupper() or first.istitle()):
+        if not _is_content(answer[ws]):
             continue
         i = bisect_right(low_ends, ws)
         lowest = math.inf

@@ -14,13 +14,13 @@ threshold, so a window of ~100k answers is cheap.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from monitoring.domain.logprobs import find_uncertain_words
+from monitoring.domain.logprobs import content_word_spans
 from monitoring.domain.statistics import Lift, lift
 
 DEFAULT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -41,24 +41,28 @@ def min_content_probability(answer: str, compact: Mapping[str, Any] | None) -> f
     if starts is None or ends is None or values is None or not len(starts) == len(ends):
         return None
     n = min(len(starts), len(ends), len(values))
-    # At an infinite threshold every non-empty token counts as uncertain, so the words found are
-    # exactly the content words any threshold could flag; which words those are (and what a
-    # content word is) stays logprobs' decision. NaN and +inf logprobs never count there (they
-    # fail its `logprob < cut` test at every threshold), so they are left out here too.
-    words = find_uncertain_words(answer, starts, ends, values, math.inf)
-    if not words:
-        return None
-    usable = [k for k in range(n) if ends[k] > starts[k] and values[k] < math.inf]
-    token_ends = [ends[k] for k in usable]
+    # A token counts where find_uncertain_words would count it at some threshold: it has text
+    # and a logprob below +inf (NaN never compares below anything, so it never counts).
+    # Content words do not overlap and both lists are in text order, so one pass pairs each
+    # token with the first content word that ends after the token starts; they overlap when
+    # that word starts before the token ends. This is the same set of (word, token) contacts
+    # find_uncertain_words walks, at a tenth of the cost (it runs for every ingested answer).
+    words = content_word_spans(answer)
     lowest = math.inf
-    for word in words:
-        i = bisect_right(token_ends, word.start)
-        while i < len(usable) and starts[usable[i]] < word.end:
+    j = 0
+    for k in range(n):
+        start, end, value = starts[k], ends[k], values[k]
+        if not (end > start and value < math.inf):
+            continue
+        while j < len(words) and words[j][1] <= start:
+            j += 1
+        if j == len(words):
+            break
+        if words[j][0] < end:
             # The same expression logprobs compares with the threshold, so the two agree to
             # the last bit rather than up to the 4-digit rounding of UncertainWord.probability.
-            lowest = min(lowest, math.exp(min(values[usable[i]], 0.0)))
-            i += 1
-    return lowest
+            lowest = min(lowest, math.exp(min(value, 0.0)))
+    return None if lowest == math.inf else lowest
 
 
 @dataclass(frozen=True, slots=True)
