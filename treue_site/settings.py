@@ -126,7 +126,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "monitoring:answer_list"
+LOGIN_REDIRECT_URL = "monitoring:home"  # leads land on the overview, experts on the answers
 LOGOUT_REDIRECT_URL = "login"
 
 # German first, English second (the UI's words go through gettext).
