@@ -307,8 +307,9 @@ def lift(
     sample); the two shares are then positively correlated and Katz's variance would be too
     wide, so the delta-method variance is taken over the two disjoint parts (flagged, rest).
 
-    A count of 0 makes the logarithm undefined: then 0.5 is added to every cell of the 2×2
-    table (Haldane-Anscombe), so the lift and its interval are the corrected ones. The shares
+    A count of 0 makes the logarithm undefined, and a group that is all unfaithful has no
+    variance: then 0.5 is added to every cell of the 2×2 table (Haldane-Anscombe), so the lift
+    and its interval are the corrected ones and the interval never has zero width. The shares
     are always the raw ones. The lift is None when either group is empty or neither has an
     unfaithful answer (0/0 says nothing about a ratio).
     """
@@ -333,8 +334,12 @@ def lift(
     a, n1, c, n2 = float(flagged_bad), float(flagged_n), float(random_bad), float(random_n)
     if nested:
         rest_bad, rest_n = c - a, n2 - n1
-        if a == 0:
-            a, n1, rest_bad, rest_n = a + 0.5, n1 + 1, rest_bad + 0.5, rest_n + 1
+        # A part that is all unfaithful or all faithful has no binomial variance and would
+        # give a zero-width interval: the same half-count correction as for a zero cell.
+        if a in (0, n1) or (rest_n and rest_bad in (0, rest_n)):
+            a, n1 = a + 0.5, n1 + 1
+            if rest_n:
+                rest_bad, rest_n = rest_bad + 0.5, rest_n + 1
         c, n2 = a + rest_bad, n1 + rest_n
         p_f, p_all = a / n1, c / n2
         share = n1 / n2
@@ -344,7 +349,7 @@ def lift(
             p_r = rest_bad / rest_n
             variance += ((1 - share) / p_all) ** 2 * p_r * (1 - p_r) / rest_n
     else:
-        if a == 0 or c == 0:
+        if a in (0, n1) or c in (0, n2):
             a, n1, c, n2 = a + 0.5, n1 + 1, c + 0.5, n2 + 1
         variance = max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2)
     ratio = (a / n1) / (c / n2)

@@ -492,3 +492,15 @@ def test_numpy_integers_are_accepted():
     assert lift(flagged_bad=np.int64(10), flagged_n=np.int64(50), random_bad=5, random_n=100) == (
         lift(flagged_bad=10, flagged_n=50, random_bad=5, random_n=100)
     )
+
+
+def test_lift_interval_never_has_zero_width_when_a_part_is_pure() -> None:
+    # Nested (tuner): 10 of 10 flagged unfaithful, 0 of 30 others: without the half-count
+    # correction both parts have p(1 - p) = 0 and the interval would be the point 4.0.
+    nested = lift(flagged_bad=10, flagged_n=10, random_bad=10, random_n=40, nested=True)
+    assert nested.low < nested.lift < nested.high
+    # Corrected counts: flagged 10.5/11, rest 0.5/31, all 11/42 -> lift (10.5/11)/(11/42).
+    assert nested.lift == pytest.approx((10.5 / 11) / (11 / 42))
+    # Independent groups, both entirely unfaithful: Katz's variance would be 0.
+    katz = lift(flagged_bad=12, flagged_n=12, random_bad=20, random_n=20)
+    assert katz.low < 1.0 < katz.high
