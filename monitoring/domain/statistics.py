@@ -144,7 +144,7 @@ def stratified_mean(strata: Sequence[Stratum], *, confidence: float = 0.95) -> E
     unjudged answers lie somewhere in [0, 1]: this only removes impossible values, so coverage
     is unchanged, and it makes a nearly fully judged week's interval as narrow as it really is.
     """
-    cells = [(s.size, [_unit(v) for v in s.values], None) for s in strata]
+    cells = [(s.size, _units(s.values), None) for s in strata]
     return _estimate(cells, confidence, bounded=True)
 
 
@@ -155,6 +155,12 @@ def stratified_share(strata: Sequence[Stratum], *, confidence: float = 0.95) -> 
     correction the interval is exactly ``wilson(k, n)``.
     """
     for s in strata:
+        try:
+            fine = set(s.values) <= {0, 1}  # the same test as below, at C speed
+        except TypeError:
+            fine = False
+        if fine:
+            continue
         for v in s.values:
             if v not in (0, 1):
                 raise ValueError(f"a share needs 0/1 values, not {v!r}")
@@ -185,6 +191,24 @@ def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> 
             claims.append(float(m))  # Integral: numpy integers are fine too
         cells.append((s.size, points, claims))
     return _estimate(cells, confidence, bounded=False)
+
+
+def _units(values: Sequence[float]) -> list[float]:
+    """The values as floats in [0, 1], as `_unit` checks them one by one.
+
+    A fast path for the usual case, a list of floats in range, checked at C speed: every value
+    a float (no bool, int, Decimal or subclass), none below 0 or above 1, and no NaN (a NaN
+    makes the sum NaN; an infinity is out of range already). Anything else goes through
+    `_unit`, which converts or raises exactly as before.
+    """
+    out = values if type(values) is list else list(values)
+    if not out:
+        return []
+    if set(map(type, out)) == {float} and min(out) >= 0 and max(out) <= 1:
+        total = sum(out)
+        if total == total:
+            return out
+    return [_unit(v) for v in out]
 
 
 def _unit(value: float) -> float:
@@ -242,13 +266,16 @@ def _estimate(
         if not size or k == size:
             continue  # empty, or judged in full: the finite population correction is 0
         w = size / population
-        ones = [1.0] * k if claims is None else claims
-        residuals = [(a - ratio * m) / shrunk_den for a, m in zip(points, ones, strict=True)]
+        if claims is None:
+            # One claim per answer: ratio * 1.0 is ratio exactly, so this is the same sum.
+            residuals = [(a - ratio) / shrunk_den for a in points]
+        else:
+            residuals = [(a - ratio * m) / shrunk_den for a, m in zip(points, claims, strict=True)]
         # The pseudo-answer: one claim, weight ½ supported and ½ unsupported.
         supported, unsupported = (1 - ratio) / shrunk_den, -ratio / shrunk_den
         centre = (math.fsum(residuals) + _PRIOR * (supported + unsupported)) / (k + 1)
         spread = (
-            math.fsum((r - centre) ** 2 for r in residuals)
+            math.fsum([(r - centre) ** 2 for r in residuals])
             + _PRIOR * ((supported - centre) ** 2 + (unsupported - centre) ** 2)
         ) / (k + 1)
         terms.append(w * w * (1 - k / size) * spread / k)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -100,7 +101,17 @@ def threshold_table(
     if any(math.isnan(t) for t in thresholds):
         raise ValueError("a threshold is NaN")
     total = len(min_probabilities)
-    flaggable = sorted(p for p in min_probabilities if p is not None)
+    # How many answers lie below each distinct value: a window holds ~100k answers but few
+    # distinct values (the dashboard hands in one stand-in per bucket). Counted at C speed;
+    # with a NaN among them (no order to search in) the plain sorted list instead.
+    tally = Counter(min_probabilities)
+    tally.pop(None, None)
+    if all(p == p for p in tally):
+        flaggable = sorted(tally)
+        below = list(accumulate((tally[p] for p in flaggable), initial=0))
+    else:
+        flaggable = sorted(p for p in min_probabilities if p is not None)
+        below = range(len(flaggable) + 1)
 
     # Random-sample answers ordered by min probability (never-flaggable ones last), with a
     # running count of the unfaithful ones: at threshold t the flagged ones are a prefix.
@@ -113,7 +124,7 @@ def threshold_table(
 
     rows = []
     for t in thresholds:
-        flagged = bisect_left(flaggable, t)  # strictly below t, as logprobs flags
+        flagged = below[bisect_left(flaggable, t)]  # strictly below t, as logprobs flags
         judged = (flagged + rate * (total - flagged)) / weeks
         k = bisect_left(sample_keys, t)
         rows.append(
