@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -294,14 +294,29 @@ def _bulk_insert(model: type[Answer] | type[Chunk], rows: list, *, with_ids: boo
             for f in stamped:
                 f.pre_save(obj, add=True)
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
         with raw.copy(f"COPY {connection.ops.quote_name(table)} ({columns}) FROM STDIN") as copy:
             for obj in rows:
                 copy.write_row([
-                    f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields
+                    _json_text(getattr(obj, f.attname)) if f.attname in json_fields
+                    else f.get_db_prep_save(getattr(obj, f.attname), connection)
+                    for f in fields
                 ])
     for obj in rows:
         obj._state.adding = False
         obj._state.db = connection.alias
+
+
+def _json_text(value: Any) -> str | None:
+    """A JSON column's value as COPY's text: orjson, a few times faster than the json module
+    Django would use on the token data; json where orjson refuses (unpaired surrogates were
+    rejected at validation, but integers beyond 64 bits in metadata are allowed)."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value)
 
 
 def _compare(stored: Answer, digest: str) -> IngestResult:
