@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python -m pip install -q --disable-pip-version-check ./clients/python
 
 # Browser tests drive Debian's chromium; Playwright never downloads a browser of its own.
 if [ ! -x /usr/bin/chromium ]; then
