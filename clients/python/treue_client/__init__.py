@@ -6,6 +6,7 @@ token log-probabilities.
 """
 
 from treue_client.client import TreueClient
+from treue_client.openai_wrapper import instrument
 
-__all__ = ["TreueClient"]
+__all__ = ["TreueClient", "instrument"]
 __version__ = "0.1.0"
