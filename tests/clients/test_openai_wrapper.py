@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -220,3 +224,27 @@ def test_a_broken_treue_client_never_breaks_the_call(
     assert completion.choices[0].message.content
     assert json.loads(completion.model_dump_json())["model"] == "m"
     assert client.stats()["queued"] == 0
+
+
+def test_the_example_runs_and_its_answer_arrives(
+    treue: Treue, openai_server: FakeOpenAIServer
+) -> None:
+    example = Path(__file__).resolve().parents[2] / "clients/python/examples/rag_example.py"
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": openai_server.base_url,
+        "OPENAI_API_KEY": "sk-test",
+        "TREUE_URL": treue.url,
+        "TREUE_KEY": treue.key,
+        "TREUE_USE_CASE": treue.use_case,
+    }
+    done = subprocess.run(
+        [sys.executable, str(example), "Wie oft wird der Behälter geprüft?"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == only_answer().text
+    assert "'sent': 1" in done.stderr
+    assert only_answer().chunks.count() == 2
+    assert "treue_chunks" not in openai_server.requests[0]
