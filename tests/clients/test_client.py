@@ -124,7 +124,8 @@ def test_refused_answers_are_counted_and_not_sent_again(
     make_client: Any, proxy: Proxy
 ) -> None:
     proxy.start()
-    client = make_client(url=proxy.url)
+    # One batch of exactly these four, however slow the machine.
+    client = make_client(url=proxy.url, batch_size=4, flush_interval=30)
     client.record(**answer(1))
     client.record(**answer(2, question=""))  # 400: a question is required
     client.record(**answer(3), use_case="vertrieb")  # 403: not this key's use case
@@ -143,7 +144,7 @@ def test_a_wrong_key_rejects_the_batch_without_retrying(
     make_client: Any, proxy: Proxy, treue: Treue
 ) -> None:
     proxy.start()
-    client = make_client(url=proxy.url, key="trk_wrong")
+    client = make_client(url=proxy.url, key="trk_wrong", batch_size=2, flush_interval=30)
     client.record(**answer(1))
     client.record(**answer(2))
 
