@@ -180,25 +180,4 @@ class WeekRescoreForm(RescoreForm):
     field_order = ["week", "judge_model"]
 
     def clean_week(self) -> tuple[int, int]:
-        value = self.cleaned_data["week"].upper()
-        match = WEEK_RE.match(value)
-        if not match:
-            raise forms.ValidationError(
-                _("Bitte eine Woche im Format JJJJ-Www angeben, z. B. 2026-W07."), code="format"
-            )
-        year, week = int(match.group(1)), int(match.group(2))
-        if not WEEK_YEARS[0] <= year <= WEEK_YEARS[1]:
-            raise forms.ValidationError(
-                _("Bitte ein Jahr zwischen %(first)s und %(last)s angeben.")
-                % {"first": WEEK_YEARS[0], "last": WEEK_YEARS[1]},
-                code="year",
-            )
-        try:
-            date.fromisocalendar(year, week, 1)
-        except ValueError:
-            raise forms.ValidationError(
-                _("Das Jahr %(year)s hat keine Kalenderwoche %(week)s.")
-                % {"year": year, "week": week},
-                code="no_such_week",
-            ) from None
-        return year, week
+        return parse_iso_week(self.cleaned_data["week"].upper())

@@ -24,7 +24,7 @@ FLAGGED = "flagged"
 
 def parse_week(text: str) -> tuple[int, int]:
     """`"2026-W49"` → `(2026, 49)`; ValueError for anything else or a week the year lacks."""
-    match = _WEEK_RE.match(text)
+    match = _WEEK_RE.match(text) if isinstance(text, str) else None
     if not match:
         raise ValueError(f"{text!r} is not an ISO week like 2026-W49")
     year, week = int(match.group(1)), int(match.group(2))

@@ -16,13 +16,13 @@ Plain values in, plain values out: no Django, no model client.
 """
 
 import math
-import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
 
 import numpy as np
 from scipy import stats
+
+from review.domain.batches import parse_week, shift_week
 
 # -- paired scores ---------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ class ReviewedPair:
             numeric = isinstance(value, int | float) and not isinstance(value, bool)
             if not (numeric and 0.0 <= value <= 1.0):
                 raise ValueError(f"{name} score must be in [0, 1], got {value!r}")
-        _parse_week(self.week)
+        parse_week(self.week)
 
 
 def difference(pair: ReviewedPair) -> float:
@@ -151,30 +151,8 @@ def last_weeks(week: str, count: int) -> list[str]:
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
-    year, number = _parse_week(week)
-    monday = date.fromisocalendar(year, number, 1)
-    result = []
-    for back in range(count - 1, -1, -1):
-        iso = (monday - timedelta(weeks=back)).isocalendar()
-        result.append(f"{iso.year:04d}-W{iso.week:02d}")
-    return result
-
-
-# ASCII digits only: str.isdigit() and \d would also take other scripts' digits.
-_WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})")
-
-
-def _parse_week(week: str) -> tuple[int, int]:
-    """(year, week) from "YYYY-Www"; ValueError for anything else, e.g. W53 of a 52-week year."""
-    match = _WEEK.fullmatch(week) if isinstance(week, str) else None
-    if match is None:
-        raise ValueError(f"week must look like 2026-W48, got {week!r}")
-    year, number = int(match[1]), int(match[2])
-    try:
-        date.fromisocalendar(year, number, 1)
-    except ValueError as error:
-        raise ValueError(f"no ISO week {week!r}") from error
-    return year, number
+    parse_week(week)
+    return [shift_week(week, -back) for back in range(count - 1, -1, -1)]
 
 
 def _check_confidence(confidence: float) -> None:

@@ -7,7 +7,6 @@ against the local OpenAI-compatible server, whose replies the tests script. Expe
 computed by hand from the runs that produced them.
 """
 
-import json
 import math
 import re
 import threading
@@ -30,34 +29,13 @@ from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services import rescoring
 from monitoring.services.judging import judge_run_execute
+from tests.support.judged import Judge as ScriptedJudge
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"
 OTHER_JUDGE = "judge-y"
 
 # --- building answers and runs through the product ------------------------------------------
-
-
-class ScriptedJudge:
-    """Replies of the local judge server: claims per answer text, a verdict word per claim."""
-
-    def __init__(self) -> None:
-        self.claims: dict[str, list[str]] = {}
-        self.verdicts: dict[str, str] = {}
-
-    def script(self, answer: str, verdicts: list[tuple[str, str]]) -> None:
-        self.claims[answer] = [claim for claim, _ in verdicts]
-        self.verdicts.update(dict(verdicts))
-
-    def __call__(self, request: dict[str, Any]) -> str:
-        system, user = request["messages"][0]["content"], request["messages"][1]["content"]
-        if system.startswith(("Du zerlegst", "You split")):
-            answer = re.search(r"(?:Antwort|Answer):\n(.*)\n\n", user, re.DOTALL)
-            assert answer is not None
-            return json.dumps(self.claims[answer.group(1)], ensure_ascii=False)
-        claim = re.search(r"^(?:Aussage|Claim): (.*)$", user, re.MULTILINE)
-        assert claim is not None
-        return self.verdicts[claim.group(1)]
 
 
 @pytest.fixture
