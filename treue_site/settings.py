@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "monitoring",
     "review",
+    "investigations",
 ]
 
 MIDDLEWARE = [
@@ -200,6 +201,12 @@ TREUE_JUDGE_MAX_ATTEMPTS = envint("TREUE_JUDGE_MAX_ATTEMPTS", 10)
 TREUE_JUDGE_BACKOFF_MAX_SECONDS = envint("TREUE_JUDGE_BACKOFF_MAX_SECONDS", 600)
 TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
 TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")
+# Self-consistency re-asks: a whole answer per call, so a longer timeout and a larger cap than
+# the judge's; retries, backoff and leases are the judge tier's (TREUE_JUDGE_*).
+TREUE_GENERATOR_TIMEOUT_SECONDS = envfloat("TREUE_GENERATOR_TIMEOUT_SECONDS", 120.0)
+TREUE_GENERATOR_MAX_TOKENS = envint("TREUE_GENERATOR_MAX_TOKENS", 1500)
+# Questions of one investigation at most (each costs samples + 1 calls).
+TREUE_INVESTIGATION_MAX_QUESTIONS = envint("TREUE_INVESTIGATION_MAX_QUESTIONS", 500)
 
 # Weekly review and calibration (tier 3). The CUSUM watches, per reviewed answer, whether the
 # expert and the judge fall on different sides of the action threshold. The defaults and the
