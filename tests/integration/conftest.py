@@ -56,6 +56,8 @@ WORKER_SETTINGS = {
     "TREUE_JUDGE_TIMEOUT_SECONDS": "10",
     "TREUE_JUDGE_CONCURRENCY": "8",
 }
+# The apps whose tasks a test's workers run.
+TASK_APPS = ("monitoring", "review", "investigations")
 WORKERS_KEY = pytest.StashKey[list[tuple["Worker", int]]]()
 
 T = TypeVar("T")
@@ -88,9 +90,11 @@ def _reset_publishing(app: Any) -> None:
 
 @contextmanager
 def route_to(queue: str) -> Iterator[None]:
-    """Route the monitoring tasks this process publishes (ingest, reconciler) to `queue`."""
+    """Route the tasks this process publishes (ingest, reconciler, investigations) to `queue`."""
     saved = celery_app.conf.task_routes
-    celery_app.conf.update(task_routes={"monitoring.tasks.*": {"queue": queue}})
+    celery_app.conf.update(
+        task_routes={f"{app}.tasks.*": {"queue": queue} for app in TASK_APPS}
+    )
     try:
         yield
     finally:
