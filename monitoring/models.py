@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
 
 
@@ -65,6 +66,19 @@ class UseCase(models.Model):
         settings.AUTH_USER_MODEL, blank=True, related_name="led_use_cases",
         verbose_name=_("Teamleitung"),
     )
+    # Null keeps answers forever. At least MIN_RETENTION_DAYS (see monitoring/domain/retention.py):
+    # the weekly review and last week's batch must never lose their answers.
+    retention_days = models.PositiveIntegerField(
+        _("Aufbewahrung in Tagen"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_RETENTION_DAYS)],
+        help_text=_(
+            "Ältere Antworten werden anonymisiert: Frage, Antwort, Abschnitte und Urteilstexte "
+            "werden gelöscht, die Kennzahlen bleiben. Leer: unbegrenzt. Mindestens 28 Tage, "
+            "damit die Wochenprüfung ihre Antworten behält."
+        ),
+    )
     active = models.BooleanField(_("aktiv"), default=True)
     created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
 
@@ -76,6 +90,11 @@ class UseCase(models.Model):
             models.CheckConstraint(
                 condition=models.Q(sample_rate__gt=0, sample_rate__lte=1),
                 name="use_case_sample_rate_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(retention_days__isnull=True)
+                | models.Q(retention_days__gte=MIN_RETENTION_DAYS),
+                name="use_case_retention_min",
             ),
         ]
 
@@ -165,6 +184,8 @@ class Answer(models.Model):
     # token data; and whether the question asks several things at once (a cause of invention).
     min_content_probability = models.FloatField(null=True, blank=True)
     multi_part = models.BooleanField(null=True, blank=True)
+    # Set when retention removed the content (monitoring/services/retention.py); the figures stay.
+    anonymised_at = models.DateTimeField(_("anonymisiert"), null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -203,6 +224,12 @@ class Answer(models.Model):
                 ],
                 name="answer_dash_judged",
                 condition=models.Q(status="judged"),
+            ),
+            # Retention's candidates: the old answers not yet anonymised. Partial, so the daily
+            # run does not walk past the million it anonymised before.
+            models.Index(
+                fields=["use_case", "created_at"], name="answer_retention_due",
+                condition=models.Q(anonymised_at__isnull=True),
             ),
         ]
 
@@ -394,3 +421,19 @@ class Alarm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.use_case_id}:{self.kind}:{self.key}"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last sign of life of each Celery worker, written by the worker's consumer every
+    TREUE_HEARTBEAT_SECONDS (treue_site/celery.py) and read by /health."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    last_seen = models.DateTimeField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = _("Worker-Lebenszeichen")
+        verbose_name_plural = _("Worker-Lebenszeichen")
+
+    def __str__(self) -> str:
+        return self.hostname
