@@ -1,4 +1,5 @@
-"""The only module that talks to the judge model (any OpenAI-compatible endpoint).
+"""The only module that talks to models: the judge, and the generator that self-consistency
+investigations re-ask (any OpenAI-compatible endpoints).
 
 It turns the SDK's errors into two kinds the task understands: `JudgeUnavailable` (transient:
 timeouts, connection errors, 429, 5xx, a 200 whose body is not JSON — retry later, honouring
@@ -14,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import openai
 from django.conf import settings
@@ -143,40 +145,105 @@ class JudgeClient:
     def _call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
         timeout = self._timeout()
         started = time.monotonic()
-        try:
-            completion = self._client.chat.completions.create(
-                model=self.config.model,
-                messages=messages,  # type: ignore[arg-type]
-                temperature=0,
-                max_tokens=max_tokens,
-                timeout=timeout,
-            )
-        except openai.APIConnectionError as e:  # includes timeouts
-            raise JudgeUnavailable(f"judge unreachable: {type(e).__name__}") from e
-        except openai.RateLimitError as e:
-            raise JudgeUnavailable(
-                "judge rate limit (429)", retry_after=_retry_after(e.response.headers)
-            ) from e
-        except openai.APIStatusError as e:
-            if e.status_code >= 500 or e.status_code in (408, 409):
-                raise JudgeUnavailable(
-                    f"judge error {e.status_code}", retry_after=_retry_after(e.response.headers)
-                ) from e
-            raise JudgeMisconfigured(
-                f"judge refused the request ({e.status_code}): {e.message}"[:500]
-            ) from e
-        except json.JSONDecodeError as e:
-            # A 200 whose body is not JSON (a proxy's or gateway's page): the endpoint's
-            # trouble, not ours; retried like a 5xx, and shown if it persists.
-            raise JudgeUnavailable(f"judge reply is not JSON: {e}"[:500]) from e
-        latency_ms = int((time.monotonic() - started) * 1000)
-        choice = completion.choices[0] if completion.choices else None
-        text = (choice.message.content if choice else None) or ""
-        usage = completion.usage
-        return CallResult(
-            text=text,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            latency_ms=latency_ms,
-            model=completion.model or self.config.model,
+        completion = _create(
+            self._client,
+            "judge",
+            model=self.config.model,
+            messages=messages,
+            temperature=0,
+            max_tokens=max_tokens,
+            timeout=timeout,
         )
+        return _result(completion, self.config.model, started)
+
+
+def _create(client: openai.OpenAI, who: str, **request: Any) -> Any:
+    """One chat completion, the SDK's errors mapped to retry (unavailable) or not."""
+    try:
+        return client.chat.completions.create(**request)
+    except openai.APIConnectionError as e:  # includes timeouts
+        raise JudgeUnavailable(f"{who} unreachable: {type(e).__name__}") from e
+    except openai.RateLimitError as e:
+        raise JudgeUnavailable(
+            f"{who} rate limit (429)", retry_after=_retry_after(e.response.headers)
+        ) from e
+    except openai.APIStatusError as e:
+        if e.status_code >= 500 or e.status_code in (408, 409):
+            raise JudgeUnavailable(
+                f"{who} error {e.status_code}", retry_after=_retry_after(e.response.headers)
+            ) from e
+        raise JudgeMisconfigured(
+            f"{who} refused the request ({e.status_code}): {e.message}"[:500]
+        ) from e
+    except json.JSONDecodeError as e:
+        # A 200 whose body is not JSON (a proxy's or gateway's page): the endpoint's
+        # trouble, not ours; retried like a 5xx, and shown if it persists.
+        raise JudgeUnavailable(f"{who} reply is not JSON: {e}"[:500]) from e
+
+
+def _result(completion: Any, model: str, started: float) -> CallResult:
+    latency_ms = int((time.monotonic() - started) * 1000)
+    choice = completion.choices[0] if completion.choices else None
+    text = (choice.message.content if choice else None) or ""
+    usage = completion.usage
+    return CallResult(
+        text=text,
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        latency_ms=latency_ms,
+        model=completion.model or model,
+    )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One re-asked answer: the text, its token log-probabilities as the API returned them
+    (`choices[0].logprobs` as a plain dict, or None) and the call's usage."""
+
+    result: CallResult
+    logprobs: dict[str, Any] | None
+
+
+class GeneratorClient:
+    """Re-asks the generator (self-consistency investigations): the answer's own messages at a
+    temperature above 0, with log-probabilities on. Errors map like the judge's, so the task
+    retries the same way."""
+
+    def __init__(self, *, deadline: float | None = None) -> None:
+        self.base_url = settings.TREUE_GENERATOR_BASE_URL
+        if not self.base_url:
+            raise JudgeMisconfigured("no generator endpoint: set TREUE_GENERATOR_BASE_URL")
+        self.config = JudgeConfig(
+            base_url=self.base_url,
+            api_key=settings.TREUE_GENERATOR_API_KEY or "unused",
+            model="",
+            timeout=settings.TREUE_GENERATOR_TIMEOUT_SECONDS,
+            max_tokens_decompose=0,
+            max_tokens_verify=0,
+        )
+        self.deadline = deadline
+        self._client = _shared_client(self.config)
+
+    def generate(
+        self, messages: list[dict[str, Any]], *, model: str, temperature: float
+    ) -> Generation:
+        timeout = self.config.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise JudgeUnavailable("time limit exceeded")
+            timeout = min(timeout, left)
+        started = time.monotonic()
+        completion = _create(
+            self._client,
+            "generator",
+            model=model,
+            messages=messages,
+            temperature=temperature,
+            max_tokens=settings.TREUE_GENERATOR_MAX_TOKENS,
+            logprobs=True,
+            timeout=timeout,
+        )
+        choice = completion.choices[0] if completion.choices else None
+        logprobs = choice.logprobs.model_dump(mode="json") if choice and choice.logprobs else None
+        return Generation(result=_result(completion, model, started), logprobs=logprobs)

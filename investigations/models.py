@@ -1,0 +1,114 @@
+"""Self-consistency investigations (method 2 of the article): a team lead re-asks the generator
+several times for a set of stored questions and sees where its answers disagree.
+
+An investigation is not a tier: nothing starts one automatically. Each question is a unit of
+work like a judge run: claimed with a lease by a conditional UPDATE, its samples stored one by
+one as they arrive, so a retried or redelivered task continues instead of paying again.
+"""
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from monitoring.models import Answer, UseCase
+
+
+class Investigation(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running", _("läuft")
+        FINISHED = "finished", _("abgeschlossen")
+        CANCELLED = "cancelled", _("abgebrochen")
+
+    class Selection(models.TextChoices):
+        LATEST = "latest", _("die letzten N Antworten")
+        FLAGGED = "flagged", _("N markierte Antworten")
+        BELOW = "below", _("N Antworten unter der Schwelle")
+        CHOSEN = "chosen", _("im Explorer gewählte Antworten")
+
+    use_case = models.ForeignKey(
+        UseCase, on_delete=models.CASCADE, related_name="investigations"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(_("gestartet"), auto_now_add=True)
+    finished_at = models.DateTimeField(_("beendet"), null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    selection = models.CharField(_("Auswahl"), max_length=10, choices=Selection.choices)
+    requested = models.PositiveIntegerField(_("angefragt"))
+    samples = models.PositiveSmallIntegerField(
+        _("Stichproben je Frage"),
+        default=3,
+        validators=[MinValueValidator(2), MaxValueValidator(10)],
+    )
+    temperature = models.FloatField(
+        _("Temperatur"), default=0.7, validators=[MinValueValidator(0.01), MaxValueValidator(2)]
+    )
+    # Blank: each question is re-asked with its answer's own generator model.
+    generator_model = models.CharField(_("Generator-Modell"), max_length=200, blank=True)
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=50)
+    estimated_calls = models.PositiveIntegerField(default=0)
+    estimated_cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("Konsistenzprüfung")
+        verbose_name_plural = _("Konsistenzprüfungen")
+        indexes = [models.Index(fields=["use_case", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.use_case.slug} #{self.pk}"
+
+
+class Question(models.Model):
+    class Status(models.TextChoices):
+        SKIPPED = "skipped", _("übersprungen")
+        PENDING = "pending", _("wartet")
+        RUNNING = "running", _("läuft")
+        DONE = "done", _("fertig")
+        FAILED = "failed", _("fehlgeschlagen")
+        CANCELLED = "cancelled", _("abgebrochen")
+
+    investigation = models.ForeignKey(
+        Investigation, on_delete=models.CASCADE, related_name="questions"
+    )
+    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    skip_reason = models.CharField(max_length=200, blank=True)
+    generator_model = models.CharField(max_length=200, blank=True)
+    # [{"text", "logprobs", "model", "latency_ms", "prompt_tokens", "completion_tokens"}], in
+    # the order they arrived; a retry asks only for the ones still missing.
+    sample_data = models.JSONField(default=list, blank=True)
+    # What the comparison found: per sample the values and the spans that differ.
+    comparison = models.JSONField(default=dict, blank=True)
+    consistent = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    decided_by = models.CharField(max_length=10, blank=True)  # "values" | "judge"
+    judge_raw = models.TextField(blank=True)
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    not_before = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    generator_calls = models.PositiveIntegerField(default=0)
+    judge_calls = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["investigation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["investigation", "answer"], name="investigation_answer_once"
+            )
+        ]
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.investigation_id}/{self.position}"

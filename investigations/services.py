@@ -1,0 +1,387 @@
+"""Writes of the investigations app: starting, executing, cancelling and reconciling.
+
+A question is executed like a judge run (monitoring/services/judging.py) and with the same
+settings for retries, backoff and leases: claimed by a conditional UPDATE that hands out a
+lease token; each generator sample is stored the moment it arrives, by the token's holder only,
+so a redelivered or retried task asks only for the samples still missing and nothing is paid
+twice; the verdict is written once. Cancelling flips the investigation; a running question sees
+it before its next call, and queued tasks find nothing to claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from investigations.models import Investigation, Question
+from investigations.selectors import Plan, model_prices, price_of
+from monitoring.domain import consistency
+from monitoring.domain.judging import CallResult
+from monitoring.judge_client import (
+    GeneratorClient,
+    JudgeClient,
+    JudgeConfig,
+    JudgeMisconfigured,
+    JudgeUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+# The contradiction check's reply: one word and a short reason.
+JUDGE_MAX_TOKENS = 200
+SELF_JUDGING = (
+    "the judge model {model!r} is the generator that was re-asked: a model judges itself too "
+    "leniently, so Treue refuses; configure another judge model"
+)
+UNFINISHED = (Question.Status.PENDING, Question.Status.RUNNING)
+
+
+def investigation_start(*, plan: Plan, user: AbstractBaseUser) -> Investigation:
+    """Create the investigation and its questions (skipped ones with their reason) and enqueue
+    one task per question once the transaction commits."""
+    with transaction.atomic():
+        investigation = Investigation.objects.create(
+            use_case=plan.use_case,
+            created_by=user,
+            selection=plan.selection,
+            requested=plan.requested,
+            samples=plan.samples,
+            temperature=plan.temperature,
+            generator_model=plan.generator_model,
+            judge_model=plan.judge_model,
+            prompt_version=consistency.PROMPT_VERSION,
+            estimated_calls=plan.calls,
+            estimated_cost=plan.estimated_cost,
+        )
+        rows = [
+            Question(
+                investigation=investigation,
+                answer=answer,
+                position=position,
+                generator_model=plan.generator_model or answer.model,
+            )
+            for position, answer in enumerate(plan.answers)
+        ]
+        rows += [
+            Question(
+                investigation=investigation,
+                answer=answer,
+                position=len(plan.answers) + position,
+                status=Question.Status.SKIPPED,
+                skip_reason=reason,
+            )
+            for position, (answer, reason) in enumerate(plan.skipped)
+        ]
+        created = Question.objects.bulk_create(rows)
+        ids = [q.pk for q in created if q.status == Question.Status.PENDING]
+        if not ids:
+            _finish_investigation(investigation.pk)
+            investigation.refresh_from_db()
+        transaction.on_commit(lambda: questions_enqueue(question_ids=ids))
+    return investigation
+
+
+def questions_enqueue(*, question_ids: Iterable[int]) -> int:
+    """A broker that is down costs nothing: the questions stay pending and the reconciler
+    enqueues them later."""
+    from investigations.tasks import investigate_question
+
+    sent = 0
+    for question_id in question_ids:
+        try:
+            investigate_question.apply_async(args=[question_id], retry=False)
+            sent += 1
+        except Exception as e:
+            logger.warning("could not enqueue question %s (%s); reconciling later", question_id, e)
+            break
+    return sent
+
+
+def investigation_cancel(*, investigation: Investigation) -> bool:
+    """Stop an investigation: questions not yet started are cancelled now, a running one before
+    its next call. What was already asked stays in the report."""
+    now = timezone.now()
+    with transaction.atomic():
+        done = Investigation.objects.filter(
+            pk=investigation.pk, status=Investigation.Status.RUNNING
+        ).update(status=Investigation.Status.CANCELLED, finished_at=now)
+        Question.objects.filter(
+            investigation_id=investigation.pk, status=Question.Status.PENDING
+        ).update(status=Question.Status.CANCELLED, finished_at=now, error="abgebrochen")
+    return bool(done)
+
+
+def _claim(question_id: int) -> uuid.UUID | None:
+    now = timezone.now()
+    token = uuid.uuid4()
+    claimed = Question.objects.filter(
+        pk=question_id, investigation__status=Investigation.Status.RUNNING
+    ).filter(
+        Q(status=Question.Status.PENDING)
+        | Q(status=Question.Status.RUNNING, lease_expires_at__lt=now)
+    ).update(
+        status=Question.Status.RUNNING,
+        lease_token=token,
+        lease_expires_at=now + timedelta(seconds=settings.TREUE_JUDGE_LEASE_SECONDS),
+        not_before=None,
+        attempts=F("attempts") + 1,
+    )
+    return token if claimed == 1 else None
+
+
+def _held(question: Question, token: uuid.UUID) -> Any:
+    return Question.objects.filter(
+        pk=question.pk, status=Question.Status.RUNNING, lease_token=token
+    )
+
+
+def _cost(question: Question, model: str, result: CallResult) -> Decimal | None:
+    """The question's cost so far plus this call's; unknown once any call's price is."""
+    if question.cost is None and (question.generator_calls or question.judge_calls):
+        return None
+    price = price_of(model_prices(), model, result.prompt_tokens, result.completion_tokens)
+    if price is None:
+        return None
+    return (question.cost or Decimal(0)) + price
+
+
+def _record_call(
+    question: Question, token: uuid.UUID, model: str, result: CallResult, *, judge: bool,
+    **fields: Any,
+) -> bool:
+    """Store one call's usage (and `fields`) if we still hold the lease, extending it."""
+    cost = _cost(question, model, result)
+    counter = "judge_calls" if judge else "generator_calls"
+    done = _held(question, token).update(
+        **{counter: F(counter) + 1},
+        prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
+        completion_tokens=F("completion_tokens") + result.completion_tokens,
+        cost=cost,
+        lease_expires_at=timezone.now() + timedelta(seconds=settings.TREUE_JUDGE_LEASE_SECONDS),
+        **fields,
+    )
+    if done:
+        setattr(question, counter, getattr(question, counter) + 1)
+        question.cost = cost
+        for name, value in fields.items():
+            setattr(question, name, value)
+    return bool(done)
+
+
+def _release(question: Question, token: uuid.UUID, reason: str, retry_in: float) -> None:
+    retry_in = min(max(retry_in, 0.0), settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS)
+    _held(question, token).update(
+        status=Question.Status.PENDING,
+        error=reason[:2000],
+        lease_token=None,
+        lease_expires_at=None,
+        not_before=timezone.now() + timedelta(seconds=retry_in),
+    )
+
+
+def _end(question: Question, token: uuid.UUID, status: str, **fields: Any) -> bool:
+    with transaction.atomic():
+        done = _held(question, token).update(
+            status=status,
+            finished_at=timezone.now(),
+            lease_token=None,
+            lease_expires_at=None,
+            **fields,
+        )
+        if done:
+            _finish_investigation(question.investigation_id)
+    return bool(done)
+
+
+def _finish_investigation(investigation_id: int) -> None:
+    """The last question to end finishes its investigation (a cancelled one stays so)."""
+    if not Question.objects.filter(
+        investigation_id=investigation_id, status__in=UNFINISHED
+    ).exists():
+        Investigation.objects.filter(
+            pk=investigation_id, status=Investigation.Status.RUNNING
+        ).update(status=Investigation.Status.FINISHED, finished_at=timezone.now())
+
+
+def _cancelled(question: Question) -> bool:
+    return Investigation.objects.filter(
+        pk=question.investigation_id, status=Investigation.Status.CANCELLED
+    ).exists()
+
+
+def question_execute(*, question_id: int) -> str:
+    """Claim one question and ask what is still missing: the samples, then (where the values
+    do not decide) the judge's contradiction check. Returns what happened, for logs and tests.
+
+    Raises JudgeUnavailable after giving the question back, so the task can retry it later.
+    """
+    token = _claim(question_id)
+    if token is None:
+        return "skipped"
+    question = Question.objects.select_related("investigation__use_case", "answer").get(
+        pk=question_id
+    )
+    investigation = question.investigation
+    deadline = time.monotonic() + settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS
+    try:
+        return _execute(question, token, investigation, deadline)
+    except JudgeUnavailable as e:
+        _release(question, token, str(e), retry_in=e.retry_after or 0)
+        raise
+    except JudgeMisconfigured as e:
+        _end(question, token, Question.Status.FAILED, error=str(e)[:2000])
+        return "failed"
+    except SoftTimeLimitExceeded as e:
+        _release(question, token, "time limit exceeded", retry_in=0)
+        raise JudgeUnavailable("time limit exceeded") from e
+    except Exception as e:
+        _end(question, token, Question.Status.FAILED, error=f"internal error: {e!r}"[:2000])
+        raise
+
+
+def _execute(
+    question: Question, token: uuid.UUID, investigation: Investigation, deadline: float
+) -> str:
+    language = investigation.use_case.language
+    judge_model = investigation.judge_model
+    if not judge_model:
+        raise JudgeMisconfigured("no judge model: set TREUE_JUDGE_MODEL")
+    if judge_model.strip().lower() == question.generator_model.strip().lower():
+        raise JudgeMisconfigured(SELF_JUDGING.format(model=judge_model))
+    messages = question.answer.messages or []
+    if len(question.sample_data) < investigation.samples:
+        generator = GeneratorClient(deadline=deadline)
+    while len(question.sample_data) < investigation.samples:
+        if _cancelled(question):
+            _end(question, token, Question.Status.CANCELLED, error="abgebrochen")
+            return "cancelled"
+        generation = generator.generate(
+            messages, model=question.generator_model, temperature=investigation.temperature
+        )
+        result = generation.result
+        sample = {
+            "text": result.text,
+            "model": result.model,
+            "logprobs": generation.logprobs,
+            "latency_ms": result.latency_ms,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+        }
+        stored = _record_call(
+            question, token, question.generator_model, result, judge=False,
+            sample_data=[*question.sample_data, sample],
+        )
+        if not stored:
+            return "superseded"  # another delivery took over after our lease ran out
+    if _cancelled(question):
+        _end(question, token, Question.Status.CANCELLED, error="abgebrochen")
+        return "cancelled"
+    texts = [s["text"] for s in question.sample_data]
+    comparison = consistency.compare_samples(texts, language=language)
+    reply = None
+    raw: list[str] = []
+    if consistency.needs_judge(comparison):
+        judge = JudgeClient(JudgeConfig.from_settings(model=judge_model), deadline=deadline)
+        question_text = question.answer.question
+        ask = consistency.contradiction_messages(
+            question=question_text, samples=texts, language=language
+        )
+        for attempt in range(2):
+            result = judge.call(ask, max_tokens=JUDGE_MAX_TOKENS)
+            raw.append(result.text)
+            if not _record_call(question, token, judge_model, result, judge=True):
+                return "superseded"
+            reply = consistency.parse_contradiction(result.text)
+            if reply.contradiction is not None or attempt == 1:
+                break
+            ask = consistency.contradiction_retry_messages(
+                question=question_text, samples=texts, language=language, reply=result.text
+            )
+    verdict = consistency.decide(comparison, reply, language=language)
+    ended = _end(
+        question, token, Question.Status.DONE,
+        comparison=_comparison_json(comparison),
+        consistent=verdict.consistent,
+        reason=verdict.reason,
+        decided_by=verdict.source,
+        judge_raw="\n---\n".join(raw),
+        error="",
+    )
+    return "done" if ended else "superseded"
+
+
+def _comparison_json(comparison: consistency.Comparison) -> dict[str, Any]:
+    return {
+        "agree": comparison.agree,
+        "has_values": comparison.has_values,
+        "dimension": comparison.dimension,
+        "reason": comparison.reason,
+        "values": [[asdict(v) for v in values] for values in comparison.values],
+        "differing": [[list(span) for span in spans] for spans in comparison.differing],
+    }
+
+
+def question_give_up(*, question_id: int, reason: str) -> None:
+    """After the last retry: the question fails visibly with the reason."""
+    with transaction.atomic():
+        done = Question.objects.filter(pk=question_id, status=Question.Status.PENDING).update(
+            status=Question.Status.FAILED,
+            error=reason[:2000],
+            finished_at=timezone.now(),
+            not_before=None,
+        )
+        if done:
+            investigation_id = (
+                Question.objects.filter(pk=question_id)
+                .values_list("investigation_id", flat=True)
+                .get()
+            )
+            _finish_investigation(investigation_id)
+
+
+def questions_reconcile() -> int:
+    """Re-enqueue questions whose message was lost: pending past their time, or whose worker
+    died (running with an expired lease). Returns how many were enqueued."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS)
+    Question.objects.filter(
+        status=Question.Status.RUNNING,
+        lease_expires_at__lt=now,
+        attempts__gte=settings.TREUE_JUDGE_MAX_ATTEMPTS,
+    ).update(
+        status=Question.Status.FAILED,
+        error="gave up: the worker was lost on every attempt",
+        finished_at=now,
+        lease_token=None,
+        lease_expires_at=None,
+    )
+    ids = list(
+        Question.objects.filter(investigation__status=Investigation.Status.RUNNING)
+        .filter(
+            Q(status=Question.Status.PENDING, not_before__isnull=True, created_at__lt=stale)
+            | Q(status=Question.Status.PENDING, not_before__lt=stale)
+            | Q(status=Question.Status.RUNNING, lease_expires_at__lt=now)
+        )
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:5000]
+    )
+    for investigation_id in set(
+        Investigation.objects.filter(status=Investigation.Status.RUNNING).values_list(
+            "pk", flat=True
+        )
+    ):
+        _finish_investigation(investigation_id)
+    return questions_enqueue(question_ids=ids)
