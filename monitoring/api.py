@@ -25,7 +25,7 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import BaseModel, Field
 
-from monitoring import selectors, services
+from monitoring import ratelimit, selectors, services
 from monitoring.domain import keys
 from monitoring.domain.statistics import Estimate
 from monitoring.models import Answer, Service, UseCase
@@ -99,14 +99,27 @@ def _body_limit(request: HttpRequest) -> int:
     return settings.TREUE_MAX_BODY_BYTES
 
 
+class RateLimited(Exception):
+    def __init__(self, limited: ratelimit.Limited) -> None:
+        super().__init__(f"more than {limited.limit} requests a minute with this key")
+        self.retry_after = limited.retry_after
+
+
 class ServiceKey(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Service | None:
+        # The prefix only finds the row; the secret is compared as hashes in constant time,
+        # and a revoked service (active=False) is not found at all.
         prefix = keys.key_prefix(token)
         service = (
             Service.objects.filter(key_prefix=prefix, active=True).first() if prefix else None
         )
         if service is None or not keys.key_matches(token, service.key_hash):
             return None
+        # Counted once per request, after the key is known to be valid: a batch is one request,
+        # and a stranger guessing keys cannot use up a real key's allowance.
+        limited = ratelimit.check(service.key_prefix)
+        if limited is not None:
+            raise RateLimited(limited)
         now = timezone.now()
         if (
             service.last_used_at is None
@@ -205,6 +218,11 @@ def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     )
 
 
+@api.exception_handler(RateLimited)
+def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    return errors(429, [{"field": "", "message": str(exc)}], Retry_After=str(exc.retry_after))
+
+
 @api.exception_handler(OperationalError)
 @api.exception_handler(InterfaceError)
 def _database_unavailable(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
@@ -232,7 +250,9 @@ def answer_to_dict(answer: Answer) -> dict[str, Any]:
     }
 
 
-ERROR_RESPONSES = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut, 503: ErrorOut}
+ERROR_RESPONSES = {
+    400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut, 429: ErrorOut, 503: ErrorOut,
+}
 
 
 @api.post(
@@ -291,7 +311,10 @@ def _judge_info(answer: Answer) -> dict[str, Any] | None:
 
 @api.get(
     "/answers/{answer_id}",
-    response={200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 503: ErrorOut},
+    response={
+        200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut,
+        503: ErrorOut,
+    },
     summary="Read one of this key's answers",
 )
 def get_answer(
@@ -498,7 +521,7 @@ def _may_read(caller: Any, use_case: UseCase) -> bool:
     auth=[ServiceKey(), PersonSession()],
     response={
         200: EstimatesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut,
-        503: ErrorOut,
+        429: ErrorOut, 503: ErrorOut,
     },
     summary="Weekly faithfulness estimates of a use case",
     description=(

@@ -7,6 +7,7 @@ start without a SECRET_KEY.
 
 import importlib.util
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "monitoring.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -152,10 +154,96 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Behind a TLS-terminating proxy Django sees plain HTTP; name the header the proxy sets (only
+# then: a client could send it too) as e.g. SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,
+# which counts a request as HTTPS when that header is "https".
+_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_ssl_header:
+    if not re.fullmatch(r"HTTP_[A-Z0-9_]+", _proxy_ssl_header):
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER must be a request header as Django names it, "
+            f"e.g. HTTP_X_FORWARDED_PROTO, not {_proxy_ssl_header!r}"
+        )
+    SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header, "https")
 if not DEBUG:
     SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
+    # Treue usually lives on one subdomain of a company's domain: HSTS for every sibling
+    # subdomain, or the browsers' preload list, is the domain owner's decision, not Treue's.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
     SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "True")
     CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "True")
+    # Plain HTTP is redirected to HTTPS. A load balancer's health check often speaks plain HTTP
+    # to the backend, so /health is exempt. The API is not: a key sent over plain HTTP has
+    # leaked already, and a 301 to a POST shows the client's mistake. Behind a proxy that ends
+    # TLS, set SECURE_PROXY_SSL_HEADER, or every request would loop on the redirect.
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "True")
+    SECURE_REDIRECT_EXEMPT = [r"^health$"]
+    SILENCED_SYSTEM_CHECKS = [
+        check
+        for check, on in (
+            ("security.W005", SECURE_HSTS_INCLUDE_SUBDOMAINS),
+            ("security.W021", SECURE_HSTS_PRELOAD),
+        )
+        if not on
+    ]
+
+# Content-Security-Policy (django-csp): scripts only from Treue's own static files (pages pass
+# data with json_script, which is not executed), nothing from another origin, no plugins, no
+# framing. style-src allows inline styles: Plotly writes style attributes into the SVG it draws
+# and adds a <style> element for its modebar, which 'self' alone blocks (the charts then lose
+# their layout); inline styles cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    },
+}
+
+# Caches. "ratelimit" holds the API's per-key request counters (monitoring/ratelimit.py). They
+# must be shared by every web process, so they go to Redis when there is one: CACHE_URL if set,
+# else REDIS_URL, else the Celery broker when that is Redis. Without Redis (the embedded
+# default) each process counts on its own in memory, so N processes allow up to N times the
+# limit. Timeouts are short: the limit fails open, and a dead Redis must cost milliseconds.
+# "default" stays in process memory, so that nothing else depends on Redis being up.
+_broker_url = os.environ.get("CELERY_BROKER_URL", "")
+_cache_url = (
+    os.environ.get("CACHE_URL")
+    or os.environ.get("REDIS_URL")
+    or (_broker_url if _broker_url.startswith(("redis://", "rediss://")) else "")
+)
+if _cache_url.startswith(("redis://", "rediss://", "unix://")):
+    _ratelimit_cache = {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": _cache_url,
+        "KEY_PREFIX": "treue",
+        "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25},
+    }
+elif _cache_url in ("", "locmem://"):
+    _ratelimit_cache = {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "treue-ratelimit",
+    }
+else:
+    raise ImproperlyConfigured(
+        "CACHE_URL/REDIS_URL must be a redis://, rediss:// or unix:// URL (or locmem://)"
+    )
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": _ratelimit_cache,
+}
+# Requests per minute per service key on the API; 0 turns the limit off.
+TREUE_API_RATE_LIMIT = envint("TREUE_API_RATE_LIMIT", 1200)
+if TREUE_API_RATE_LIMIT < 0:
+    raise ImproperlyConfigured("TREUE_API_RATE_LIMIT must be 0 (off) or a positive number")
 
 # Mail: alarms go to the use case's team leads. The console backend (the default) prints them,
 # so a demo or a machine without a mail server loses nothing and needs nothing.
