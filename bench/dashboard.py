@@ -178,6 +178,7 @@ def setup_django(url: str, var_dir: str) -> None:
         "SECRET_KEY": secrets.token_urlsafe(32),
         "SESSION_COOKIE_SECURE": "False",
         "CSRF_COOKIE_SECURE": "False",
+        "SECURE_SSL_REDIRECT": "False",
         "TREUE_VAR_DIR": var_dir,
         "DJANGO_SETTINGS_MODULE": "treue_site.settings",
     })

@@ -1073,6 +1073,7 @@ def prepare_database(args: argparse.Namespace, var_dir: str) -> Setup:
     broker = args.broker_url or f"sqla+sqlite:///{var_dir}/celery-broker.sqlite3"
     env = dict(os.environ, DATABASE_URL=db_url, DEBUG="False",
                SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="127.0.0.1,localhost",
+               SECURE_SSL_REDIRECT="False",  # gunicorn on loopback speaks plain HTTP
                LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="treue_site.settings",
                TREUE_VAR_DIR=var_dir, CELERY_BROKER_URL=broker)
     manage(env, "migrate", "--noinput")
