@@ -2,12 +2,20 @@
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from django.db import IntegrityError, connection, models, transaction
+from django.db import (
+    DataError,
+    IntegrityError,
+    InternalError,
+    connection,
+    models,
+    transaction,
+)
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -15,6 +23,12 @@ from monitoring.domain import keys, logprobs, questions, sampling, tuner
 from monitoring.models import Answer, Chunk, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services.judging import judge_runs_create
+
+logger = logging.getLogger(__name__)
+# What the database may refuse one row for (a DBA's trigger or constraint, a value it cannot
+# store) while the connection stays usable: that item fails, the others of a batch do not.
+# A lost connection (OperationalError) is not among them: that is the API's 503.
+ROW_REFUSED = (IntegrityError, DataError, InternalError)
 
 WARNING_NO_LOGPROBS = "no logprobs: tier 1 could not check this answer"
 WARNING_UNALIGNED = (
@@ -172,14 +186,22 @@ def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
             Chunk.objects.bulk_create(chunks)
             if answer.sampled:
                 judge_runs_create(answers=[answer])
-    except IntegrityError:
+    except ROW_REFUSED as e:
         # The unique constraint on (service, external_id) decides races, not a prior lookup.
-        if not Answer.objects.filter(
+        if not isinstance(e, IntegrityError) or not Answer.objects.filter(
             service=answer.service, external_id=answer.external_id
         ).exists():
-            raise
+            return _refused(answer, e)
         return _existing(answer.service, answer.external_id, answer.content_hash)
     return IngestResult(201, answer)
+
+
+def _refused(answer: Answer, error: Exception) -> IngestResult:
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    logger.warning("the database refused answer %r: %s", answer.external_id, reason)
+    return IngestResult(
+        400, errors=[{"field": "", "message": f"the database refused this answer: {reason}"}]
+    )
 
 
 def answer_ingest(*, service: Service, payload: AnswerIn, raw: Any) -> IngestResult:
@@ -245,7 +267,7 @@ def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[Inges
             judge_runs_create(answers=[a for _, a, _ in new if a.sampled])
         for i, answer, _ in new:
             results[i] = IngestResult(201, answer)
-    except IntegrityError:
+    except ROW_REFUSED:
         for i, answer, chunks in new:
             # The failed attempt may have handed out ids: start each answer afresh.
             answer.pk = None
