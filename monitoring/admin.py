@@ -28,14 +28,14 @@ from monitoring.models import (
 @admin.register(UseCase)
 class UseCaseAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "language", "sample_rate", "logprob_threshold",
-                    "action_threshold", "leaves_unreviewed", "active")
+                    "action_threshold", "leaves_unreviewed", "retention_days", "active")
     list_filter = ("language", "active", "leaves_unreviewed")
     search_fields = ("name", "slug")
     filter_horizontal = ("experts", "team_leads")
     prepopulated_fields = {"slug": ("name",)}
     fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
               "logprob_threshold", "action_threshold", "leaves_unreviewed",
-              "review_batch_size", "experts", "team_leads", "active")
+              "review_batch_size", "retention_days", "experts", "team_leads", "active")
     readonly_fields = ("expected_weekly_cost",)
 
     @admin.display(description=_("Erwartete Prüfkosten pro Woche"))

@@ -225,6 +225,13 @@ class Answer(models.Model):
                 name="answer_dash_judged",
                 condition=models.Q(status="judged"),
             ),
+            # The oldest answer waiting for the judge (/health, /metrics): MIN(received_at) is
+            # one probe here, where answer_awaiting_judge would read every waiting row. Partial:
+            # it holds only the backlog.
+            models.Index(
+                fields=["received_at"], name="answer_unscored_received",
+                condition=models.Q(status__in=["queued", "judging"]),
+            ),
             # Retention's candidates: the old answers not yet anonymised. Partial, so the daily
             # run does not walk past the million it anonymised before.
             models.Index(

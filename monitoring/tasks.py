@@ -62,3 +62,20 @@ def check_action_alarms() -> int:
     from monitoring.services import action
 
     return action.action_alarms_check_all()
+
+
+# The first run after a retention period is set may have a million answers to go through, about
+# a second per batch of 1,000: longer than the default limit. Each batch commits on its own, so
+# a run cut short loses at most one batch's work, and the next day's run goes on from there.
+RETENTION_SOFT_TIME_LIMIT = 3600
+
+
+@shared_task(
+    acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+    soft_time_limit=RETENTION_SOFT_TIME_LIMIT, time_limit=RETENTION_SOFT_TIME_LIMIT + 60,
+)
+def apply_retention() -> int:
+    """Daily: anonymise answers older than their use case's retention (idempotent, batched)."""
+    from monitoring.services import retention
+
+    return sum(r.anonymised for r in retention.retention_apply_all())

@@ -11,6 +11,7 @@ urlpatterns = [
     path("overview/", dashboard.overview, name="overview"),
     path("answers/export.csv", views.answer_export, name="answer_export"),
     path("answers/<int:pk>/", views.answer_detail, name="answer_detail"),
+    path("answers/<int:pk>/record.json", views.answer_record, name="answer_record"),
     path("answers/<int:pk>/rescore/", views.answer_rescore, name="answer_rescore"),
     path(
         "answers/<int:pk>/runs/<int:run_pk>/retry/", views.judge_run_retry,

@@ -66,6 +66,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
         Answer.objects.filter(
             use_case=use_case, created_at__gte=start, created_at__lt=end,
             status=Answer.Status.JUDGED, current_run__isnull=False, score__isnull=False,
+            anonymised_at__isnull=True,  # a batch for a week past retention: nothing to read
         )
         .values_list("id", "in_random_sample", "current_run_id")
     )

@@ -1,8 +1,10 @@
 """The Celery app. Tasks live in each app's tasks.py; the beat schedule is kept here, in code."""
 
+import logging
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
@@ -18,6 +20,60 @@ if str(app.conf.broker_url).startswith("sqla+"):
 
     kombu_sqla.Transport.polling_interval = 0.2
 app.autodiscover_tasks()
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):
+    """Every TREUE_HEALTH_HEARTBEAT_SECONDS, write this worker's last sign of life (/health).
+
+    A step of the consumer, started after its task consumer: it beats only between the moment
+    the worker consumes its queues and the moment it stops (a lost broker connection stops the
+    consumer, and so the beats, until it reconnects). The beat is a call on the consumer's
+    timer: on Redis that timer is driven by the same event loop that takes messages off the
+    queue, so a worker whose loop is stuck stops beating. (On the embedded broker, whose
+    transport has no event loop, the timer is a thread: the beat proves the process and its
+    consumer alive.) A beat task sent through the queue would prove more, but only while beat
+    runs, and a busy queue would make a healthy worker look dead.
+    """
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent: object, **kwargs: object) -> None:
+        super().__init__(parent, **kwargs)
+        self.timer_ref = None
+
+    def start(self, consumer: Any) -> None:
+        from django.conf import settings
+
+        hostname = consumer.hostname
+        self.beat(hostname, started=True)
+        self.timer_ref = consumer.timer.call_repeatedly(
+            settings.TREUE_HEALTH_HEARTBEAT_SECONDS, self.beat, (hostname,)
+        )
+
+    def stop(self, consumer: Any) -> None:
+        if self.timer_ref is not None:
+            self.timer_ref.cancel()
+            self.timer_ref = None
+
+    shutdown = stop
+
+    @staticmethod
+    def beat(hostname: str, started: bool = False) -> None:
+        from django.db import close_old_connections
+
+        from monitoring.services.health import worker_heartbeat_record
+
+        try:
+            # A connection the database dropped since the last beat is replaced, not reused.
+            close_old_connections()
+            worker_heartbeat_record(hostname=hostname, started=started)
+        except Exception:  # a missed beat is what /health is for; the consumer must go on
+            logger.warning("worker heartbeat not written", exc_info=True)
+
+
+app.steps["consumer"].add(WorkerHeartbeat)
 app.conf.beat_schedule = {
     "reconcile-judge-runs": {
         "task": "monitoring.tasks.reconcile_judge_runs",
@@ -40,5 +96,10 @@ app.conf.beat_schedule = {
     "check-action-alarms": {
         "task": "monitoring.tasks.check_action_alarms",
         "schedule": 3600.0,
+    },
+    # Retention: anonymise answers past their use case's retention_days, at night.
+    "apply-retention": {
+        "task": "monitoring.tasks.apply_retention",
+        "schedule": crontab(minute=30, hour=3),
     },
 }

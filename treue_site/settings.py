@@ -261,6 +261,23 @@ TREUE_MAX_BATCH_BODY_BYTES = envint("TREUE_MAX_BATCH_BODY_BYTES", 64 * 1024 * 10
 TREUE_MAX_BATCH_ITEMS = 500
 # /metrics: a scraper sends this as a bearer token; empty (the default) = staff sessions only.
 TREUE_METRICS_TOKEN = os.environ.get("TREUE_METRICS_TOKEN", "")
+# /health. Every consuming worker writes a heartbeat this often; a newest heartbeat older than
+# the stale limit (three missed beats) makes the worker "stale". The oldest answer waiting for
+# the judge may be this old before the report says "degraded": a judge endpoint that is down is
+# retried for about an hour (TREUE_JUDGE_MAX_ATTEMPTS with backoff) before runs fail visibly.
+# The broker ping gives up after its timeout; a load balancer's probe must not hang on it.
+TREUE_HEALTH_HEARTBEAT_SECONDS = envfloat("TREUE_HEALTH_HEARTBEAT_SECONDS", 30.0)
+TREUE_HEALTH_WORKER_STALE_SECONDS = envfloat("TREUE_HEALTH_WORKER_STALE_SECONDS", 90.0)
+TREUE_HEALTH_BACKLOG_SECONDS = envfloat("TREUE_HEALTH_BACKLOG_SECONDS", 3600.0)
+TREUE_HEALTH_BROKER_TIMEOUT_SECONDS = envfloat("TREUE_HEALTH_BROKER_TIMEOUT_SECONDS", 1.5)
+if not 0 < TREUE_HEALTH_BROKER_TIMEOUT_SECONDS <= 2:
+    raise ImproperlyConfigured("TREUE_HEALTH_BROKER_TIMEOUT_SECONDS must be above 0 and at most 2")
+if TREUE_HEALTH_HEARTBEAT_SECONDS <= 0 or (
+    TREUE_HEALTH_WORKER_STALE_SECONDS <= TREUE_HEALTH_HEARTBEAT_SECONDS
+):
+    raise ImproperlyConfigured(
+        "TREUE_HEALTH_WORKER_STALE_SECONDS must be longer than TREUE_HEALTH_HEARTBEAT_SECONDS (> 0)"
+    )
 # Django's own cap must not cut in before ours, or a big batch would get Django's error page.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TREUE_MAX_BATCH_BODY_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000

@@ -1,7 +1,8 @@
 """Retention per use case (UseCase.retention_days, Answer.anonymised_at and the partial index of
-the answers retention still has to look at) and the workers' heartbeats for /health.
+the answers retention still has to look at) and, for /health, the workers' heartbeats and a
+partial index of the answers waiting for the judge by the time Treue received them.
 
-On PostgreSQL the index is built CONCURRENTLY: a plain CREATE INDEX would block ingest for as
+On PostgreSQL the indexes are built CONCURRENTLY: a plain CREATE INDEX would block ingest for as
 long as it reads a table of millions of answers. That cannot run in a transaction, hence
 atomic = False; the other operations are instant (a nullable column without default).
 """
@@ -9,29 +10,37 @@ atomic = False; the other operations are instant (a nullable column without defa
 import django.core.validators
 from django.db import migrations, models
 
-_INDEX = models.Index(
+_RETENTION = models.Index(
     condition=models.Q(("anonymised_at__isnull", True)),
     fields=["use_case", "created_at"],
     name="answer_retention_due",
 )
-_CREATE_PG = (
-    "CREATE INDEX CONCURRENTLY IF NOT EXISTS answer_retention_due ON monitoring_answer "
-    "(use_case_id, created_at) WHERE anonymised_at IS NULL"
+_UNSCORED = models.Index(
+    condition=models.Q(("status__in", ["queued", "judging"])),
+    fields=["received_at"],
+    name="answer_unscored_received",
 )
+_CREATE_PG = {
+    "answer_retention_due": "(use_case_id, created_at) WHERE anonymised_at IS NULL",
+    "answer_unscored_received": "(received_at) WHERE status IN ('queued', 'judging')",
+}
 
 
-def _create_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(_CREATE_PG)
-    else:
-        schema_editor.add_index(apps.get_model("monitoring", "Answer"), _INDEX)
-
-
-def _drop_index(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP INDEX CONCURRENTLY IF EXISTS answer_retention_due")
-    else:
-        schema_editor.remove_index(apps.get_model("monitoring", "Answer"), _INDEX)
+def _indexes(create: bool):
+    def run(apps, schema_editor):
+        answer = apps.get_model("monitoring", "Answer")
+        for index in (_RETENTION, _UNSCORED):
+            if schema_editor.connection.vendor == "postgresql":
+                schema_editor.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index.name} ON monitoring_answer "
+                    f"{_CREATE_PG[index.name]}"
+                    if create else f"DROP INDEX CONCURRENTLY IF EXISTS {index.name}"
+                )
+            elif create:
+                schema_editor.add_index(answer, index)
+            else:
+                schema_editor.remove_index(answer, index)
+    return run
 
 
 class Migration(migrations.Migration):
@@ -76,9 +85,12 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.SeparateDatabaseAndState(
-            state_operations=[migrations.AddIndex(model_name="answer", index=_INDEX)],
+            state_operations=[
+                migrations.AddIndex(model_name="answer", index=_UNSCORED),
+                migrations.AddIndex(model_name="answer", index=_RETENTION),
+            ],
             database_operations=[
-                migrations.RunPython(_create_index, _drop_index, elidable=False),
+                migrations.RunPython(_indexes(True), _indexes(False), elidable=False),
             ],
         ),
         migrations.AddConstraint(

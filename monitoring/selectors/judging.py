@@ -210,7 +210,8 @@ def previous_iso_week(*, today: date | None = None) -> str:
 
 
 def week_judged_answers(*, use_case: UseCase, year: int, week: int) -> QuerySet[Answer]:
-    """Answers of the use case created in the ISO week (site time) that carry a score."""
+    """Answers of the use case created in the ISO week (site time) that carry a score and
+    still have their text (an anonymised answer cannot be judged again)."""
     start, end = iso_week_bounds(year=year, week=week)
     return Answer.objects.filter(
         use_case=use_case,
@@ -218,6 +219,7 @@ def week_judged_answers(*, use_case: UseCase, year: int, week: int) -> QuerySet[
         created_at__lt=end,
         status=Answer.Status.JUDGED,
         current_run__isnull=False,
+        anonymised_at__isnull=True,
     )
 
 

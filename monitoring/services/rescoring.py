@@ -35,7 +35,12 @@ def _open_run_reason() -> str:
 
 
 def _lock(answer_id: int) -> Answer:
-    return Answer.objects.select_for_update().get(pk=answer_id)
+    """The answer, locked; refused when retention has anonymised it (there is no text left to
+    judge, and a judge would score the empty answer as an abstention)."""
+    answer = Answer.objects.select_for_update().get(pk=answer_id)
+    if answer.anonymised_at is not None:
+        raise RescoreRefused(_("Die Antwort ist anonymisiert und kann nicht neu bewertet werden."))
+    return answer
 
 
 def answer_rescore(*, answer: Answer, judge_model: str, user: AbstractBaseUser) -> JudgeRun:

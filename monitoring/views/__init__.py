@@ -13,7 +13,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connection
 from django.http import (
     Http404,
     HttpRequest,
@@ -36,7 +35,8 @@ from monitoring.domain.highlight import segments
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
 from monitoring.models import Answer, UseCase
 from monitoring.selectors import answers as answer_selectors
-from monitoring.services import rescoring
+from monitoring.selectors import health as health_selectors
+from monitoring.services import record, rescoring
 
 PAGE_SIZE = 50
 
@@ -44,13 +44,12 @@ PAGE_SIZE = 50
 @never_cache
 @require_GET
 def health(request: HttpRequest) -> HttpResponse:
-    """Liveness for load balancers: 200 when the database answers, else 503."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception:  # any failure here means "not healthy", which is the answer
-        return JsonResponse({"status": "unavailable", "database": "down"}, status=503)
-    return JsonResponse({"status": "ok", "database": "ok"})
+    """For load balancers and monitoring: the database, the broker, the workers' heartbeat and
+    the judge backlog. 503 only when the database is down: a dead broker or worker stops
+    scoring, not the pages or ingest, and a load balancer must not drop the web tier for it
+    ("degraded" says so)."""
+    report = health_selectors.health_report()
+    return JsonResponse(report, status=503 if report["database"] != "ok" else 200)
 
 
 @login_required
@@ -327,3 +326,19 @@ def use_case_rescore_week(request: HttpRequest, slug: str) -> HttpResponse:
             skipped,
         ) % {"count": skipped})
     return redirect(back)
+
+
+@login_required
+@require_GET
+def answer_record(request: HttpRequest, pk: int) -> HttpResponse:
+    """Everything stored about one answer, as a JSON download (for a request under GDPR Art. 15).
+
+    The same permission as the answer's page (404 for an answer of a use case the user is not
+    assigned to); an expert who reviews the answer blind gets it without the judge's verdicts.
+    """
+    answer = _answer_or_404(request, pk)
+    blind = answer.pk in answer_selectors.blind_answer_ids(user=request.user)
+    data = record.answer_record_build(answer_id=answer.pk, include_judge=not blind)
+    response = JsonResponse(data, json_dumps_params={"ensure_ascii": False, "indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="treue-answer-{answer.pk}.json"'
+    return response

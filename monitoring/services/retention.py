@@ -1,0 +1,186 @@
+"""Retention: anonymise the answers of a use case once they are older than its retention_days.
+
+Why anonymise and not delete. The issue asks to "delete or anonymise answers older than N days,
+keeping aggregated figures". Every figure of the dashboards and the estimates API is computed
+from the answer rows at read time (counts per week, strata, π, scores, causes, judge calls and
+cost from the runs, claim labels): deleting rows would change last year's weeks, and keeping
+them would need a second, pre-aggregated store that every figure would have to read and that
+could drift from the live one. Anonymising keeps the rows and blanks the content, so the
+figures are the same by construction and the code that computes them stays one code path.
+Nothing a person could ask about is left: what is removed is
+
+- the answer's question, text, messages, metadata, token data and uncertain words;
+- the chunks' texts (the rows stay with rank, similarity and source id: `chunk_count` and the
+  similarity figures stay consistent with them, and a source id points into the company's own
+  corpus, not at the person);
+- the judge's claim texts, raw replies, decomposition and the raw replies in the call log (the
+  log keeps each call's purpose, model, tokens and latency);
+- the experts' comments, the claims they added and the claim texts copied into their
+  submissions (labels stay: calibration pairs them with the judge's).
+
+What stays: every number and flag (scores, labels, sampling, π, status, timestamps, chunk_count,
+best_chunk_score, multi_part, min_content_probability, tokens, costs), the generator model, the
+external id and the content hash (the idempotency key of the ingest API: a replay is still
+answered as before, not stored a second time).
+
+Answers are left alone while something still needs their text: a judge run waiting or running
+(or the answer not yet scored), or a review batch that is not finished. They are anonymised by
+a later run. Each batch of BATCH_SIZE answers is its own transaction; running twice does
+nothing more (`anonymised_at` is set once, and only rows without it are looked at).
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from monitoring.domain.retention import (
+    BATCH_SIZE,
+    retention_cutoff,
+    scrub_call_log,
+    scrub_submitted_verdicts,
+)
+from monitoring.models import Answer, Chunk, Claim, JudgeRun, UseCase
+from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
+
+# A run in these states still reads the answer's text.
+_OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
+_UNSCORED = (Answer.Status.QUEUED, Answer.Status.JUDGING)
+
+
+@dataclass
+class RetentionResult:
+    use_case: str
+    retention_days: int | None
+    cutoff: datetime | None
+    due: int = 0  # old answers still holding content when the run looked
+    anonymised: int = 0  # in this run (0 on a dry run)
+    held_in_review: int = 0  # in a review batch that is not finished
+    held_for_judge: int = 0  # not yet scored, or a judge run waiting or running
+    dry_run: bool = False
+
+
+def _held(answer_ids: Sequence[int]) -> tuple[set[int], set[int]]:
+    """(in an unfinished review batch, waiting for the judge) among `answer_ids`."""
+    in_review = set(
+        ReviewItem.objects.filter(answer_id__in=answer_ids, batch__finished_at__isnull=True)
+        .values_list("answer_id", flat=True)
+    )
+    for_judge = set(
+        JudgeRun.objects.filter(answer_id__in=answer_ids, status__in=_OPEN_RUNS)
+        .values_list("answer_id", flat=True)
+    ) | set(
+        Answer.objects.filter(pk__in=answer_ids, status__in=_UNSCORED)
+        .values_list("pk", flat=True)
+    )
+    return in_review, for_judge - in_review
+
+
+def answers_anonymise(*, answer_ids: Sequence[int], now: datetime | None = None) -> int:
+    """Anonymise these answers in one transaction; returns how many were anonymised.
+
+    The answers are locked first, and what holds them back is checked after the lock: a
+    rescore or a review batch created a moment ago is seen (rescoring locks the answer too, and
+    refuses an anonymised one). Answers already anonymised or held back are left out.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = list(
+            Answer.objects.select_for_update()
+            .filter(pk__in=answer_ids, anonymised_at__isnull=True)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if not locked:
+            return 0
+        in_review, for_judge = _held(locked)
+        todo = [pk for pk in locked if pk not in in_review and pk not in for_judge]
+        if not todo:
+            return 0
+        count = Answer.objects.filter(pk__in=todo).update(
+            question="", text="", messages=None, metadata={}, token_data=None,
+            uncertain_tokens=[], anonymised_at=now,
+        )
+        Chunk.objects.filter(answer_id__in=todo).exclude(text="").update(text="")
+        Claim.objects.filter(run__answer_id__in=todo).update(text="", raw_reply="")
+        runs = list(JudgeRun.objects.filter(answer_id__in=todo).only("pk", "call_log"))
+        for run in runs:
+            run.call_log = scrub_call_log(run.call_log)
+            run.decomposition_raw = ""
+        JudgeRun.objects.bulk_update(runs, ["call_log", "decomposition_raw"], batch_size=500)
+        ReviewItem.objects.filter(answer_id__in=todo).exclude(comment="").update(comment="")
+        ReviewVerdict.objects.filter(item__answer_id__in=todo).exclude(added_text="").update(
+            added_text=""
+        )
+        submissions = list(
+            ReviewSubmission.objects.filter(item__answer_id__in=todo).only("pk", "verdicts")
+        )
+        for submission in submissions:
+            submission.verdicts = scrub_submitted_verdicts(submission.verdicts)
+            submission.comment = ""
+        ReviewSubmission.objects.bulk_update(submissions, ["verdicts", "comment"], batch_size=500)
+    return count
+
+
+def _due_batches(
+    use_case: UseCase, cutoff: datetime, batch_size: int
+) -> Iterable[list[tuple[int, datetime]]]:
+    """The use case's answers created before `cutoff` and not anonymised, oldest first, a batch
+    at a time. Keyset pagination on (created_at, id) over the partial index
+    answer_retention_due: answers held back are not read again in the same run."""
+    after: tuple[datetime, int] | None = None
+    while True:
+        rows = Answer.objects.filter(
+            use_case=use_case, anonymised_at__isnull=True, created_at__lt=cutoff
+        )
+        if after is not None:
+            rows = rows.filter(
+                Q(created_at__gt=after[0]) | Q(created_at=after[0], pk__gt=after[1])
+            )
+        batch = list(rows.order_by("created_at", "pk").values_list("pk", "created_at")[:batch_size])
+        if not batch:
+            return
+        yield batch
+        after = (batch[-1][1], batch[-1][0])
+
+
+def use_case_retention_apply(
+    *,
+    use_case: UseCase,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    batch_size: int = BATCH_SIZE,
+) -> RetentionResult:
+    """Anonymise the use case's answers older than its retention (none when it keeps them
+    forever). A dry run counts what would be done and writes nothing."""
+    now = now or timezone.now()
+    days = use_case.retention_days
+    if days is None:
+        return RetentionResult(use_case.slug, None, None, dry_run=dry_run)
+    cutoff = retention_cutoff(now=now, days=days)
+    result = RetentionResult(use_case.slug, days, cutoff, dry_run=dry_run)
+    for batch in _due_batches(use_case, cutoff, batch_size):
+        ids = [pk for pk, _ in batch]
+        result.due += len(ids)
+        in_review, for_judge = _held(ids)
+        result.held_in_review += len(in_review)
+        result.held_for_judge += len(for_judge)
+        if not dry_run:
+            result.anonymised += answers_anonymise(answer_ids=ids, now=now)
+    return result
+
+
+def retention_apply_all(
+    *, now: datetime | None = None, dry_run: bool = False, slug: str | None = None
+) -> list[RetentionResult]:
+    """Retention for every use case with a retention period (or the one named by `slug`)."""
+    use_cases = UseCase.objects.filter(retention_days__isnull=False).order_by("slug")
+    if slug is not None:
+        use_cases = UseCase.objects.filter(slug=slug)
+    return [
+        use_case_retention_apply(use_case=use_case, now=now, dry_run=dry_run)
+        for use_case in use_cases
+    ]
