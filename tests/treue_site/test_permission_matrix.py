@@ -1,0 +1,229 @@
+"""Who may do what: every URL pattern of the site against every role, cell by cell.
+
+The rows are the site's URL patterns, found by walking Django's resolver: a pattern without a row
+fails `test_every_url_pattern_has_a_row`, so a new page cannot be forgotten. To add a page, add a
+`Row` to ROWS: its resolver name, the method, a path (with `{answer_a}`, `{answer_b}`, `{run_a}`,
+`{item_a}`, `{a}`, `{b}` filled in from the world) and one expected cell per role, in the order of
+ROLES. A pattern may have several rows (another method, another object).
+
+Roles: an anonymous visitor; a RAG service's bearer key (of use case A, no session); the expert
+and the team lead of use case A (the one the objects mostly belong to); the expert and the lead of
+use case B (another use case: A's objects must be 404 for them, so ids do not leak); a user with
+no use case; staff (is_staff, without model permissions in the admin).
+
+Cells: a status code, LOGIN (302 to /login/?next=<the path>), ADMIN_LOGIN (302 to the admin's
+login page), or Redirect(<location>). Each role is one test that walks all rows in one world
+and reports every wrong cell at once.
+"""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.treue_site.world import World, build_world
+
+LOGIN = "LOGIN"
+ADMIN_LOGIN = "ADMIN_LOGIN"
+
+
+@dataclass(frozen=True)
+class Redirect:
+    location: str
+
+
+ROLES = ("anonymous", "service", "expert_a", "lead_a", "expert_b", "lead_b", "nobody", "staff")
+OV = Redirect("/overview/")
+TO_LOGIN = Redirect("/login/")
+
+
+@dataclass
+class Row:
+    name: str
+    method: str
+    path: str
+    cells: tuple[Any, ...]
+    body: dict[str, Any] | None = None
+    json: bool = False
+    note: str = ""
+    expected: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        assert len(self.cells) == len(ROLES), self.name
+        self.expected = dict(zip(ROLES, self.cells, strict=True))
+
+
+def answer_body(use_case: str, external_id: str) -> dict[str, Any]:
+    return {"external_id": external_id, "use_case": use_case, "question": "Frage?",
+            "answer": "Antwort.", "model": "gpt-4o-mini", "chunks": [], "logprobs": None}
+
+
+L, AL = LOGIN, ADMIN_LOGIN
+# Order matters only for the last row: logging out ends the session.
+ROWS = [
+    #                                                   anon svc  ex_a ld_a ex_b ld_b none staff
+    # --- outside the apps
+    Row("health", "GET", "/health",                     (200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("metrics", "GET", "/metrics",                   (401, 401, 403, 403, 403, 403, 403, 200),
+        note="a bearer header that is not the metrics token is a 401, never a login redirect"),
+    Row("login", "GET", "/login/",                      (200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("set_language", "POST", "/i18n/setlang/",       (302, 302, 302, 302, 302, 302, 302, 302),
+        body={"language": "en"}),
+    Row("admin:index", "GET", "/admin/",                (AL, AL, AL, AL, AL, AL, AL, 200)),
+    Row("admin:monitoring_service_changelist", "GET", "/admin/monitoring/service/",
+                                                        (AL, AL, AL, AL, AL, AL, AL, 403),
+        note="staff without model permissions"),
+    # --- the API: a bearer key; a session only reads estimates
+    Row("api:api-root", "GET", "/api/v1/",              (404, 404, 404, 404, 404, 404, 404, 404)),
+    Row("api:openapi-json", "GET", "/api/v1/openapi.json",
+                                                        (200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("api:post_answer", "POST", "/api/v1/answers",   (401, 201, 401, 401, 401, 401, 401, 401),
+        body=answer_body("recht", "matrix-own"), json=True),
+    Row("api:post_answer", "POST", "/api/v1/answers",   (401, 403, 401, 401, 401, 401, 401, 401),
+        body=answer_body("fremd", "matrix-foreign"), json=True,
+        note="a key writes only to its own use cases"),
+    Row("api:post_answer", "GET", "/api/v1/answers",    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("api:post_batch", "POST", "/api/v1/answers/batch",
+                                                        (401, 200, 401, 401, 401, 401, 401, 401),
+        body={"answers": []}, json=True),
+    Row("api:get_answer", "GET", "/api/v1/answers/{answer_a}",
+                                                        (401, 200, 401, 401, 401, 401, 401, 401)),
+    Row("api:get_answer", "GET", "/api/v1/answers/{answer_b}",
+                                                        (401, 404, 401, 401, 401, 401, 401, 401),
+        note="another service's answer is not found, not forbidden"),
+    Row("api:get_estimates", "GET", "/api/v1/use-cases/{a}/estimates",
+                                                        (401, 200, 403, 200, 404, 404, 404, 200)),
+    Row("api:get_estimates", "GET", "/api/v1/use-cases/{b}/estimates",
+                                                        (401, 403, 404, 404, 403, 200, 404, 200)),
+    # --- monitoring pages
+    Row("monitoring:home", "GET", "/",                  (L, L, 200, OV, 200, OV, 200, OV)),
+    Row("monitoring:answer_list", "GET", "/answers/",   (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("monitoring:overview", "GET", "/overview/",     (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("monitoring:answer_export", "GET", "/answers/export.csv",
+                                                        (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("monitoring:answer_detail", "GET", "/answers/{answer_a}/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("monitoring:answer_record", "GET", "/answers/{answer_a}/record.json",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("monitoring:answer_record", "GET", "/answers/{answer_b}/record.json",
+                                                        (L, L, 404, 404, 200, 200, 404, 200)),
+    Row("monitoring:answer_rescore", "POST", "/answers/{answer_a}/rescore/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={}, note="leads and staff rescore; the empty form comes back with its errors"),
+    Row("monitoring:answer_rescore", "GET", "/answers/{answer_a}/rescore/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
+    Row("monitoring:judge_run_retry", "POST", "/answers/{answer_a}/runs/{run_a}/retry/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={}, note="without `confirm`: the confirmation page"),
+    Row("monitoring:use_case", "GET", "/use-cases/{a}/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("monitoring:use_case_judge", "GET", "/use-cases/{a}/judge/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("monitoring:use_case_rescore_week", "POST", "/use-cases/{a}/judge/rescore/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={}),
+    # --- weekly review: an item is its use case's experts' alone
+    Row("review:queue", "GET", "/review/",              (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("review:item", "GET", "/review/items/{item_a}/",
+                                                        (L, L, 200, 404, 404, 404, 404, 404)),
+    Row("review:item", "POST", "/review/items/{item_a}/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
+    Row("review:item_save", "POST", "/review/items/{item_a}/save/",
+                                                        (L, L, 302, 404, 404, 404, 404, 404),
+        body={}),
+    Row("review:item_submit", "POST", "/review/items/{item_a}/submit/",
+                                                        (L, L, 302, 404, 404, 404, 404, 404),
+        body={}, note="nothing labelled: refused with a message, back to the item"),
+    Row("review:item_reopen", "POST", "/review/items/{item_a}/reopen/",
+                                                        (L, L, 302, 404, 404, 404, 404, 404),
+        body={}),
+    Row("review:calibration", "GET", "/review/calibration/{a}/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    # --- last: ends the session
+    Row("logout", "GET", "/logout/",                    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("logout", "POST", "/logout/",                   (TO_LOGIN,) * 8),
+]
+
+# The admin's own pages are Django's; the index and one changelist stand for them.
+ADMIN_ROWS = {"admin:index", "admin:monitoring_service_changelist"}
+
+
+def url_pattern_names() -> set[str]:
+    def walk(resolver: URLResolver, namespace: str | None) -> Any:
+        for p in resolver.url_patterns:
+            if isinstance(p, URLResolver):
+                inner = ":".join(x for x in (namespace, p.namespace) if x) or None
+                yield from walk(p, inner)
+            elif isinstance(p, URLPattern):
+                yield f"{namespace}:{p.name}" if namespace else (p.name or str(p.pattern))
+
+    return set(walk(get_resolver(), None))
+
+
+def test_every_url_pattern_has_a_row() -> None:
+    names = {n for n in url_pattern_names() if not n.startswith("admin:")}
+    covered = {row.name for row in ROWS}
+    missing = sorted(names - covered)
+    assert not missing, f"URL patterns without a row in the permission matrix: {missing}"
+    stale = sorted(covered - names - ADMIN_ROWS)
+    assert not stale, f"rows for URL patterns that no longer exist: {stale}"
+
+
+@pytest.fixture
+def world(openai_server: Any, settings: Any, db: None) -> World:
+    return build_world(openai_server, settings)
+
+
+def client_for(world: World, role: str) -> tuple[Client, dict[str, str]]:
+    client = Client()
+    if role == "service":
+        return client, {"HTTP_AUTHORIZATION": f"Bearer {world.key_a}"}
+    if role != "anonymous":
+        client.force_login(world.users[role])
+    return client, {}
+
+
+def fill(path: str, world: World) -> str:
+    return path.format(
+        answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
+        item_a=world.item_a.pk, a=world.a.slug, b=world.b.slug,
+    )
+
+
+def check(response: Any, expected: Any, path: str) -> str | None:
+    status = response.status_code
+    location = response.get("Location")
+    if expected == LOGIN:
+        ok = status == 302 and location == f"/login/?next={path}"
+    elif expected == ADMIN_LOGIN:
+        ok = status == 302 and location == f"/admin/login/?next={path}"
+    elif isinstance(expected, Redirect):
+        ok = status == 302 and location == expected.location
+    else:
+        ok = status == expected
+    if ok:
+        return None
+    got = f"{status}" + (f" → {location}" if location else "")
+    return f"expected {expected}, got {got}"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_permission_matrix(world: World, role: str) -> None:
+    client, headers = client_for(world, role)
+    wrong = []
+    for row in ROWS:
+        path = fill(row.path, world)
+        if row.json:
+            response = client.generic(row.method, path, json.dumps(row.body),
+                                      content_type="application/json", **headers)
+        elif row.method == "POST":
+            response = client.post(path, row.body or {}, **headers)
+        else:
+            response = client.generic(row.method, path, **headers)
+        problem = check(response, row.expected[role], path)
+        if problem:
+            wrong.append(f"{row.method} {path} ({row.name}): {problem}")
+    assert not wrong, f"{role}:\n" + "\n".join(wrong)

@@ -1,0 +1,88 @@
+"""A small world with two use cases and a user of every role, for the security tests.
+
+Use case A ("recht") has a service key, an expert, a team lead, judged answers from last week and
+this week's review batch; use case B ("fremd") has its own key, expert, lead and answer. Built
+through the real services (ingest, the judge against the local OpenAI-compatible server, the
+review batch), like the other tests' worlds.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from monitoring import services
+from monitoring.models import Answer, JudgeRun, Service, UseCase
+from review import services as review_services
+from review.domain.batches import shift_week
+from review.models import ReviewItem
+from tests.review.conftest import ReviewWorld
+from tests.support.openai_server import ScriptedJudge
+
+PASSWORD = "pw-for-security-tests-5d1"
+JUDGE = "judge-x"
+
+
+@dataclass
+class World:
+    a: UseCase
+    b: UseCase
+    service_a: Service
+    key_a: str
+    service_b: Service
+    key_b: str
+    answer_a: Answer
+    answer_b: Answer
+    run_a: JudgeRun
+    item_a: ReviewItem
+    users: dict[str, User]
+
+
+def build_world(openai_server: Any, settings: Any) -> World:
+    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
+    settings.TREUE_JUDGE_MODEL = JUDGE
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    judge = ScriptedJudge()
+    openai_server.responder = judge
+    a = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)
+    b = services.use_case_create(slug="fremd", name="Fremd", sample_rate=1.0)
+    service_a, key_a = services.service_create(name="recht-bot", use_cases=[a])
+    service_b, key_b = services.service_create(name="fremd-bot", use_cases=[b])
+
+    def user(name: str, **extra: Any) -> User:
+        return User.objects.create_user(
+            name, email=f"{name}@example.org", password=PASSWORD, **extra
+        )
+
+    users = {
+        "expert_a": user("expertin-a"),
+        "lead_a": user("leitung-a"),
+        "expert_b": user("expertin-b"),
+        "lead_b": user("leitung-b"),
+        "nobody": user("niemand"),
+        "staff": user("verwaltung", is_staff=True),
+        "superuser": User.objects.create_superuser(
+            "admin", email="admin@example.org", password=PASSWORD
+        ),
+    }
+    a.experts.add(users["expert_a"])
+    a.team_leads.add(users["lead_a"])
+    b.experts.add(users["expert_b"])
+    b.team_leads.add(users["lead_b"])
+
+    this_week = review_services.current_week()
+    last_week = shift_week(this_week, -1)
+    in_a = ReviewWorld(a, b, service_a, judge, users)
+    in_b = ReviewWorld(a, b, service_b, judge, users)
+    in_a.answer("last-week-1", week=last_week, flagged=True,
+                claims=[("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
+                        ("Kleine Behälter jährlich.", "UNGEDECKT")])
+    in_a.answer("last-week-2", week=last_week)
+    answer_a = in_a.answer("now-a", week=this_week)
+    answer_b = in_b.answer("now-b", week=this_week, use_case=b)
+    batch = review_services.review_batch_create(use_case=a, week=this_week).batch
+    return World(
+        a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
+        answer_a=answer_a, answer_b=answer_b, run_a=answer_a.judge_runs.get(),
+        item_a=batch.items.order_by("pk").first(), users=users,
+    )
