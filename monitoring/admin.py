@@ -59,7 +59,7 @@ class ServiceAdmin(admin.ModelAdmin):
     filter_horizontal = ("use_cases",)
     readonly_fields = ("key_prefix", "created_at", "last_used_at")
     exclude = ("key_hash",)
-    actions = ["rotate_keys"]
+    actions = ["rotate_keys", "revoke_keys"]
 
     def save_model(self, request: HttpRequest, obj: Service, form, change: bool) -> None:
         if not change:
@@ -82,6 +82,17 @@ class ServiceAdmin(admin.ModelAdmin):
                 _("Neuer Schlüssel für %(name)s (nur jetzt sichtbar): %(key)s")
                 % {"name": service.name, "key": key},
             )
+
+    @admin.action(description=_("Schlüssel widerrufen"))
+    def revoke_keys(self, request: HttpRequest, queryset) -> None:
+        # The key is looked up among active services only: from now on it is a 401.
+        names = sorted(queryset.values_list("name", flat=True))
+        queryset.update(active=False)
+        messages.success(
+            request,
+            _("Widerrufen: %(names)s. Anfragen mit diesen Schlüsseln werden ab sofort abgewiesen.")
+            % {"names": ", ".join(names)},
+        )
 
 
 class ChunkInline(admin.TabularInline):
