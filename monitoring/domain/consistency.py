@@ -590,12 +590,13 @@ def compare_samples(samples: Sequence[str], *, language: str) -> Comparison:
     for dimension in dimensions:
         per_sample = [[v for v in vs if v.dimension == dimension] for vs in values]
         having = [i for i, vs in enumerate(per_sample) if vs]
-        flagged: set[tuple[int, int]] = set()  # (sample, index into per_sample[sample])
-        for i in having:
-            for j in having:
-                for k, v in enumerate(per_sample[i]):
-                    if i != j and not any(_same(v, w) for w in per_sample[j]):
-                        flagged.add((i, k))
+        # Two samples that share no value contradict; their values there are what differs.
+        flagged: set[tuple[int, int]] = {  # (sample, index into per_sample[sample])
+            (i, k)
+            for i in having for j in having
+            if i != j and not any(_same(v, w) for v in per_sample[i] for w in per_sample[j])
+            for k in range(len(per_sample[i]))
+        }
         evaders = [
             i for i, vs in enumerate(per_sample)
             if not vs and evading[i] and _category(dimension) == "number"
@@ -637,12 +638,11 @@ def _shown(values: list[Value], dimension: str) -> str:
 
 
 def _unshared_names(values: list[list[Value]]) -> list[list[tuple[int, int]]]:
+    """Per sample, the names that another sample naming anyone does not name."""
     named = [{v.key for v in vs if v.dimension == "name"} for vs in values]
-    others = [set().union(*(n for j, n in enumerate(named) if j != i and n)) for i in
-              range(len(values))]
     return [
-        [(v.start, v.end) for v in vs if v.dimension == "name" and others[i]
-         and v.key not in others[i]]
+        [(v.start, v.end) for v in vs if v.dimension == "name"
+         and any(other and v.key not in other for j, other in enumerate(named) if j != i)]
         for i, vs in enumerate(values)
     ]
 

@@ -183,7 +183,7 @@ def parse_contradiction(reply: str) -> ContradictionReply:
     first = _clean(lines[0])
     rest = lines[1:]
     verdict = _WORDS.get(" ".join(first.upper().split()))
-    if verdict is None and (m := _WORD_THEN_REASON.match(first)):
+    if verdict is None and (m := _WORD_THEN_REASON.match(lines[0].strip())):
         verdict = _WORDS.get(_clean(m["word"]).upper())
         rest = [m["reason"], *rest]
     if verdict is None:
