@@ -3,6 +3,7 @@
 Each case runs Django in a subprocess, because settings are read once per process.
 """
 
+import json
 import os
 import secrets
 import subprocess
@@ -131,3 +132,47 @@ def test_a_bad_cache_url_or_rate_limit_refuses_to_start(tmp_path: Path) -> None:
 
 def test_the_rate_limit_default(tmp_path: Path) -> None:
     assert setting(production_env(tmp_path), "settings.TREUE_API_RATE_LIMIT") == "1200"
+
+
+REQUESTS = """
+import django, json
+django.setup()
+from django.test import Client
+c = Client(HTTP_HOST="treue.example.com")
+out = {}
+for name, method, path, extra in [
+    ("health", "get", "/health", {}),
+    ("login", "get", "/login/", {}),
+    ("api", "post", "/api/v1/answers", {}),
+    ("login_proxied", "get", "/login/", {"HTTP_X_FORWARDED_PROTO": "https"}),
+    ("api_proxied", "post", "/api/v1/answers", {"HTTP_X_FORWARDED_PROTO": "https"}),
+]:
+    r = getattr(c, method)(path, **extra)
+    out[name] = [r.status_code, r.get("Location"), r.get("Strict-Transport-Security")]
+print(json.dumps(out))
+"""
+
+
+def requests_in_production(env: dict[str, str]) -> dict[str, list[Any]]:
+    result = run(env, "-c", REQUESTS)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_plain_http_is_redirected_except_the_health_check(tmp_path: Path) -> None:
+    out = requests_in_production(production_env(tmp_path))
+    # A load balancer checks health over plain HTTP: no redirect.
+    assert out["health"][0] == 200
+    assert out["login"][:2] == [301, "https://treue.example.com/login/"]
+    assert out["api"][:2] == [301, "https://treue.example.com/api/v1/answers"]
+    # Without SECURE_PROXY_SSL_HEADER the forwarded header is not believed.
+    assert out["login_proxied"][0] == 301
+
+
+def test_behind_a_proxy_that_ends_tls(tmp_path: Path) -> None:
+    env = production_env(tmp_path, SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO")
+    out = requests_in_production(env)
+    assert out["login_proxied"] == [200, None, "max-age=31536000"]
+    assert out["api_proxied"][0] == 401  # reaches the API (no key), not a redirect loop
+    assert out["health"][0] == 200
+    assert out["login"][0] == 301  # the proxy's plain-HTTP side is still redirected
