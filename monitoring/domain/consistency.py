@@ -32,7 +32,11 @@ Comparison rule, per dimension (what a value measures: "time", "money:EUR", "dat
 
 Extraction is regular expressions, not a parser: it aims at the figures answers about rules,
 deadlines and fees contain, in German and English, and prefers missing a value (the judge
-still reads the content) to inventing a conflict.
+still reads the content) to inventing a conflict. Known limits, all shown to the team lead with
+the samples rather than hidden: values are compared per dimension, not per subject, so "innere
+Prüfung alle 5 Jahre" in one sample and "Festigkeitsprüfung alle 10 Jahre" in another conflict;
+qualifiers ("mindestens", "ca.", "up to") are not read, so "ca. 4 Wochen" and "etwa einen Monat"
+(28 vs 30.4 days) conflict; numeric US dates (03/01/2026) are not read.
 """
 
 import math
@@ -290,20 +294,24 @@ def _dates(text: str, language: str):
 
 
 _LAW = r"(?:\s+(?P<law>[A-ZÄÖÜ][A-Za-zÄÖÜäöü]*[A-ZÄÖÜ][A-Za-zÄÖÜäöü]*))?"
+_REF_SIGNS = {"§": "§", "§§": "§", "Art.": "Art", "Artikel": "Art", "Article": "Art",
+              "Abschnitt": "Abschnitt", "Kapitel": "Kapitel", "Ziffer": "Ziffer",
+              "Section": "Section", "Chapter": "Chapter", "Clause": "Clause"}
 _REF = re.compile(
-    r"(?P<sign>§§?|\bArt\.|\bArtikel|\bArticle)\s*(?P<n>\d+)(?P<sfx>[a-z]?)(?![\w,.]\d)"
+    rf"(?P<sign>§§?|\b(?:{_alternation(s for s in _REF_SIGNS if s[0] != '§')}))\s*"
+    r"(?P<n>\d+(?:\.\d+)*)(?P<sfx>[a-z]?)(?![\w,.]\d)"
     r"(?:\s*(?:Abs\.|Absatz|para\.)\s*\d+)?(?:\s*(?:S\.|Satz)\s*\d+)?(?:\s*Nr\.\s*\d+)?" + _LAW
 )
 
 
 def _refs(text: str, language: str):
     for m in _REF.finditer(text):
-        sign = "§" if m["sign"].startswith("§") else "Art"
+        sign = _REF_SIGNS[m["sign"]]
         # The law is part of the dimension: "§ 257 HGB" and "§ 147 AO" are two rules a correct
         # answer may cite either of, not two guesses at one.
         dimension = f"ref:{sign}" + (f" {m['law']}" if m["law"] else "")
         key = f"{sign}{m['n']}{m['sfx']}"
-        yield _span("name", dimension, float(m["n"]), m, key=key)
+        yield _span("name", dimension, float(m["n"].split(".")[0]), m, key=key)
 
 
 _CODE = re.compile(
@@ -491,7 +499,15 @@ _LEADING = {"Die", "Der", "Das", "Den", "Dem", "Des", "Ein", "Eine", "Einen", "E
             "Nach", "Zur", "Zum", "For", "By", "With", "At", "From", "Ihre", "Ihr", "Your", "Our"}
 _NOT_NAMES = _CURRENCY_CODES | {"OK", "PS", "ODER", "UND", "AND", "NOT", "NICHT", "CO", "KW"}
 _EN_CAPS = re.compile(r"\b[A-Z][a-zA-Z-]+(?:\s+(?:(?:and|of|for)\s+)?[A-Z][a-zA-Z-]+)*")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]|^\s*(?:[-*•]|\d+[.)]))[\s\"'„“(]*$")
+_LIST_MARKER = re.compile(r"[-*•]|\d+[.)]")
+
+
+def _sentence_initial(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` opens a sentence or list item, where English capitalises too."""
+    prefix = text[:start].rstrip(" \t\"'„“(*_")
+    if not prefix or prefix[-1] in ".!?:;\n":
+        return True
+    return bool(_LIST_MARKER.fullmatch(prefix.rsplit("\n", 1)[-1].strip()))
 
 
 def _names(text: str, language: str):
@@ -500,14 +516,14 @@ def _names(text: str, language: str):
         for m in pattern.finditer(text):
             start, end = m.span()
             words = m.group(0).split()
-            while len(words) > 1 and (words[0] in _LEADING or (
-                    pattern is _EN_CAPS and _SENTENCE_START.search(text[:start]))):
+            while len(words) > 1 and (words[0] in _LEADING or words[0] in ("and", "of", "for")
+                                      or (pattern is _EN_CAPS and _sentence_initial(text, start))):
                 start = text.index(words[1], start + len(words[0]))
                 words = words[1:]
             surface = text[start:end]
             if surface in _NOT_NAMES or surface.lower() in _MONTHS or surface == "I":
                 continue
-            if pattern is _EN_CAPS and (_SENTENCE_START.search(text[:start])
+            if pattern is _EN_CAPS and (_sentence_initial(text, start)
                                         or surface in _LEADING):
                 continue
             key = " ".join(surface.split()).casefold()

@@ -116,6 +116,7 @@ EXTRACTION_CASES = [
     ("de", "Ein Antrag ist einzureichen.", []),
     ("de", "Die Frist wird vom Amt gesetzt.", []),
     ("de", "Siehe § 4.", [("ref:§", 4, "§ 4")]),
+    ("en", "Under Section 4 of the policy.", [("ref:Section", 4, "Section 4")]),
     ("de", "Der Antrag liegt im 3. Stock.", []),
     ("de", "Eine Prüfung ist nötig.", []),
     ("en", "A form is needed. The office decides.", []),
@@ -227,7 +228,10 @@ COMPARISON_CASES = [
      False, "ref:Art GDPR", "Details contradict each other: Art. 5 GDPR / Article 5 GDPR / "
      "Art. 6 GDPR"),
     # Bare numbers without unit or noun are never compared.
-    ("de", ["Siehe Ziffer 3.", "Siehe Ziffer 4.", "Das steht unter 7."], True, None, ""),
+    ("de", ["Das steht auf Seite 3.", "Siehe Seite 4.", "Das steht unter 7."], True, None, ""),
+    ("de", ["Siehe Abschnitt 3.2 des Handbuchs.", "Siehe Abschnitt 3.4.", "Abschnitt 3.2."],
+     False, "ref:Abschnitt", "Angaben widersprechen sich: Abschnitt 3.2 / Abschnitt 3.4 / "
+     "Abschnitt 3.2"),
     # A missing figure in one sample only: the dash.
     ("de", ["Die Frist beträgt 5 Jahre.", "Die Frist beträgt 2 Jahre.", "Es gibt eine Frist."],
      False, "time", "Zahlen widersprechen sich: 5 Jahre / 2 Jahre / —"),
