@@ -342,7 +342,7 @@ _EVASIONS = {
         rf"{_NP_DE}\s+ab\b|\bhängt\s+(?:\w+\s+){{0,2}}?davon\s+ab\b"
         rf"|\bkommt\s+(?:ganz\s+)?(?:auf\s+{_NP_DE}|darauf)\s+an\b"
         r"|\b(?i:unterschiedlich)(?:e[nrsm]?)?\b|\b(?:kann|können)\s+(?:\w+\s+)?variieren\b"
-        r"|\bvariier(?:t|en)\b|\b(?i:es)\s+kommt\s+darauf\s+an\b"
+        r"|\bvariier(?:t|en)\b"
     ),
     "en": re.compile(
         rf"\bvar(?:y|ies)\s+(?:by|with|according\s+to|depending\s+on)\s+{_NP_EN}"
@@ -415,7 +415,9 @@ _RANGE = re.compile(
     rf"(?P<unit>{_UNIT})"
 )
 _PREFIX_MONEY = re.compile(rf"(?P<unit>€|EUR|USD|\$|£|CHF|GBP)\s*(?P<n>{_DIGITS}){_SCALE}")
-_QUANTITY = re.compile(rf"{_START}(?P<n>{_NUM}|(?i:half)\s+an?){_SCALE}{_SEP}(?P<unit>{_UNIT})")
+_QUANTITY = re.compile(  # ",-" as in "40,- €"
+    rf"{_START}(?P<n>{_NUM}|(?i:half)\s+an?)(?:,[-–]{{1,2}})?{_SCALE}{_SEP}(?P<unit>{_UNIT})"
+)
 
 
 def _unit(surface: str) -> tuple[str, float]:
@@ -541,7 +543,9 @@ def _bare_numbers(text: str, language: str):
             yield _span("date", "year", float(raw), m, "n")
         elif not (m["dot"] and (language == "de" or line_start)):
             # "3. Stock" and list markers "1." are ordinals, not amounts.
-            yield _span("number", "number", _number(raw, language), m, "n")
+            amount = _number(raw, language)
+            if amount is not None:
+                yield _span("number", "number", amount, m, "n")
 
 
 def _year_like(raw: str) -> bool:

@@ -47,6 +47,7 @@ EXTRACTION_CASES = [
     ("de", "Es kostet EUR 40 oder 40 Euro.", [("money:EUR", 40, "EUR 40"),
                                              ("money:EUR", 40, "40 Euro")]),
     ("de", "Förderung bis 1,5 Mio. €", [("money:EUR", 1.5e6, "1,5 Mio. €")]),
+    ("de", "Die Gebühr beträgt 40,- €.", [("money:EUR", 40, "40,- €")]),
     ("de", "Der Zuschlag beträgt 5 %, nicht 5% oder fünf Prozent.",
      [("percent", 5, "5 %"), ("percent", 5, "5%"), ("percent", 5, "fünf Prozent")]),
     ("en", "The fee is $40 or 1,250.00 EUR.", [("money:USD", 40, "$40"),
@@ -120,6 +121,9 @@ EXTRACTION_CASES = [
     ("de", "Der Antrag liegt im 3. Stock.", []),
     ("de", "Eine Prüfung ist nötig.", []),
     ("en", "A form is needed. The office decides.", []),
+    ("en", "- Finance approves it.\n- Then the Board signs.", [("name", None, "Board")]),
+    # Bare numbers are kept (shown) but have no dimension to compare in.
+    ("de", "Siehe Seite 3.", [("number", 3, "3")]),
 ]
 
 
