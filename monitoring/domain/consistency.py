@@ -73,7 +73,16 @@ REL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class Value:
-    """One factual value in a sample; ``text[start:end] == self.text``."""
+    """One factual value in a sample; ``sample[start:end] == text``.
+
+    Kinds: "quantity" (a number with a unit or an interval: dimension "time" in days, "money:EUR",
+    "percent", "length" m, "area" m², "volume" l, "mass" kg, "pressure" bar, "workdays", ...),
+    "number" (a count before a noun, dimension "count:<noun stem>"; or a bare number, dimension
+    "number", never compared), "date" ("date" as a proleptic ordinal day, "month" as
+    year*12+month-1, "day-month" as month*100+day, "year"), "name" (people and bodies,
+    dimension "name", never conflicting; references "ref:§", "ref:Art DSGVO", "ref:Section" and
+    codes "code:DIN", compared by ``key``), "evasion" ("je nach …", "it depends on …").
+    """
 
     kind: str  # "number" | "quantity" | "date" | "name" | "evasion"
     dimension: str  # the comparison category: "time" (days), "money:EUR", "date", "ref:§", ...

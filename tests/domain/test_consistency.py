@@ -1,5 +1,7 @@
 """Self-consistency (monitoring.domain.consistency): values, comparison, verdict."""
 
+import random
+
 import pytest
 
 from monitoring.domain.consistency import (
@@ -150,6 +152,20 @@ def test_decimal_marks_by_language():
                                                                              "de")
     assert amount("1.250 €", "de") == amount("€1,250", "en") == 1250
     assert amount("1,250 €", "de") == 1.25
+
+
+def test_extraction_never_raises_and_spans_always_match():
+    # A crash here would fail a worker's question; spans that miss would highlight nonsense.
+    rng = random.Random(7)
+    words = ["5", "Jahre", "alle", "zwei", "je", "nach", "€", "1.250,00", "ein", "halbes", "§",
+             "Art.", "DIN", "4102", "März", "2026", "01.03.", "every", "other", "twice", "a",
+             "depends", "on", "-", "–", "bis", "zwischen", "und", "3,5", "%", "Mio.", "14-",
+             "tägig", "Mr", "Ltd.", "\n-", "1.", "half", "an", "hour", ",-", "x", "mal", "ISO/IEC"]
+    for _ in range(300):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 20)))
+        for language in ("de", "en"):
+            for value in extract_values(text, language=language):
+                assert text[value.start:value.end] == value.text
 
 
 def test_unknown_language_is_refused():
