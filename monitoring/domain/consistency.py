@@ -346,7 +346,8 @@ _STOP_EN = (r"(?:and|but|or|so|because|which|that|while|whereas|although|if|when
 _NP_EN = rf"(?!{_STOP_EN})[\w'-]+(?:\s+(?!{_STOP_EN})[\w'-]+){{0,5}}"
 _EVASIONS = {
     "de": re.compile(
-        rf"\b(?i:je)\s+nach\s+{_NP_DE}|\b(?i:abhängig)\s+(?:von|vom)\s+{_NP_DE}"
+        rf"\b(?i:je)\s+nach\s+{_NP_DE}|\b(?i:je)\s+nachdem\b(?:,?\s+[^.,;:!?\n]{{1,60}})?"
+        rf"|\b(?i:abhängig)\s+(?:von|vom)\s+{_NP_DE}|\b(?i:von)\s+Fall\s+zu\s+Fall\b"
         rf"|\b(?:von|vom)\s+{_NP_DE}\s+abhängig|\bhängt\s+(?:\w+\s+){{0,3}}?(?:von|vom)\s+"
         rf"{_NP_DE}\s+ab\b|\bhängt\s+(?:\w+\s+){{0,2}}?davon\s+ab\b"
         rf"|\bkommt\s+(?:ganz\s+)?(?:auf\s+{_NP_DE}|darauf)\s+an\b"
