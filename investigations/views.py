@@ -62,6 +62,10 @@ def _form_data(request: HttpRequest) -> dict[str, str] | None:
         return None
     data = {key: source.get(key, "") for key in source}
     data["answers"] = ",".join(v for v in source.getlist("answers") if v)
+    # The explorer sends only its choice: the settings not sent start at their defaults.
+    for name, field in InvestigationForm.base_fields.items():
+        if name not in data and field.initial is not None:
+            data[name] = str(field.initial)
     if data["answers"] and not data.get("use_case"):
         # From the explorer: the use case is the chosen answers' (one use case at a time).
         first = data["answers"].split(",")[0].strip()

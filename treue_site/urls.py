@@ -15,5 +15,6 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("review/", include("review.urls")),
+    path("investigations/", include("investigations.urls")),
     path("", include("monitoring.urls")),
 ]
