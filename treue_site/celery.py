@@ -79,6 +79,10 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.reconcile_judge_runs",
         "schedule": 300.0,
     },
+    "reconcile-investigation-questions": {
+        "task": "investigations.tasks.reconcile_questions",
+        "schedule": 300.0,
+    },
     # Monday morning in the site's time zone (CELERY_TIMEZONE = Europe/Berlin).
     "create-review-batches": {
         "task": "review.tasks.create_review_batches",
