@@ -190,9 +190,10 @@ if not DEBUG:
 
 # Content-Security-Policy (django-csp): scripts only from Treue's own static files (pages pass
 # data with json_script, which is not executed), nothing from another origin, no plugins, no
-# framing. style-src allows inline styles: Plotly writes style attributes into the SVG it draws
-# and adds a <style> element for its modebar, which 'self' alone blocks (the charts then lose
-# their layout); inline styles cannot run code.
+# framing. style-src allows inline styles because plotly.min.js inserts <style> elements as it
+# draws (the browser test, run with style-src 'self', sees Chromium block them on every chart
+# page); plotly.js has no nonce option for them. Inline styles cannot run code. Style attributes
+# are not needed by any page today, but Plotly sets some while hovering, so they stay allowed.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

@@ -1,0 +1,109 @@
+"""The Content-Security-Policy in a real browser: every main page loads without a violation.
+
+A team lead, an expert and an admin open the overview, the use-case page with its Plotly charts,
+the answer list and an answer, the judge page, the calibration page, the review queue and an item,
+and the admin's service list. No page may report a `securitypolicyviolation`, log a console error
+or raise a script error, and the charts must be drawn (Plotly's SVG exists) under the policy.
+"""
+
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
+from django.test import Client
+from playwright.sync_api import Page, expect
+
+from tests.treue_site.world import World, build_world
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# plotly.min.js is 4-5 MB: on a busy machine the first page that loads it needs longer than the
+# browser fixture's default timeout.
+DRAW_TIMEOUT_MS = 30_000
+
+# Collects violations from the moment a document starts, before any script of the page runs.
+LISTEN = """
+window.__violations = [];
+document.addEventListener('securitypolicyviolation', e => window.__violations.push(
+  e.violatedDirective + ' ' + (e.blockedURI || '') + ' ' + (e.sourceFile || '') + ':' + e.lineNumber
+));
+"""
+
+
+@pytest.fixture
+def world(openai_server: Any, settings: Any, transactional_db: None) -> World:
+    return build_world(openai_server, settings)
+
+
+def log_in(page: Page, base: str, user: User) -> None:
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    page.context.add_cookies(
+        [{"name": cookie.key, "value": cookie.value, "url": base, "httpOnly": True}]
+    )
+
+
+class Watch:
+    """Console errors, page errors and CSP violations of one page."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        page.add_init_script(LISTEN)
+        page.on("console", self._console)
+        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        page.on("response", lambda r: r.status >= 400 and self.errors.append(
+            f"{r.status} {r.url}"
+        ))
+
+    def _console(self, message: Any) -> None:
+        # Chromium asks every site for /favicon.ico; Treue has none, and that 404 is not a page's.
+        if message.type == "error" and not message.location.get("url", "").endswith(
+            "/favicon.ico"
+        ):
+            self.errors.append(f"console: {message.text} {message.location}")
+
+    def visit(self, url: str, *, charts: int = 0) -> None:
+        response = self.page.goto(url, wait_until="commit")
+        assert response is not None and response.status == 200, url
+        header = response.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in header, url
+        self.page.wait_for_load_state("load", timeout=DRAW_TIMEOUT_MS)
+        if charts:
+            svgs = self.page.locator(".plot-container svg.main-svg")
+            expect(svgs.nth(charts - 1)).to_be_attached(timeout=DRAW_TIMEOUT_MS)
+        violations = self.page.evaluate("window.__violations")
+        assert not violations, f"{url}: {violations}"
+        assert not self.errors, f"{url}: {self.errors}"
+
+
+def test_main_pages_run_under_the_policy(page: Page, live_server: Any, world: World) -> None:
+    base = live_server.url
+    watch = Watch(page)
+    a, answer = world.a.slug, world.answer_a.pk
+
+    log_in(page, base, world.users["lead_a"])
+    watch.visit(f"{base}/overview/", charts=1)
+    watch.visit(f"{base}/use-cases/{a}/", charts=3)
+    watch.visit(f"{base}/answers/")
+    watch.visit(f"{base}/answers/{answer}/")
+    watch.visit(f"{base}/use-cases/{a}/judge/")
+    watch.visit(f"{base}/review/calibration/{a}/")
+
+    page.context.clear_cookies()
+    log_in(page, base, world.users["expert_a"])
+    watch.visit(f"{base}/review/")
+    watch.visit(f"{base}/review/items/{world.item_a.pk}/")
+    # review.js saves as the expert goes: a click runs it under the policy too.
+    page.locator('input[type="radio"]').first.check()
+
+    page.context.clear_cookies()
+    log_in(page, base, world.users["superuser"])
+    watch.visit(f"{base}/admin/")
+    watch.visit(f"{base}/admin/monitoring/service/")
+    watch.visit(f"{base}/admin/monitoring/service/{world.service_a.pk}/change/")
+    watch.visit(f"{base}/admin/monitoring/usecase/{world.a.pk}/change/")
+    assert not page.evaluate("window.__violations")
+    assert not watch.errors
