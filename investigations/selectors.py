@@ -24,9 +24,7 @@ JUDGE_PROMPT_OVERHEAD_TOKENS = 250
 JUDGE_REPLY_TOKENS = 40
 
 SKIP_NO_MESSAGES = "no_messages"
-SKIP_REASONS = {
-    SKIP_NO_MESSAGES: "ohne messages eingeliefert: die Frage kann nicht erneut gestellt werden",
-}
+SKIP_ANONYMISED = "anonymised"
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -135,7 +133,9 @@ def investigation_plan(
     )
     ids_with_messages = []
     for answer in chosen:
-        if answer.messages:
+        if answer.anonymised_at is not None:
+            plan.skipped.append((answer, SKIP_ANONYMISED))
+        elif answer.messages:
             plan.answers.append(answer)
             ids_with_messages.append(answer.pk)
         else:

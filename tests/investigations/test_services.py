@@ -329,3 +329,18 @@ def test_the_reconciler_re_enqueues_lost_questions(world: World, enqueued: list[
     services.investigation_cancel(investigation=investigation)
     enqueued.clear()
     assert services.questions_reconcile() == 0
+
+
+def test_anonymised_answers_are_skipped_with_their_own_reason(world: World) -> None:
+    from django.utils import timezone
+
+    from monitoring.models import Answer
+
+    kept = world.answer("a1", Q_GUESSED)
+    gone = world.answer("a2", Q_KNOWN)
+    Answer.objects.filter(pk=gone.pk).update(anonymised_at=timezone.now(), messages=None)
+    plan = selectors.investigation_plan(
+        use_case=world.use_case, selection="latest", n=10, samples=3, temperature=0.7
+    )
+    assert [a.pk for a in plan.answers] == [kept.pk]
+    assert [(a.pk, r) for a, r in plan.skipped] == [(gone.pk, selectors.SKIP_ANONYMISED)]
