@@ -3,8 +3,8 @@
 The rows are the site's URL patterns, found by walking Django's resolver: a pattern without a row
 fails `test_every_url_pattern_has_a_row`, so a new page cannot be forgotten. To add a page, add a
 `Row` to ROWS: its resolver name, the method, a path (with `{answer_a}`, `{answer_b}`, `{run_a}`,
-`{item_a}`, `{a}`, `{b}` filled in from the world) and one expected cell per role, in the order of
-ROLES. A pattern may have several rows (another method, another object).
+`{item_a}`, `{inv_a}`, `{a}`, `{b}` filled in from the world) and one expected cell per role, in
+the order of ROLES. A pattern may have several rows (another method, another object).
 
 Roles: an anonymous visitor; a RAG service's bearer key (of use case A, no session); the expert
 and the team lead of use case A (the one the objects mostly belong to); the expert and the lead of
@@ -142,6 +142,24 @@ ROWS = [
         body={}),
     Row("review:calibration", "GET", "/review/calibration/{a}/",
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
+    # --- self-consistency investigations: the use case's experts see them, its leads and staff
+    # start and cancel them
+    Row("investigations:list", "GET", "/investigations/",
+                                                        (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("investigations:new", "GET", "/investigations/new/",
+                                                        (L, L, 403, 200, 403, 200, 403, 200)),
+    Row("investigations:new", "POST", "/investigations/new/",
+                                                        (L, L, 403, 400, 403, 400, 403, 400),
+        body={}, note="an empty form is refused with its errors"),
+    Row("investigations:detail", "GET", "/investigations/{inv_a}/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("investigations:progress", "GET", "/investigations/{inv_a}/progress.json",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("investigations:cancel", "GET", "/investigations/{inv_a}/cancel/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
+    Row("investigations:cancel", "POST", "/investigations/{inv_a}/cancel/",
+                                                        (L, L, 403, 302, 404, 404, 404, 302),
+        body={}),
     # --- last: ends the session
     Row("logout", "GET", "/logout/",                    (405, 405, 405, 405, 405, 405, 405, 405)),
     Row("logout", "POST", "/logout/",                   (TO_LOGIN,) * 8),
@@ -189,7 +207,7 @@ def client_for(world: World, role: str) -> tuple[Client, dict[str, str]]:
 def fill(path: str, world: World) -> str:
     return path.format(
         answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
-        item_a=world.item_a.pk, a=world.a.slug, b=world.b.slug,
+        item_a=world.item_a.pk, inv_a=world.investigation_a.pk, a=world.a.slug, b=world.b.slug,
     )
 
 

@@ -1,9 +1,10 @@
 """A small world with two use cases and a user of every role, for the security tests.
 
-Use case A ("recht") has a service key, an expert, a team lead, judged answers from last week and
-this week's review batch; use case B ("fremd") has its own key, expert, lead and answer. Built
-through the real services (ingest, the judge against the local OpenAI-compatible server, the
-review batch), like the other tests' worlds.
+Use case A ("recht") has a service key, an expert, a team lead, judged answers from last week,
+this week's review batch and an investigation; use case B ("fremd") has its own key, expert, lead
+and answer. Built through the real services (ingest, the judge against the local
+OpenAI-compatible server, the review batch, the investigation's start), like the other tests'
+worlds.
 """
 
 from dataclasses import dataclass
@@ -11,6 +12,9 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from investigations import selectors as investigation_selectors
+from investigations import services as investigation_services
+from investigations.models import Investigation
 from monitoring import services
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
@@ -35,6 +39,7 @@ class World:
     answer_b: Answer
     run_a: JudgeRun
     item_a: ReviewItem
+    investigation_a: Investigation
     users: dict[str, User]
 
 
@@ -81,8 +86,13 @@ def build_world(openai_server: Any, settings: Any) -> World:
     answer_a = in_a.answer("now-a", week=this_week)
     answer_b = in_b.answer("now-b", week=this_week, use_case=b)
     batch = review_services.review_batch_create(use_case=a, week=this_week).batch
+    plan = investigation_selectors.investigation_plan(
+        use_case=a, selection=Investigation.Selection.LATEST, n=2, samples=3, temperature=0.7,
+        generator_model="gpt-4o-mini",
+    )
+    investigation = investigation_services.investigation_start(plan=plan, user=users["lead_a"])
     return World(
         a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
         answer_a=answer_a, answer_b=answer_b, run_a=answer_a.judge_runs.get(),
-        item_a=batch.items.order_by("pk").first(), users=users,
+        item_a=batch.items.order_by("pk").first(), investigation_a=investigation, users=users,
     )
