@@ -1,9 +1,10 @@
 """The Content-Security-Policy in a real browser: every main page loads without a violation.
 
 A team lead, an expert and an admin open the overview, the use-case page with its Plotly charts,
-the answer list and an answer, the judge page, the calibration page, the review queue and an item,
-and the admin's service list. No page may report a `securitypolicyviolation`, log a console error
-or raise a script error, and the charts must be drawn (Plotly's SVG exists) under the policy.
+the answer list and an answer, the judge page, the calibration page, the investigations, the
+review queue and an item, and the admin's service list. No page may report a
+`securitypolicyviolation`, log a console error or raise a script error, and the charts must be
+drawn (Plotly's SVG exists) under the policy.
 """
 
 from typing import Any
@@ -91,6 +92,9 @@ def test_main_pages_run_under_the_policy(page: Page, live_server: Any, world: Wo
     watch.visit(f"{base}/answers/{answer}/")
     watch.visit(f"{base}/use-cases/{a}/judge/")
     watch.visit(f"{base}/review/calibration/{a}/")
+    watch.visit(f"{base}/investigations/")
+    watch.visit(f"{base}/investigations/new/")
+    watch.visit(f"{base}/investigations/{world.investigation_a.pk}/")
 
     page.context.clear_cookies()
     log_in(page, base, world.users["expert_a"])
