@@ -4,6 +4,11 @@ RAGTruth carries human hallucination labels but no log-probabilities. The demo i
 deterministically: content-bearing tokens inside a labelled span often get a low probability,
 others rarely do — so the demo's tier 1 behaves like a useful (imperfect) trigger. They are
 marked as synthetic in each answer's metadata.
+
+Each answer also carries the chat messages that produced it (``demo_messages``: a system prompt
+and RAGTruth's QA prompt with the passages and the question), as a RAG service would send them,
+so that a self-consistency investigation can re-ask them. In the demo, the generator it re-asks
+is ``monitoring.demo_judge``, which replays these answers with scripted variation.
 """
 
 import json
@@ -53,6 +58,43 @@ def _logprobs(text: str, labels: list[dict[str, Any]], rng: random.Random) -> di
     return {"content": content}
 
 
+def answer_logprobs(row: dict[str, Any]) -> dict[str, Any]:
+    """The synthetic log-probabilities of a sample row's own answer, as ingested by the demo.
+
+    The row's random stream first draws the answer's age (one draw, in ``demo_answers``), then
+    the probabilities; the demo generator replays the same probabilities with the answer.
+    """
+    rng = random.Random(row["id"])
+    rng.random()
+    return _logprobs(row["response"], row["labels"], rng)
+
+
+def synthetic_logprobs(text: str, spans: list[tuple[int, int]], seed: str) -> dict[str, Any]:
+    """Log-probabilities for ``text`` as ``answer_logprobs`` makes them, with ``spans`` as the
+    invented parts (the demo generator's varied answers)."""
+    labels = [{"start": s, "end": e} for s, e in spans]
+    return _logprobs(text, labels, random.Random(seed))
+
+
+# RAGTruth's QA prompt (the wording its generators were given), behind a short system prompt.
+DEMO_SYSTEM_PROMPT = "You are a helpful assistant. Answer only from the passages you are given."
+DEMO_USER_PROMPT = (
+    "Briefly answer the following question:\n{question}\n"
+    "Bear in mind that your response should be strictly based on the following {count} "
+    "passages:\n{passages}\n"
+    "In case the passages do not contain the necessary information to answer the question, "
+    'please reply with: "Unable to answer based on given passages."\n'
+    "output:"
+)
+
+
+def demo_messages(question: str, passages: list[str]) -> list[dict[str, str]]:
+    """The OpenAI messages a RAG service sent for ``question`` with its retrieved passages."""
+    shown = "\n".join(f"passage {i}: {p}" for i, p in enumerate(passages, start=1))
+    user = DEMO_USER_PROMPT.format(question=question, count=len(passages), passages=shown)
+    return [{"role": "system", "content": DEMO_SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
 def _similarity(question: str, passage: str) -> float:
     q = {w.lower() for w in WORD_RE.findall(question)}
     p = {w.lower() for w in WORD_RE.findall(passage)}
@@ -65,7 +107,7 @@ def demo_answers(*, use_case: str, now: datetime, weeks: int = 8) -> Iterator[di
     with SAMPLE_FILE.open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh]
     for row in rows:
-        rng = random.Random(row["id"])
+        rng = random.Random(row["id"])  # the same stream as answer_logprobs: one draw, the age
         created = now - timedelta(seconds=rng.uniform(0, weeks * 7 * 86400))
         yield {
             "external_id": f"ragtruth-{row['id']}",
@@ -79,6 +121,7 @@ def demo_answers(*, use_case: str, now: datetime, weeks: int = 8) -> Iterator[di
                 for i, p in enumerate(row["passages"], start=1)
             ],
             "logprobs": _logprobs(row["response"], row["labels"], rng),
+            "messages": demo_messages(row["question"], row["passages"]),
             "created_at": created.isoformat(),
             "metadata": {
                 "source": "RAGTruth QA (MIT)",

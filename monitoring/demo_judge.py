@@ -17,11 +17,26 @@ that is not a demo answer (a real service's answer sent to the demo) still gets 
 replies — its sentences as claims, every verdict GEDECKT — so nothing breaks, but those
 verdicts mean nothing, which is why the demo says everywhere that its judge replays labels.
 
+The same server plays the demo's generator for self-consistency investigations: a request for
+a demo answer's own model (``llama-2-70b-chat``, ...) with that answer's messages (see
+``monitoring.demo.demo_messages``) gets that answer back, with its synthetic log-probabilities
+when asked. It is not a model either: it replays the stored answer, and for answers with human
+hallucination labels it varies the labelled spans on a script (numbers shifted, other spans left
+out or replaced by a hedge), so that an investigation finds inconsistency where humans found
+invented content. The n-th identical request (same model, messages and temperature) gets the
+(n mod 3)-th version — the answer itself, then two variations — so the same investigation run
+twice gets the same three samples. At temperature 0 the answer is always replayed unchanged.
+For the investigation's contradiction check, the judge compares the samples' texts: identical
+is KONSISTENT; samples of a demo answer that differ inside its labelled spans are WIDERSPRUCH;
+anything else is KONSISTENT (a fallback, like GEDECKT for unknown claims).
+
 It listens on loopback only. ``python -m monitoring.demo_judge --port 8790`` prints its URL.
 It needs neither Django nor the database.
 """
 
 import argparse
+import difflib
+import hashlib
 import json
 import logging
 import math
@@ -37,16 +52,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from monitoring.demo import DEMO_JUDGE_MODEL, SAMPLE_FILE
+from monitoring.demo import (
+    DEMO_JUDGE_MODEL,
+    SAMPLE_FILE,
+    answer_logprobs,
+    demo_messages,
+    synthetic_logprobs,
+)
 from monitoring.domain import judge_prompt as prompts
+from monitoring.domain.consistency import prompt as consistency_prompts
 from monitoring.domain.judge_parse import Label
 
 logger = logging.getLogger("treue.demo_judge")
 
 DEFAULT_PORT = 8790
 NOTICE = (
-    "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell / "
-    "demo judge: verdicts are replayed human labels (RAGTruth), not a model"
+    "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell; "
+    "Demo-Generator: gibt die Demo-Antworten wieder, mit geskripteter Variation der gelabelten "
+    "Stellen, kein Modell / "
+    "demo judge: verdicts are replayed human labels (RAGTruth), not a model; demo generator: "
+    "replays the demo answers with scripted variation of the labelled spans, not a model"
 )
 
 # RAGTruth's span types; all of them mark text the passages do not support.
@@ -158,6 +183,10 @@ class DemoAnswer:
     response: str
     passages: tuple[str, ...]
     spans: tuple[tuple[int, int], ...]  # labelled hallucinations in `response`
+    question: str = ""
+    model: str = ""  # the generator that wrote it (RAGTruth's model name)
+    prompt: str = ""  # its messages, as `_messages_key` writes them
+    logprobs: Any = None  # as the demo ingested them (`monitoring.demo.answer_logprobs`)
 
 
 def load_answers(path: Path = SAMPLE_FILE) -> list[DemoAnswer]:
@@ -173,8 +202,20 @@ def load_answers(path: Path = SAMPLE_FILE) -> list[DemoAnswer]:
                     (label["start"], label["end"]) for label in row["labels"]
                     if label["label_type"] in HALLUCINATION_TYPES
                 ),
+                question=row["question"],
+                model=row["model"],
+                prompt=_messages_key(demo_messages(row["question"], row["passages"])),
+                logprobs=answer_logprobs(row),
             ))
     return answers
+
+
+def _messages_key(messages: Sequence[Any]) -> str:
+    """Messages as one string: roles and texts only, so that content parts equal a string."""
+    return json.dumps(
+        [[m.get("role"), _text(m.get("content"))] for m in messages if isinstance(m, dict)],
+        ensure_ascii=False,
+    )
 
 
 def label_for(answer: DemoAnswer, claim: str) -> Label:
@@ -193,17 +234,24 @@ def label_for(answer: DemoAnswer, claim: str) -> Label:
     return best
 
 
-def _pattern(template: str) -> re.Pattern[str]:
-    """A regex that reads the placeholders back out of a prompt template."""
+def _pattern(template: str, lazy: str = "") -> re.Pattern[str]:
+    """A regex that reads the placeholders back out of a prompt template; the field ``lazy``
+    takes as little as it can (a question before samples that hold blank lines)."""
     names = {"kontext": "context", "aussage": "claim"}  # the article's German names
     parts = []
     for literal, field, _spec, _conversion in string.Formatter().parse(template):
         parts.append(re.escape(literal))
         if field is not None:
-            parts.append(f"(?P<{names.get(field, field)}>.*)")
+            parts.append(f"(?P<{names.get(field, field)}>.*{'?' if field == lazy else ''})")
     return re.compile("".join(parts) + r"\Z", re.DOTALL)
 
 
+_CONSISTENCY_USER = [
+    _pattern(consistency_prompts.USER_DE, lazy="question"),
+    _pattern(consistency_prompts.USER_EN, lazy="question"),
+]
+_SAMPLE_HEADER = re.compile(r"(?:\A|\n\n)(?:Antwort|Answer) \d+:\n")
+_EMPTY_SAMPLES = {consistency_prompts.EMPTY_DE, consistency_prompts.EMPTY_EN}
 _DECOMPOSE_SYSTEMS = {prompts.DECOMPOSE_SYSTEM_DE, prompts.DECOMPOSE_SYSTEM_EN}
 _VERIFY_SYSTEMS = {prompts.VERIFY_SYSTEM_DE, prompts.VERIFY_SYSTEM_EN}
 _DECOMPOSE_USER = [_pattern(prompts.DECOMPOSE_USER_DE), _pattern(prompts.DECOMPOSE_USER_EN)]
@@ -247,6 +295,10 @@ class DemoJudge:
             return self._verify(user)
         if system in _DECOMPOSE_SYSTEMS:
             return self._decompose(user)
+        if system in (consistency_prompts.SYSTEM_DE, consistency_prompts.SYSTEM_EN) or _match(
+            _CONSISTENCY_USER, user
+        ):
+            return self._contradiction(user)
         if _match(_VERIFY_USER, user) or "UNGEDECKT" in user:
             return self._verify(user)
         return self._decompose(user)
@@ -265,6 +317,44 @@ class DemoJudge:
         found = [a for a in self.answers if a.response.strip() and a.response.strip() in user]
         return max(found, key=lambda a: len(a.response), default=None)
 
+    def _contradiction(self, user: str) -> tuple[str, str]:
+        """WIDERSPRUCH when the samples of a demo answer differ inside its labelled spans."""
+        match = _match(_CONSISTENCY_USER, user)
+        german = match is None or match.re is _CONSISTENCY_USER[0]
+        question = match.group("question").strip() if match else ""
+        shown = match.group("samples") if match else user
+        samples = [
+            "" if text.strip() in _EMPTY_SAMPLES else text.strip()
+            for text in _SAMPLE_HEADER.split(shown)[1:]
+        ]
+
+        def reply(contradiction: bool, de: str, en: str) -> str:
+            word = ("WIDERSPRUCH" if german else "CONTRADICTION") if contradiction else (
+                "KONSISTENT" if german else "CONSISTENT")
+            return f"{word}\n{de if german else en}"
+
+        if len({" ".join(t.split()) for t in samples}) <= 1:
+            return (reply(False, "Die Antworten sind wortgleich.", "The answers are identical."),
+                    "contradiction: identical samples")
+        candidates = [a for a in self.answers if a.question.strip() == question]
+        if not candidates:
+            return (reply(False, "Demo-Prüfer: unbekannte Antworten, nicht verglichen.",
+                          "Demo judge: unknown answers, not compared."),
+                    "contradiction unknown question: KONSISTENT (fallback)")
+        # Several models answered some questions: the one whose answer the samples resemble.
+        answer = max(candidates, key=lambda a: difflib.SequenceMatcher(
+            None, a.response, samples[0], autojunk=False).ratio())
+        for number, sample in enumerate(samples, 1):
+            fragment = _labelled_difference(answer, sample)
+            if fragment is not None:
+                return (reply(True, f"Antwort {number} weicht an einer gelabelten Stelle ab: "
+                                    f"„{fragment}“.",
+                              f"Answer {number} differs in a labelled span: “{fragment}”."),
+                        f"contradiction {answer.id}: WIDERSPRUCH")
+        return (reply(False, "Die Antworten unterscheiden sich nur außerhalb gelabelter Stellen.",
+                      "The answers differ only outside labelled spans."),
+                f"contradiction {answer.id}: KONSISTENT")
+
     def _verify(self, user: str) -> tuple[str, str]:
         match = _match(_VERIFY_USER, user)
         if match:
@@ -282,9 +372,121 @@ class DemoJudge:
         return label.value, f"verify {answer.id}: {label.value}"
 
 
+def _labelled_difference(answer: DemoAnswer, sample: str) -> str | None:
+    """What ``sample`` says differently from ``answer`` inside a labelled span, or None."""
+    matcher = difflib.SequenceMatcher(None, answer.response, sample, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if any(i1 < e and s < i2 if i1 < i2 else s <= i1 <= e for s, e in answer.spans):
+            changed = " ".join((sample[j1:j2] or answer.response[i1:i2]).split())
+            return changed if len(changed) <= 80 else changed[:79] + "…"
+    return None
+
+
+# What the demo generator says instead of a labelled span without numbers: the run that does
+# not make the claim up. A whole sentence is left out in the first variation and replaced by
+# HEDGE in the second; a part of a sentence is replaced, by one of the two fragments.
+HEDGE = "The passages do not say more about this"
+HEDGE_FRAGMENTS = ("something the passages do not mention", "what the passages leave open")
+# The number of versions of a labelled answer the generator cycles through: the answer itself
+# and two variations. An investigation asks three samples; the same one twice gets the same.
+VERSIONS = 3
+_DIGITS = re.compile(r"\d+")
+_TRAIL = re.compile(r"[.!?]*[\"'”’)\]]*\s*\Z")
+
+
+def _shifted(number: str, version: int) -> str:
+    value = int(number)
+    if 1900 <= value <= 2100 or value < 10:  # a year, a small count: a near miss
+        step = 1
+    else:
+        step = max(1, round(value * 0.2))
+    return str(value + version * step)
+
+
+def vary(answer: DemoAnswer, version: int) -> tuple[str, list[tuple[int, int]]]:
+    """The answer's ``version``-th variation (0: the answer itself) and the spans in it that
+    stand for the labelled ones: numbers in them shifted; sentences left out (version 1) or
+    replaced by ``HEDGE`` (version 2); parts of sentences replaced by a hedging fragment."""
+    if version == 0 or not answer.spans:
+        return answer.response, list(answer.spans)
+    merged: list[list[int]] = []
+    for s, e in sorted(answer.spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    text, spans, last = "", [], 0
+    for s, e in merged:
+        text += answer.response[last:s]
+        original = answer.response[s:e]
+        if _DIGITS.search(original):
+            new = _DIGITS.sub(lambda m: _shifted(m.group(), version), original)
+        else:
+            trail = _TRAIL.search(original).group()  # type: ignore[union-attr]
+            before = text.rstrip(" \t")
+            sentence = (not before or before[-1] in ".!?:\n") and trail.strip()[:1] in (
+                ".", "!", "?")
+            if sentence and version % 2 == 1:
+                new = ""
+            elif sentence:
+                new = HEDGE + trail
+            else:
+                new = HEDGE_FRAGMENTS[(version - 1) % 2] + trail
+        spans.append((len(text), len(text) + len(new)))
+        text += new
+        last = e
+    text += answer.response[last:]
+    return text, [(s, e) for s, e in spans if e > s]
+
+
+class DemoGenerator:
+    """Replays demo answers for their own models' names and messages, labelled ones varied."""
+
+    def __init__(self, answers: Sequence[DemoAnswer]) -> None:
+        self._by_prompt = {(a.model, a.prompt): a for a in answers if a.model}
+        self.models = sorted({a.model for a in answers if a.model})
+        self._asked: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def find(self, model: str, messages: Sequence[Any]) -> DemoAnswer | None:
+        return self._by_prompt.get((model, _messages_key(messages)))
+
+    def reply(
+        self, answer: DemoAnswer, messages: Sequence[Any], temperature: float
+    ) -> tuple[str, dict[str, Any], str]:
+        """The text, its log-probabilities and a note for the log."""
+        key = hashlib.sha256(
+            f"{answer.model}\n{_messages_key(messages)}\n{temperature!r}".encode()
+        ).hexdigest()
+        with self._lock:
+            n = self._asked.get(key, 0)
+            self._asked[key] = n + 1
+        version = n % VERSIONS if temperature > 0 else 0
+        text, spans = vary(answer, version)
+        if version == 0 or not answer.spans:
+            logprobs = answer.logprobs
+        else:
+            logprobs = synthetic_logprobs(text, spans, seed=f"{key}:{version}")
+        note = f"generate {answer.id} ({answer.model}): version {version if answer.spans else 0}"
+        return text, logprobs, note
+
+
 def _tokens(text: str) -> int:
     """About four characters a token, as OpenAI's tokenisers average on English text."""
     return max(1, math.ceil(len(text) / 4))
+
+
+def _within(tokens: list[dict[str, Any]], length: int) -> list[dict[str, Any]]:
+    """The tokens that spell the first ``length`` characters (a reply cut at max_tokens)."""
+    kept, used = [], 0
+    for token in tokens:
+        used += len(token["token"])
+        if used > length:
+            break
+        kept.append(token)
+    return kept
 
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
@@ -298,6 +500,7 @@ class DemoJudgeServer:
         self, port: int = DEFAULT_PORT, judge: DemoJudge | None = None, any_port: bool = False
     ) -> None:
         self.judge = judge or DemoJudge(load_answers())
+        self.generator = DemoGenerator(self.judge.answers)
         self._counter = 0
         self._lock = threading.Lock()
         try:
@@ -335,33 +538,60 @@ class DemoJudgeServer:
             self._thread.join(timeout=5)
 
     def models(self) -> dict[str, Any]:
-        return {"object": "list", "data": [self._model()]}
+        names = [DEMO_JUDGE_MODEL, *self.generator.models]
+        return {"object": "list", "data": [self._model(name) for name in names]}
 
-    def _model(self) -> dict[str, Any]:
-        return {"id": DEMO_JUDGE_MODEL, "object": "model", "created": 0, "owned_by": "treue-demo"}
+    def _model(self, name: str = DEMO_JUDGE_MODEL) -> dict[str, Any] | None:
+        if name == DEMO_JUDGE_MODEL:
+            return {"id": name, "object": "model", "created": 0, "owned_by": "treue-demo"}
+        if name in self.generator.models:  # replayed answers, not that model
+            return {"id": name, "object": "model", "created": 0,
+                    "owned_by": "treue-demo-replay"}
+        return None
 
     def completion(self, request: Any) -> tuple[int, dict[str, Any]]:
         """Status and body for a chat completions request."""
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return 400, _error(400, "'messages' must be a list", "invalid_request_error")
         model = request.get("model")
-        if model != DEMO_JUDGE_MODEL:
+        if model != DEMO_JUDGE_MODEL and model not in self.generator.models:
             # Answering as another model would put that model's name on replayed labels.
             return 404, _error(
                 404,
                 f"The model {model!r} does not exist here: this demo judge serves only "
-                f"{DEMO_JUDGE_MODEL!r} (replayed human labels, not a model).",
+                f"{DEMO_JUDGE_MODEL!r} (replayed human labels, not a model), and replays the "
+                f"demo answers of {', '.join(self.generator.models)}.",
                 "invalid_request_error",
                 "model_not_found",
             )
         if request.get("stream"):
             return 400, _error(400, "the demo judge does not stream", "invalid_request_error")
-        # temperature is irrelevant: the replies are deterministic anyway.
-        content, note = self.judge.reply(request["messages"])
+        logprobs = None
+        if model == DEMO_JUDGE_MODEL:
+            # temperature is irrelevant: the replies are deterministic anyway.
+            content, note = self.judge.reply(request["messages"])
+        else:
+            answer = self.generator.find(model, request["messages"])
+            if answer is None:
+                return 400, _error(
+                    400,
+                    f"The demo generator replays only the demo answers: these messages are not "
+                    f"those of a demo answer by {model!r} (it is not a model).",
+                    "invalid_request_error",
+                )
+            temperature = request.get("temperature")
+            temperature = 1.0 if not isinstance(temperature, int | float) else temperature
+            content, logprobs, note = self.generator.reply(
+                answer, request["messages"], float(temperature)
+            )
         finish = "stop"
         limit = request.get("max_completion_tokens") or request.get("max_tokens")
         if isinstance(limit, int) and limit > 0 and _tokens(content) > limit:
             content, finish = content[: limit * 4], "length"
+        if logprobs is not None and request.get("logprobs"):
+            logprobs = {"content": _within(logprobs["content"], len(content)), "refusal": None}
+        else:
+            logprobs = None
         prompt_tokens = sum(
             _tokens(_text(m.get("content"))) + 4  # OpenAI counts a few tokens of framing
             for m in request["messages"] if isinstance(m, dict)
@@ -375,13 +605,13 @@ class DemoJudgeServer:
             "id": f"chatcmpl-demo-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": DEMO_JUDGE_MODEL,
+            "model": model,
             "system_fingerprint": None,
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": None},
                 "finish_reason": finish,
-                "logprobs": None,
+                "logprobs": logprobs,
             }],
             "usage": {
                 "prompt_tokens": prompt_tokens,
@@ -405,8 +635,10 @@ def _make_handler(server: DemoJudgeServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?")[0].rstrip("/")
             if path == "/v1/models":
                 self._send(200, server.models())
-            elif path == f"/v1/models/{DEMO_JUDGE_MODEL}":
-                self._send(200, server._model())
+            elif path.startswith("/v1/models/") and (
+                model := server._model(path.removeprefix("/v1/models/"))
+            ):
+                self._send(200, model)
             else:
                 self._send(404, _error(404, "Not found", "invalid_request_error"))
 
@@ -459,7 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(NOTICE, flush=True)
     print(f"URL: {server.base_url}  model: {DEMO_JUDGE_MODEL}  "
-          f"({len(server.judge.answers)} demo answers)", flush=True)
+          f"({len(server.judge.answers)} demo answers; replayed as "
+          f"{', '.join(server.generator.models)})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

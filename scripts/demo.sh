@@ -7,6 +7,11 @@
 # (port DEMO_JUDGE_PORT, default 8790, or any free one) whose verdicts are RAGTruth's human
 # labels replayed, not a model's. With TREUE_JUDGE_BASE_URL set, that endpoint is the judge and
 # TREUE_JUDGE_MODEL names its model (TREUE_JUDGE_API_KEY as the endpoint needs).
+#
+# The generator (self-consistency investigations): with TREUE_GENERATOR_BASE_URL unset, the same
+# local server replays the demo answers for their own model names, the human-labelled spans
+# varied on a script (not a model), so that an investigation finds inconsistency where people
+# found invented content. With it set, that endpoint is re-asked (TREUE_GENERATOR_API_KEY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,11 +41,9 @@ trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
-  echo "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell."
-  echo "Demo judge: verdicts are replayed human labels (RAGTruth), not a model."
-  echo "Echter Prüfer / real judge: TREUE_JUDGE_BASE_URL=... TREUE_JUDGE_API_KEY=..." \
-    "TREUE_JUDGE_MODEL=... bash scripts/demo.sh"
+# The demo server (monitoring/demo_judge.py) plays the judge and, for self-consistency
+# investigations, the generator: it starts when either has no endpoint of its own.
+if [ -z "${TREUE_JUDGE_BASE_URL:-}" ] || [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
   port_args=(--port "${DEMO_JUDGE_PORT:-8790}")
   # Only an explicitly chosen port must be that port; the default may move if it is taken.
   [ -n "${DEMO_JUDGE_PORT:-}" ] || port_args+=(--any-port)
@@ -64,6 +67,13 @@ if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
     cat var/demo-judge.log >&2
     exit 1
   fi
+fi
+
+if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
+  echo "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell."
+  echo "Demo judge: verdicts are replayed human labels (RAGTruth), not a model."
+  echo "Echter Prüfer / real judge: TREUE_JUDGE_BASE_URL=... TREUE_JUDGE_API_KEY=..." \
+    "TREUE_JUDGE_MODEL=... bash scripts/demo.sh"
   export TREUE_JUDGE_BASE_URL=$url TREUE_JUDGE_MODEL=treue-demo-judge TREUE_JUDGE_API_KEY=demo
   echo "Demo-Prüfer läuft auf $url (Log: var/demo-judge.log)."
 else
@@ -73,6 +83,16 @@ else
     exit 2
   fi
   echo "Prüfer / judge: $TREUE_JUDGE_MODEL über $TREUE_JUDGE_BASE_URL"
+fi
+
+if [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
+  echo "Demo-Generator (Konsistenzprüfungen): gibt die Demo-Antworten wieder, mit geskripteter" \
+    "Variation der gelabelten Stellen, kein Modell."
+  echo "Demo generator (consistency investigations): replays the demo answers with scripted" \
+    "variation of the labelled spans, not a model."
+  export TREUE_GENERATOR_BASE_URL=$url TREUE_GENERATOR_API_KEY=demo
+else
+  echo "Generator (Konsistenzprüfungen / consistency investigations): $TREUE_GENERATOR_BASE_URL"
 fi
 
 # After the judge settings: the demo answers sampled at ingest get their judge runs now, and

@@ -3,6 +3,11 @@
 Everything goes through the real ``openai`` client against the server on a free loopback port,
 with the prompts the worker really sends (``judge_prompt``) and the parsers that really read the
 replies (``judge_parse``); the last tests run the whole tier-2 pipeline from ingest to score.
+
+The same server plays the demo's generator for self-consistency investigations: the tests at the
+end re-ask it with the messages the demo ingests, as ``GeneratorClient`` does, and check that an
+investigation over demo answers finds inconsistency exactly where humans labelled invented
+content.
 """
 
 import json
@@ -15,8 +20,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.demo import DEMO_JUDGE_MODEL, SAMPLE_FILE, demo_answers
-from monitoring.demo_judge import DemoJudge, DemoJudgeServer, load_answers
+from monitoring.demo import DEMO_JUDGE_MODEL, SAMPLE_FILE, answer_logprobs, demo_answers
+from monitoring.demo import demo_messages as demo_messages_for
+from monitoring.demo_judge import DemoJudge, DemoJudgeServer, load_answers, vary
+from monitoring.domain import consistency
 from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.domain.judge_prompt import (
     decompose_messages,
@@ -97,8 +104,11 @@ def verify(api: openai.OpenAI, row: dict[str, Any], claim: str, language: str = 
     return parse_verdict(ask(api, messages, max_tokens=16).choices[0].message.content)
 
 
-def test_lists_only_the_demo_model(judge_api: openai.OpenAI) -> None:
-    assert [m.id for m in judge_api.models.list()] == [DEMO_JUDGE_MODEL]
+def test_lists_the_demo_judge_and_the_replayed_generators(judge_api: openai.OpenAI) -> None:
+    models = judge_api.models.list().data
+    generators = sorted({row["model"] for row in ROWS.values()})
+    assert [m.id for m in models] == [DEMO_JUDGE_MODEL, *generators]
+    assert {m.owned_by for m in models[1:]} == {"treue-demo-replay"}
 
 
 def test_listens_on_loopback_only(demo_judge: DemoJudgeServer) -> None:
@@ -267,3 +277,222 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
     assert run.prompt_tokens > 0 and run.completion_tokens > 0
     assert {c.judge_model for c in run.claims.all()} == {DEMO_JUDGE_MODEL}
     assert set(run.claims.values_list("label", flat=True)) - {"GEDECKT"}
+
+
+# --- The demo generator (self-consistency investigations) -----------------------------------
+
+# 12219: one labelled span with a number ("Passage 3 does not provide instructions ...").
+QUILT = ROWS["12219"]
+
+
+def demo_messages(row: dict[str, Any]) -> list[dict[str, str]]:
+    return demo_messages_for(row["question"], row["passages"])
+
+
+def generate(
+    api: openai.OpenAI, row: dict[str, Any], *, temperature: float = 0.7, logprobs: bool = False,
+    messages: list[dict[str, str]] | None = None,
+) -> Any:
+    return api.chat.completions.create(
+        model=row["model"],
+        messages=messages or demo_messages(row),  # type: ignore[arg-type]
+        temperature=temperature,
+        max_tokens=1500,
+        logprobs=logprobs,
+    )
+
+
+@pytest.fixture
+def fresh_api() -> Iterator[openai.OpenAI]:
+    """A server of its own: the generator counts identical requests, so tests must not share."""
+    server = DemoJudgeServer(port=0).start()
+    api = openai.OpenAI(base_url=server.base_url, api_key="demo", max_retries=0, timeout=10)
+    try:
+        yield api
+    finally:
+        api.close()
+        server.stop()
+
+
+def test_demo_answers_carry_the_rag_prompt_that_produced_them() -> None:
+    body = next(b for b in demo_answers(use_case="demo", now=timezone.now())
+                if b["external_id"] == "ragtruth-13757")
+    system, user = body["messages"]
+    assert system["role"] == "system" and user["role"] == "user"
+    assert FRONTS["question"] in user["content"]
+    assert all(p in user["content"] for p in FRONTS["passages"])
+    assert body["logprobs"] == answer_logprobs(FRONTS)
+
+
+def test_the_generator_replays_a_demo_answer_with_its_logprobs(fresh_api: openai.OpenAI) -> None:
+    completion = generate(fresh_api, EXHAUST, logprobs=True)
+    choice = completion.choices[0]
+    assert completion.model == EXHAUST["model"]
+    assert choice.message.content == EXHAUST["response"]
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    assert "".join(t.token for t in choice.logprobs.content) == EXHAUST["response"]
+    # The very probabilities the demo ingested with the answer.
+    assert choice.logprobs.model_dump(mode="json")["content"] == (
+        answer_logprobs(EXHAUST)["content"]
+    )
+    assert generate(fresh_api, EXHAUST).choices[0].logprobs is None  # only when asked
+
+
+def test_an_unlabelled_answer_is_the_same_every_time(fresh_api: openai.OpenAI) -> None:
+    texts = [generate(fresh_api, EXHAUST).choices[0].message.content for _ in range(3)]
+    assert texts == [EXHAUST["response"]] * 3
+
+
+def test_a_labelled_answer_varies_in_its_labelled_spans(fresh_api: openai.OpenAI) -> None:
+    completions = [generate(fresh_api, TRACT, logprobs=True) for _ in range(3)]
+    texts = [c.choices[0].message.content for c in completions]
+    assert texts[0] == TRACT["response"]
+    assert len(set(texts)) == 3
+    # Version 1 leaves the invented sentences out, version 2 hedges instead; the rest stays.
+    assert TRACT_INVENTED not in texts[1] and TRACT_INVENTED not in texts[2]
+    assert all(TRACT_SUPPORTED in t for t in texts)
+    assert "The passages do not say more about this." in texts[2]
+    for completion, text in zip(completions, texts, strict=True):
+        content = completion.choices[0].logprobs.content
+        assert "".join(t.token for t in content) == text
+    # A number in a labelled span is shifted: the value comparison sees it.
+    quilt = [generate(fresh_api, QUILT).choices[0].message.content for _ in range(3)]
+    assert [("Passage 3 does not" in t, "Passage 4 does not" in t, "Passage 5 does not" in t)
+            for t in quilt] == [(True, False, False), (False, True, False), (False, False, True)]
+
+
+def test_the_same_investigation_twice_gets_the_same_samples(fresh_api: openai.OpenAI) -> None:
+    first = [generate(fresh_api, TRACT).choices[0].message.content for _ in range(3)]
+    second = [generate(fresh_api, TRACT).choices[0].message.content for _ in range(3)]
+    assert first == second
+
+
+def test_at_temperature_zero_the_answer_is_replayed(fresh_api: openai.OpenAI) -> None:
+    texts = {generate(fresh_api, TRACT, temperature=0).choices[0].message.content
+             for _ in range(3)}
+    assert texts == {TRACT["response"]}
+
+
+def test_other_messages_are_refused_not_invented(fresh_api: openai.OpenAI) -> None:
+    other = [{"role": "user", "content": "Wie oft wird der Behälter geprüft?"}]
+    with pytest.raises(openai.BadRequestError, match="replays only the demo answers"):
+        generate(fresh_api, TRACT, messages=other)
+    with pytest.raises(openai.NotFoundError):
+        fresh_api.chat.completions.create(
+            model="gpt-4o", messages=demo_messages(TRACT)  # type: ignore[arg-type]
+        )
+
+
+def contradiction(api: openai.OpenAI, row: dict[str, Any], samples: list[str],
+                  language: str) -> consistency.ContradictionReply:
+    messages = consistency.contradiction_messages(question=row["question"], samples=samples,
+                                                  language=language)
+    return consistency.parse_contradiction(
+        ask(api, messages, max_tokens=200).choices[0].message.content
+    )
+
+
+@pytest.mark.parametrize("language", ["de", "en"])
+def test_the_judge_answers_the_contradiction_check(
+    fresh_api: openai.OpenAI, language: str
+) -> None:
+    same = [EXHAUST["response"]] * 3
+    reply = contradiction(fresh_api, EXHAUST, same, language)
+    assert reply.contradiction is False and reply.reason
+    varied = [generate(fresh_api, TRACT).choices[0].message.content for _ in range(3)]
+    reply = contradiction(fresh_api, TRACT, varied, language)
+    assert reply.contradiction is True
+    assert ("Antwort 2" if language == "de" else "Answer 2") in reply.reason
+    # The retry prompt (after an unreadable reply) is answered the same way.
+    retry = consistency.contradiction_retry_messages(
+        question=TRACT["question"], samples=varied, language=language, reply="Hmm"
+    )
+    assert consistency.parse_contradiction(
+        ask(fresh_api, retry, max_tokens=200).choices[0].message.content
+    ).contradiction is True
+    # Answers the demo does not know: a well-formed fallback, never an unreadable reply.
+    unknown = contradiction(
+        fresh_api, {"question": "Wie oft?"}, ["Alle 5 Jahre.", "Jährlich."], language
+    )
+    assert unknown.contradiction is False
+
+
+def test_every_labelled_answer_is_inconsistent_and_no_other() -> None:
+    """Over the whole sample, without HTTP: the three versions, compared as an investigation
+    compares them (values first, then the judge), are inconsistent exactly for the 128 answers
+    with human labels."""
+    judge = DemoJudge(load_answers())
+    wrong = []
+    for answer in judge.answers:
+        samples = [vary(answer, version)[0] for version in range(3)]
+        comparison = consistency.compare_samples(samples, language="en")
+        reply = None
+        if consistency.needs_judge(comparison):
+            messages = consistency.contradiction_messages(question=answer.question,
+                                                          samples=samples, language="en")
+            reply = consistency.parse_contradiction(judge.reply(messages)[0])
+        verdict = consistency.decide(comparison, reply, language="en")
+        if verdict.consistent is not (not answer.spans):
+            wrong.append(answer.id)
+    assert wrong == []
+
+
+@pytest.mark.django_db
+def test_an_investigation_over_demo_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Demo answers ingested as the demo does, an investigation started and each question
+    executed as the worker does, against one demo server as generator and judge: inconsistent
+    exactly where humans labelled invented content, and the same again on a second run."""
+    from django.contrib.auth.models import User
+
+    from investigations import selectors as investigation_selectors
+    from investigations import services as investigation_services
+    from investigations import tasks as investigation_tasks
+    from investigations.models import Investigation
+
+    monkeypatch.setattr(investigation_tasks.investigate_question, "apply_async",
+                        lambda *args, **kwargs: None)
+    use_case = services.use_case_create(slug="demo", name="Demo", language="en", sample_rate=0.01)
+    service, _ = services.service_create(name="demo-rag", use_cases=[use_case])
+    bodies = list(demo_answers(use_case=use_case.slug, now=timezone.now()))
+    labelled = [b for b in bodies if b["metadata"]["human_labels"]][::32]  # 4 of 128
+    clean = [b for b in bodies if not b["metadata"]["human_labels"]][::48]  # 4 of 192
+    results = services.answer_ingest_batch(service=service, items=labelled + clean)
+    assert [r.status for r in results] == [201] * len(results)
+    lead = User.objects.create_user("lead")
+    use_case.team_leads.add(lead)
+    server = DemoJudgeServer(port=0).start()
+    try:
+        with override_settings(
+            TREUE_GENERATOR_BASE_URL=server.base_url, TREUE_GENERATOR_API_KEY="demo",
+            TREUE_JUDGE_BASE_URL=server.base_url, TREUE_JUDGE_API_KEY="demo",
+            TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL,
+        ):
+            verdicts = []
+            for _ in range(2):
+                plan = investigation_selectors.investigation_plan(
+                    use_case=use_case, selection="latest", n=8, samples=3, temperature=0.7
+                )
+                assert plan.skipped == []
+                investigation = investigation_services.investigation_start(plan=plan, user=lead)
+                outcomes = [
+                    investigation_services.question_execute(question_id=q.pk)
+                    for q in investigation.questions.all()
+                ]
+                assert outcomes == ["done"] * 8
+                investigation.refresh_from_db()
+                assert investigation.status == Investigation.Status.FINISHED
+                verdicts.append({
+                    q.answer.external_id: q.consistent
+                    for q in investigation.questions.select_related("answer")
+                })
+    finally:
+        server.stop()
+    expected = {b["external_id"]: not b["metadata"]["human_labels"] for b in labelled + clean}
+    assert verdicts == [expected, expected]
+    question = investigation.questions.filter(consistent=True).first()
+    assert question is not None
+    assert question.generator_calls == 3 and question.judge_calls == 1
+    assert all(s["logprobs"] and s["model"] == question.answer.model
+               for s in question.sample_data)
