@@ -26,6 +26,7 @@ from monitoring.services.judging import judge_run_execute
 from monitoring.tasks import apply_retention
 from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
+from review.selectors import calibration_data
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from treue_site.celery import app as celery_app
 
@@ -185,7 +186,10 @@ def _figures(world: World, client: Client) -> dict[str, Any]:
     assert response.status_code == 200, response.content
     page = use_case_page(use_case=world.use_case)
     rows = overview_rows(user=world.lead)
+    calibration = calibration_data(use_case=world.use_case)
+    assert calibration.points  # the finished batch's answers are old ones
     return {
+        "calibration": repr(calibration),
         "api": response.json()["weeks"],
         # repr: the figures are frozen dataclasses of floats (and NaN != NaN).
         "page_weeks": repr(page.weeks),
