@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 from django.db import (
+    DatabaseError,
     DataError,
     IntegrityError,
     InternalError,
@@ -25,10 +26,19 @@ from monitoring.schemas import AnswerIn
 from monitoring.services.judging import judge_runs_create
 
 logger = logging.getLogger(__name__)
-# What the database may refuse one row for (a DBA's trigger or constraint, a value it cannot
-# store) while the connection stays usable: that item fails, the others of a batch do not.
-# A lost connection (OperationalError) is not among them: that is the API's 503.
-ROW_REFUSED = (IntegrityError, DataError, InternalError)
+
+
+def _row_refused(error: DatabaseError) -> bool:
+    """Whether the database refused one row (a constraint, a value it cannot store, a DBA's
+    trigger raising) while the connection stays usable: that item fails, the others of a batch
+    do not. A lost connection (OperationalError) is not: that is the API's 503; nor is a
+    ProgrammingError (a bug, e.g. a missing migration), which would refuse every item."""
+    if isinstance(error, IntegrityError | DataError | InternalError):
+        return True
+    # PL/pgSQL's RAISE EXCEPTION (raise_exception, P0001), which psycopg reports as a
+    # ProgrammingError: a trigger's deliberate refusal.
+    return getattr(error.__cause__, "sqlstate", None) == "P0001"
+
 
 WARNING_NO_LOGPROBS = "no logprobs: tier 1 could not check this answer"
 WARNING_UNALIGNED = (
@@ -186,7 +196,9 @@ def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
             Chunk.objects.bulk_create(chunks)
             if answer.sampled:
                 judge_runs_create(answers=[answer])
-    except ROW_REFUSED as e:
+    except DatabaseError as e:
+        if not _row_refused(e):
+            raise
         # The unique constraint on (service, external_id) decides races, not a prior lookup.
         if not isinstance(e, IntegrityError) or not Answer.objects.filter(
             service=answer.service, external_id=answer.external_id
@@ -267,7 +279,9 @@ def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[Inges
             judge_runs_create(answers=[a for _, a, _ in new if a.sampled])
         for i, answer, _ in new:
             results[i] = IngestResult(201, answer)
-    except ROW_REFUSED:
+    except DatabaseError as e:
+        if not _row_refused(e):
+            raise
         for i, answer, chunks in new:
             # The failed attempt may have handed out ids: start each answer afresh.
             answer.pk = None

@@ -8,6 +8,7 @@ message, as a broker without persistence does when it goes down.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -54,9 +55,20 @@ class RedisServer:
                 raise RuntimeError(f"redis-server on port {self.port} did not start")
             time.sleep(0.05)
 
+    def freeze(self) -> None:
+        """SIGSTOP: the broker still holds its connections but answers nothing, as a hung or
+        unreachable host (packets dropped, no reset) looks to a client."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGKILL: the broker is gone at once, with whatever it held."""
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
