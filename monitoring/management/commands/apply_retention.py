@@ -1,6 +1,7 @@
 """Anonymise answers older than their use case's retention period (also run daily by beat)."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from monitoring.models import UseCase
 from monitoring.services import retention
@@ -34,9 +35,10 @@ class Command(BaseCommand):
             held = r.held_in_review + r.held_for_judge
             done = r.due - held if dry_run else r.anonymised
             verb = "would anonymise" if dry_run else "anonymised"
+            cutoff = timezone.localtime(r.cutoff) if r.cutoff else None
             self.stdout.write(
                 f"{r.use_case}: {verb} {done} of {r.due} answers older than "
-                f"{r.retention_days} days (before {r.cutoff:%Y-%m-%d %H:%M %Z}); held back: "
+                f"{r.retention_days} days (before {cutoff:%Y-%m-%d %H:%M %Z}); held back: "
                 f"{r.held_in_review} in an unfinished review, {r.held_for_judge} waiting "
                 f"for the judge"
             )
