@@ -157,7 +157,9 @@ api = TreueAPI(
     version="1",
     description=(
         "RAG services send every answer they produce. Treue flags doubtful answers from token "
-        "log-probabilities and samples answers for the LLM judge."
+        "log-probabilities and samples answers for the LLM judge. Each service key may make a "
+        "limited number of requests a minute (a batch counts as one); above it the answer is "
+        "429 with Retry-After, the seconds until the minute is over."
     ),
     parser=StrictJSONParser(),
     auth=ServiceKey(),
