@@ -26,6 +26,11 @@ CALL_LOG_NUMBERS = (
 )
 
 
+# Keys of a self-consistency sample (investigations.models.Question.sample_data) without text:
+# the re-asked answer and its log-probabilities go, the call's figures stay.
+SAMPLE_NUMBERS = ("model", "latency_ms", "prompt_tokens", "completion_tokens")
+
+
 def validate_retention_days(days: int | None) -> None:
     """None keeps answers forever; otherwise at least MIN_RETENTION_DAYS. Raises ValueError."""
     if days is None:
@@ -47,6 +52,17 @@ def scrub_call_log(call_log: Any) -> list[dict[str, Any]]:
         {key: entry[key] for key in CALL_LOG_NUMBERS if key in entry}
         for entry in call_log
         if isinstance(entry, dict)
+    ]
+
+
+def scrub_samples(samples: Any) -> list[dict[str, Any]]:
+    """A self-consistency question's samples without the re-asked answers' texts."""
+    if not isinstance(samples, list):
+        return []
+    return [
+        {key: sample[key] for key in SAMPLE_NUMBERS if key in sample}
+        for sample in samples
+        if isinstance(sample, dict)
     ]
 
 

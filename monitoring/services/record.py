@@ -2,7 +2,8 @@
 
 Everything Treue keeps about an answer, read field by field from the models so that a field
 added later is exported too: the answer, its chunks, every judge run with its claims and call
-log, and the weekly reviews it was in with their verdicts and submitted versions. Alarms are
+log, the weekly reviews it was in with their verdicts and submitted versions, and the
+self-consistency investigations that re-asked its question. Alarms are
 about a use case and a week, not an answer, and are not part of it. The caller decides whether
 the judge's verdicts may be shown (an expert reviewing the answer blind must not see them).
 """
@@ -12,6 +13,7 @@ from typing import Any
 from django.db.models import Model
 from django.utils import timezone
 
+from investigations.models import Question
 from monitoring.models import Answer, Chunk, Claim, JudgeRun
 from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
 
@@ -72,5 +74,11 @@ def answer_record_build(*, answer_id: int, include_judge: bool = True) -> dict[s
             "submissions": submissions.get(item.pk, []),
         }
         for item in items
+    ]
+    record["investigations"] = [
+        {"investigation": {"id": q.investigation_id, "created_at": q.investigation.created_at},
+         **_fields(q)}
+        for q in Question.objects.filter(answer=answer).select_related("investigation")
+        .order_by("pk")
     ]
     return record

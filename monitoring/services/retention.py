@@ -16,7 +16,9 @@ Nothing a person could ask about is left: what is removed is
 - the judge's claim texts, raw replies, decomposition and the raw replies in the call log (the
   log keeps each call's purpose, model, tokens and latency);
 - the experts' comments, the claims they added and the claim texts copied into their
-  submissions (labels stay: calibration pairs them with the judge's).
+  submissions (labels stay: calibration pairs them with the judge's);
+- the self-consistency investigations' re-asked answers, their comparison, the contradiction
+  judge's reason and raw reply (whether the answers were consistent, calls and cost stay).
 
 What stays: every number and flag (scores, labels, sampling, π, status, timestamps, chunk_count,
 best_chunk_score, multi_part, min_content_probability, tokens, costs), the generator model, the
@@ -24,7 +26,8 @@ external id and the content hash (the idempotency key of the ingest API: a repla
 answered as before, not stored a second time).
 
 Answers are left alone while something still needs their text: a judge run waiting or running
-(or the answer not yet scored), or a review batch that is not finished. They are anonymised by
+(or the answer not yet scored), an investigation question waiting or running, or a review batch
+that is not finished. They are anonymised by
 a later run. Each batch of BATCH_SIZE answers is its own transaction; running twice does
 nothing more (`anonymised_at` is set once, and only rows without it are looked at).
 """
@@ -37,10 +40,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from investigations.models import Question
 from monitoring.domain.retention import (
     BATCH_SIZE,
     retention_cutoff,
     scrub_call_log,
+    scrub_samples,
     scrub_submitted_verdicts,
 )
 from monitoring.models import Answer, Chunk, Claim, JudgeRun, UseCase
@@ -49,6 +54,8 @@ from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
 # A run in these states still reads the answer's text.
 _OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 _UNSCORED = (Answer.Status.QUEUED, Answer.Status.JUDGING)
+# An investigation question in these states will still re-ask the answer's question.
+_OPEN_QUESTIONS = (Question.Status.PENDING, Question.Status.RUNNING)
 
 
 @dataclass
@@ -59,12 +66,13 @@ class RetentionResult:
     due: int = 0  # old answers still holding content when the run looked
     anonymised: int = 0  # in this run (0 on a dry run)
     held_in_review: int = 0  # in a review batch that is not finished
-    held_for_judge: int = 0  # not yet scored, or a judge run waiting or running
+    held_for_judge: int = 0  # not yet scored, a judge run or investigation question open
     dry_run: bool = False
 
 
 def _held(answer_ids: Sequence[int]) -> tuple[set[int], set[int]]:
-    """(in an unfinished review batch, waiting for the judge) among `answer_ids`."""
+    """(in an unfinished review batch, waiting for the judge or an investigation) among
+    `answer_ids`."""
     in_review = set(
         ReviewItem.objects.filter(answer_id__in=answer_ids, batch__finished_at__isnull=True)
         .values_list("answer_id", flat=True)
@@ -75,6 +83,9 @@ def _held(answer_ids: Sequence[int]) -> tuple[set[int], set[int]]:
     ) | set(
         Answer.objects.filter(pk__in=answer_ids, status__in=_UNSCORED)
         .values_list("pk", flat=True)
+    ) | set(
+        Question.objects.filter(answer_id__in=answer_ids, status__in=_OPEN_QUESTIONS)
+        .values_list("answer_id", flat=True)
     )
     return in_review, for_judge - in_review
 
@@ -122,6 +133,15 @@ def answers_anonymise(*, answer_ids: Sequence[int], now: datetime | None = None)
             submission.verdicts = scrub_submitted_verdicts(submission.verdicts)
             submission.comment = ""
         ReviewSubmission.objects.bulk_update(submissions, ["verdicts", "comment"], batch_size=500)
+        questions = list(Question.objects.filter(answer_id__in=todo).only("pk", "sample_data"))
+        for question in questions:
+            question.sample_data = scrub_samples(question.sample_data)
+            question.comparison = {}
+            question.reason = ""
+            question.judge_raw = ""
+        Question.objects.bulk_update(
+            questions, ["sample_data", "comparison", "reason", "judge_raw"], batch_size=500
+        )
     return count
 
 

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from investigations.models import Investigation, Question
 from monitoring import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.services import retention
@@ -226,3 +227,21 @@ def test_an_anonymised_answer_shows_what_is_left(
     assert [c["text"] for c in data["judge_runs"][0]["claims"]] == ["", ""]
     assert "Schmidt" not in json.dumps(data)
 
+
+
+def test_investigations_of_the_answer_are_part_of_it(
+    review_world: ReviewWorld, reviewed: tuple[Answer, ReviewBatch]
+) -> None:
+    answer, _ = reviewed
+    assert download(as_user(review_world, "lead"), answer)["investigations"] == []
+    investigation = Investigation.objects.create(
+        use_case=review_world.use_case, selection="chosen", requested=1, prompt_version="v1"
+    )
+    Question.objects.create(
+        investigation=investigation, answer=answer, position=1, status=Question.Status.DONE,
+        sample_data=[{"text": "Alle 5 Jahre.", "model": "gen"}], reason="übereinstimmend",
+    )
+    [question] = download(as_user(review_world, "lead"), answer)["investigations"]
+    assert question["investigation"]["id"] == investigation.pk
+    assert question["sample_data"] == [{"text": "Alle 5 Jahre.", "model": "gen"}]
+    assert question["reason"] == "übereinstimmend"

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
+from investigations.models import Investigation, Question
 from monitoring import services
 from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
@@ -453,3 +454,34 @@ def test_the_daily_task_calls_the_service(world: World) -> None:
     entry = celery_app.conf.beat_schedule["apply-retention"]
     assert entry["task"] == "monitoring.tasks.apply_retention"
     assert entry["task"] in celery_app.tasks
+
+
+# --- self-consistency investigations -----------------------------------------------------------
+
+
+def test_investigation_samples_lose_their_texts(world: World) -> None:
+    # Rows written directly: what matters is what retention leaves of them, not how an
+    # investigation fills them (investigations/services.py, tested in its own tests).
+    investigation = Investigation.objects.create(
+        use_case=world.use_case, created_by=world.lead, selection="chosen", requested=2,
+        prompt_version="v1",
+    )
+    done = Question.objects.create(
+        investigation=investigation, answer=world.answers["random_c"], position=1,
+        status=Question.Status.DONE, consistent=False, decided_by="judge",
+        reason="Einmal 5 Jahre, einmal jährlich für Herrn Müller.", judge_raw="WIDERSPRUCH",
+        sample_data=[{"text": "Herr Müller: 5 Jahre.", "logprobs": None, "model": "gen",
+                      "latency_ms": 10, "prompt_tokens": 7, "completion_tokens": 3}],
+        comparison={"values": [["5 Jahre"], ["jährlich"]]}, generator_calls=1, judge_calls=1,
+    )
+    pending = Question.objects.create(
+        investigation=investigation, answer=world.answers["plain_e"], position=2,
+    )
+    [result] = retention.retention_apply_all()
+    assert result.held_for_judge == 2  # the queued answer and the pending question's
+    done.refresh_from_db()
+    assert done.sample_data == [{"model": "gen", "latency_ms": 10, "prompt_tokens": 7,
+                                 "completion_tokens": 3}]
+    assert (done.comparison, done.reason, done.judge_raw) == ({}, "", "")
+    assert (done.consistent, done.decided_by, done.generator_calls) == (False, "judge", 1)
+    assert Answer.objects.get(pk=pending.answer_id).anonymised_at is None
