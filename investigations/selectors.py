@@ -50,6 +50,7 @@ class Plan:
     generator_calls: int = 0
     judge_calls: int = 0
     estimated_cost: Decimal | None = None
+    currency: str = ""
 
     @property
     def calls(self) -> int:
@@ -70,6 +71,15 @@ def price_of(
         price.prompt_per_1k * Decimal(round(prompt_tokens))
         + price.completion_per_1k * Decimal(round(completion_tokens))
     ) / 1000
+
+
+def currency_of(models: set[str]) -> str:
+    """The one currency the models' prices are in; "" when unknown or mixed."""
+    prices = model_prices()
+    currencies = {
+        prices[m.strip().lower()].currency for m in models if m.strip().lower() in prices
+    }
+    return currencies.pop() if len(currencies) == 1 else ""
 
 
 def _answer_tokens(answer: Answer) -> tuple[int, int]:
@@ -143,6 +153,10 @@ def investigation_plan(
     plan.generator_calls = len(plan.answers) * samples
     plan.judge_calls = len(plan.answers)  # at most: only where the values do not decide
     plan.estimated_cost = _estimate_cost(plan, ids_with_messages)
+    models = {plan.generator_model or a.model for a in plan.answers} | {plan.judge_model}
+    plan.currency = currency_of(models)
+    if not plan.currency:
+        plan.estimated_cost = None  # prices in several currencies do not add up
     return plan
 
 
@@ -193,11 +207,13 @@ def investigations_for_user(
 @dataclass(frozen=True)
 class Progress:
     total: int
-    finished: int
+    finished: int  # done, failed or cancelled
     status: str
+    cancelled: int = 0
 
     def as_dict(self) -> dict[str, object]:
-        return {"total": self.total, "finished": self.finished, "status": self.status}
+        return {"total": self.total, "finished": self.finished, "status": self.status,
+                "cancelled": self.cancelled}
 
 
 def investigation_progress(*, investigation: Investigation) -> Progress:
@@ -209,7 +225,12 @@ def investigation_progress(*, investigation: Investigation) -> Progress:
         counts.get(s, 0)
         for s in (Question.Status.DONE, Question.Status.FAILED, Question.Status.CANCELLED)
     )
-    return Progress(total=total, finished=finished, status=investigation.status)
+    return Progress(
+        total=total,
+        finished=finished,
+        status=investigation.status,
+        cancelled=counts.get(Question.Status.CANCELLED, 0),
+    )
 
 
 @dataclass(frozen=True)
@@ -251,6 +272,7 @@ class Report:
     judge_calls: int
     cost: Decimal | None
     cost_known: bool
+    currency: str
 
 
 def investigation_report(*, investigation: Investigation) -> Report:
@@ -294,6 +316,10 @@ def investigation_report(*, investigation: Investigation) -> Report:
         judge_calls=sum(q.judge_calls for q in asked),
         cost=sum((c for c in costs if c is not None), Decimal(0)),
         cost_known=all(c is not None for c in costs),
+        currency=currency_of(
+            {q.generator_model for q in asked if q.generator_model}
+            | {investigation.judge_model}
+        ),
     )
 
 

@@ -120,7 +120,7 @@ def investigation_cancel(*, investigation: Investigation) -> bool:
         ).update(status=Investigation.Status.CANCELLED, finished_at=now)
         Question.objects.filter(
             investigation_id=investigation.pk, status=Question.Status.PENDING
-        ).update(status=Question.Status.CANCELLED, finished_at=now, error="abgebrochen")
+        ).update(status=Question.Status.CANCELLED, finished_at=now)
     return bool(done)
 
 
@@ -266,7 +266,7 @@ def _execute(
         generator = GeneratorClient(deadline=deadline)
     while len(question.sample_data) < investigation.samples:
         if _cancelled(question):
-            _end(question, token, Question.Status.CANCELLED, error="abgebrochen")
+            _end(question, token, Question.Status.CANCELLED)
             return "cancelled"
         generation = generator.generate(
             messages, model=question.generator_model, temperature=investigation.temperature
@@ -287,7 +287,7 @@ def _execute(
         if not stored:
             return "superseded"  # another delivery took over after our lease ran out
     if _cancelled(question):
-        _end(question, token, Question.Status.CANCELLED, error="abgebrochen")
+        _end(question, token, Question.Status.CANCELLED)
         return "cancelled"
     texts = [s["text"] for s in question.sample_data]
     comparison = consistency.compare_samples(texts, language=language)

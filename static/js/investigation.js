@@ -1,26 +1,28 @@
-// Progress of a running investigation: polls its progress URL and reloads the page when a
-// question finishes, so the report fills in without the team lead pressing reload.
+// Progress of a running investigation: polls its progress URL and updates the bar in place.
+// When questions finish, a link offers the fresh results instead of reloading under the
+// reader's eyes; when the investigation itself ends (finished or cancelled), the page reloads.
 (function () {
   "use strict";
   const box = document.getElementById("status");
   if (!box || box.dataset.status !== "running") return;
   const url = box.dataset.progressUrl;
-  let last = JSON.parse(document.getElementById("progress-data").textContent);
+  const shown = JSON.parse(document.getElementById("progress-data").textContent);
   const bar = document.getElementById("progress-bar");
   const text = document.getElementById("progress-text");
+  const fresh = document.getElementById("fresh-results");
   async function poll() {
     try {
       const response = await fetch(url, { headers: { Accept: "application/json" } });
       if (response.ok) {
         const now = await response.json();
-        bar.max = now.total;
-        bar.value = now.finished;
-        text.textContent = now.finished + "/" + now.total;
-        if (now.finished !== last.finished || now.status !== last.status) {
+        if (now.status !== shown.status) {
           window.location.reload();
           return;
         }
-        last = now;
+        bar.max = now.total;
+        bar.value = now.finished;
+        text.textContent = now.finished + "/" + now.total;
+        fresh.hidden = now.finished === shown.finished;
       }
     } catch (e) {
       // A failed poll is retried at the next tick; the page stays usable.

@@ -149,7 +149,7 @@ def test_a_lead_ticks_answers_starts_and_watches_the_report_fill_in(
     expect(plan.locator("#plan-judge-calls")).to_contain_text("2")
     expect(plan.locator("#plan-judge-calls")).to_contain_text(JUDGE)
     expect(plan.locator("#plan-calls")).to_have_text("8")
-    expect(plan.locator("#plan-cost")).to_have_text(re.compile(r"^\d+,\d{4}$"))
+    expect(plan.locator("#plan-cost")).to_contain_text(re.compile(r"^\d+,\d{4} EUR"))
     expect(plan.locator(".warning")).to_contain_text("3× so viele Aufrufe des Generators")
     expect(page.locator("ul.skipped")).to_have_count(0)
     assert enqueued == []  # a preview starts nothing
@@ -171,7 +171,12 @@ def test_a_lead_ticks_answers_starts_and_watches_the_report_fill_in(
     guessed = next(q for q in questions if q.answer.question == Q_GUESSED)
     assert investigation_services.question_execute(question_id=known.pk) == "done"
     expect(page.locator("#progress-text")).to_have_text("1/2", timeout=POLL_TIMEOUT_MS)
+    # No reload under the reader's eyes: a link offers the fresh result.
+    fresh = page.locator("#fresh-results")
+    expect(fresh).to_be_visible()
+    fresh.click()
     expect(page.locator(f"#q-{known.pk} .badge").first).to_have_text("konsistent")
+    expect(page.locator("#fresh-results")).to_be_hidden()
     assert investigation_services.question_execute(question_id=guessed.pk) == "done"
     expect(page.locator("#status-text")).to_have_text("abgeschlossen", timeout=POLL_TIMEOUT_MS)
 
@@ -190,7 +195,7 @@ def test_a_lead_ticks_answers_starts_and_watches_the_report_fill_in(
     expect(page.locator("#consistency-rate")).to_contain_text("Konsistent: 50 %")
     expect(page.locator("#consistency-rate")).to_contain_text("n = 2")
     expect(page.locator("#spent-calls")).to_contain_text("6 Generator, 1 Prüfmodell")
-    expect(page.locator("#spent-cost")).to_have_text(re.compile(r"^\d+,\d{4}"))
+    expect(page.locator("#spent-cost")).to_have_text(re.compile(r"^\d+,\d{4} EUR"))
     screenshot(page, "report")
 
 
@@ -205,7 +210,6 @@ def test_a_lead_cancels_a_running_investigation(
     first = investigation.questions.order_by("position").first()
     assert first is not None
     assert investigation_services.question_execute(question_id=first.pk) == "done"
-    # Cancel on the page as the script reloaded it, not on one about to be replaced.
     expect(page.locator("#progress-text")).to_have_text("1/2", timeout=POLL_TIMEOUT_MS)
 
     page.get_by_role("button", name="Abbrechen").click()

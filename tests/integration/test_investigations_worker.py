@@ -159,4 +159,4 @@ def test_cancelling_on_the_page_stops_the_worker_before_its_next_call(
     assert len(judge_server.requests) == in_flight
     assert models.judge_requests == []
     progress = client.get(f"/investigations/{investigation.pk}/progress.json").json()
-    assert progress == {"total": 2, "finished": 2, "status": "cancelled"}
+    assert progress == {"total": 2, "finished": 2, "status": "cancelled", "cancelled": 2}

@@ -89,7 +89,7 @@ def test_the_lead_starts_and_cancels_and_the_report_shows_the_settings(
     assert 'id="cancel"' in html
     assert "Temperatur 0,7" in html or "Temperatur 0.7" in html
     assert lead.get(f"/investigations/{investigation.pk}/progress.json").json() == {
-        "total": 1, "finished": 0, "status": "running"
+        "total": 1, "finished": 0, "status": "running", "cancelled": 0
     }
     response = lead.post(f"/investigations/{investigation.pk}/cancel/")
     assert response.status_code == 302
