@@ -3,8 +3,11 @@ process under test (the database from a web process, the judge endpoint from a w
 touching the server itself, which other tests and people share.
 
 `cut()` closes the listening socket and every open connection: new connections are refused and
-live ones break mid-conversation, as when a database host goes away. `restore()` listens on the
-same port again, so the process under test reconnects to the address it was configured with.
+live ones break mid-conversation, as when a database host goes away. `stall()` is the nastier
+failure of a host behind a dropped route: connections stay open and new ones are accepted, but
+nothing comes back. `restore()` ends either (stalled connections are closed, as TCP would once
+the partition outlasted its timeouts) and listens on the same port, so the process under test
+reconnects to the address it was configured with.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self.port = 0
         self.accepted = 0
+        self.stalled = False
 
     @property
     def up(self) -> bool:
@@ -48,7 +52,17 @@ class TcpProxy:
         for conn in conns:
             _close(conn)
 
+    def stall(self) -> None:
+        with self._lock:
+            self.stalled = True
+
     def restore(self) -> TcpProxy:
+        if self.stalled:
+            with self._lock:
+                self.stalled = False
+                conns, self._conns = self._conns, set()
+            for conn in conns:
+                _close(conn)
         if not self.up:
             self.start()
         return self
@@ -61,6 +75,10 @@ class TcpProxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # cut: the listener was closed
+            if self.stalled:
+                with self._lock:
+                    self._conns.add(client)  # accepted, never answered
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -80,7 +98,8 @@ class TcpProxy:
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self.stalled:  # stalled: swallowed, as by a dropped route
+                    sink.sendall(data)
         except OSError:
             pass
         finally:
