@@ -214,6 +214,9 @@ def hostile_world(request: pytest.FixtureRequest, client: Client) -> dict[str, A
         question="Q" * 50_000,
         answer="A" * 100_000,
         chunks=[{"text": "C" * 100_000, "source": "S" * 500, "id": "I" * 200}],
+        # The one place a 1 MB word is accepted (messages may hold 2 MB): stored for re-asks,
+        # shown by the admin.
+        messages=[{"role": "user", "content": MB_WORD}],
         created_at=created,
     )
     long_answer = ingest(client, key, long)
@@ -288,6 +291,9 @@ def test_hostile_text_is_inert_on_every_page(hostile_world, client):
     assert "Aussage &lt;script&gt;alert(1)&lt;/script&gt;." in html
     long_html, _ = get(client, f"/answers/{long_answer.pk}/")
     assert "A" * 100_000 in long_html and "C" * 100_000 in long_html
+    client.force_login(admin)
+    admin_html, _ = get(client, f"/admin/monitoring/answer/{long_answer.pk}/change/")
+    assert MB_WORD in admin_html
 
 
 @pytest.mark.django_db
