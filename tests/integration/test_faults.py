@@ -74,20 +74,25 @@ def counts() -> tuple[int, int, int]:
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     if not REDIS_SERVER:
         if IN_CI:
             pytest.fail("CI must run the broker fault test: redis-server is not installed")
         pytest.skip("needs redis-server on PATH to stop and restart a broker of its own")
     server = RedisServer(tmp_path).start()
     # Celery reads CELERY_BROKER_URL from the environment before its own configuration.
-    monkeypatch.setenv("CELERY_BROKER_URL", server.url)
+    saved_env = os.environ.get("CELERY_BROKER_URL")
+    os.environ["CELERY_BROKER_URL"] = server.url
     saved = celery_app.conf.broker_url
     celery_app.conf.update(broker_url=server.url)
     _reset_publishing(celery_app)
     try:
         yield server
     finally:
+        if saved_env is None:
+            del os.environ["CELERY_BROKER_URL"]
+        else:
+            os.environ["CELERY_BROKER_URL"] = saved_env
         celery_app.conf.update(broker_url=saved)
         _reset_publishing(celery_app)
         server.stop()
