@@ -1,12 +1,12 @@
-"""The self-consistency judge wording and its parsing (monitoring.domain.consistency_prompt)."""
+"""The self-consistency judge wording and its parsing (monitoring.domain.consistency.prompt)."""
 
 import hashlib
 import json
 
 import pytest
 
-from monitoring.domain import consistency_prompt
-from monitoring.domain.consistency_prompt import (
+from monitoring.domain.consistency import prompt
+from monitoring.domain.consistency.prompt import (
     MAX_REASON_CHARS,
     PROMPT_TEXTS,
     PROMPT_VERSION,
@@ -43,7 +43,7 @@ def test_wording_is_pinned_to_the_prompt_version():
 
 def test_every_wording_constant_is_covered_by_the_pin():
     constants = {
-        name for name, value in vars(consistency_prompt).items()
+        name for name, value in vars(prompt).items()
         if name.isupper() and not name.startswith("_") and isinstance(value, str)
         and name != "PROMPT_VERSION"
     }

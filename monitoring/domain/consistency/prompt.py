@@ -1,6 +1,6 @@
 """The judge's wording for self-consistency: do these answers contradict each other in content?
 
-Asked once per question, after the value comparison found no conflict (see ``consistency``).
+Asked once per question, after the value comparison found no conflict (see ``compare``).
 The text lives here, apart from the client, so it can be read, reviewed and tested on its own
 (as ``judge_prompt``). ``PROMPT_VERSION`` changes with every wording change; a test pins the
 texts by hash.

@@ -1,74 +1,35 @@
-"""Self-consistency (method 2): do three answers to the same question state the same facts?
+"""Self-consistency's value extraction: the factual values in one sample, in text order.
 
-The generator is asked the same stored question several times at a temperature above zero.
-Where it found a figure in the context it repeats it; where it guessed, the samples drift apart:
-the article's "5 Jahre" / "alle zwei Jahre" / "je nach Behältergröße". This module reads the
-factual values out of each sample (numbers with units, intervals, dates, references, codes,
-names, evasions) and compares them; only where the values agree, or there are none, is a judge
-model asked whether the samples contradict each other in content (``consistency_prompt``).
-
-Comparison rule, per dimension (what a value measures: "time", "money:EUR", "date", ...):
-
-* Values are equal when their normalised amounts agree within a relative 1e-9 ("24 Monate" ==
-  "alle zwei Jahre" == "zweijährlich": all 730 days, a month being 365/12 days so that twelve
-  months make a year exactly). A range ("3–5 Jahre", "zwischen 3 und 5 Jahren") equals any value
-  inside it and any overlapping range: the sample that says "4 Jahre" is more specific, not
-  contradicting; the judge still reads the content. Amount-less values (references, codes)
-  compare by their key ("§ 4a", "DIN 4102").
-* A dimension conflicts when two samples that both have values in it share none: one sample
-  naming an extra fact ({5 Jahre} vs {5 Jahre, 10 Jahre bei Gefahrgut}) is not a contradiction,
-  two samples committing to different figures are.
-* An evasion ("je nach Behältergröße", "it depends on …") conflicts with a figure when the
-  evading sample gives no value in that dimension and at least half the samples do: then the
-  figure is the answer's point and one run declined to commit to it, which is what guessing
-  looks like. A sample that gives the figure *and* hedges ("5 Jahre, je nach Behälter auch
-  länger") does not evade it; a figure only one sample in three mentions is an aside. The rule
-  only covers measures (time, money, counts, …), not dates, references or codes.
-* Names (people, companies, authorities) never conflict on their own: paraphrases name the
-  same body differently, so differing names are listed (``unshared_names``) and the judge
-  decides. Codes and references with numbers ("DIN 4102" vs "DIN 4108", "§ 4" vs "§ 5") do
-  conflict. Bare numbers without a unit or noun ("Schritt 3") are shown but never compared:
-  without a unit there is no telling what they count.
-
-Extraction is regular expressions, not a parser: it aims at the figures answers about rules,
-deadlines and fees contain, in German and English, and prefers missing a value (the judge
-still reads the content) to inventing a conflict. Known limits, all shown to the team lead with
-the samples rather than hidden: values are compared per dimension, not per subject, so "innere
-Prüfung alle 5 Jahre" in one sample and "Festigkeitsprüfung alle 10 Jahre" in another conflict;
-qualifiers ("mindestens", "ca.", "up to") are not read, so "ca. 4 Wochen" and "etwa einen Monat"
-(28 vs 30.4 days) conflict; numeric US dates (03/01/2026) are not read.
+Numbers with units, intervals and frequencies, counts, dates, references, codes, names and
+evasions, each found by regular expressions (see the package docstring for what is read and
+its known limits); ``compare`` compares them across samples.
 """
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 
-from monitoring.domain.consistency_prompt import (
-    PROMPT_VERSION,
-    ContradictionReply,
-    contradiction_messages,
-    contradiction_retry_messages,
-    parse_contradiction,
+from monitoring.domain.consistency.vocabulary import (
+    _ARTICLES,
+    _CURRENCY_CODES,
+    _DAY,
+    _DIGITS,
+    _MONTH,
+    _NUM,
+    _SCALE,
+    _SCALES,
+    _SEP,
+    _START,
+    _TIME_UNIT,
+    _UNIT,
+    _UNITS,
+    _WEEK,
+    _WORD,
+    _YEAR,
+    _alternation,
+    _number,
 )
-
-__all__ = [
-    "PROMPT_VERSION",
-    "Comparison",
-    "ContradictionReply",
-    "Value",
-    "Verdict",
-    "compare_samples",
-    "contradiction_messages",
-    "contradiction_retry_messages",
-    "decide",
-    "extract_values",
-    "needs_judge",
-    "parse_contradiction",
-]
-
-REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -92,167 +53,6 @@ class Value:
     end: int
     upper: float | None = None  # a range's upper bound ("3–5 Jahre": amount 1095, upper 1825)
     key: str = ""  # what amount-less values compare by ("§4a", "DIN 4102", "evasion")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    agree: bool
-    has_values: bool
-    dimension: str | None
-    reason: str
-    values: list[list[Value]]
-    differing: list[list[tuple[int, int]]]
-    conflicting: list[str] = field(default_factory=list)  # every conflicting dimension, in order
-    unshared_names: list[list[tuple[int, int]]] = field(default_factory=list)  # shown, not judged
-
-
-@dataclass(frozen=True)
-class Verdict:
-    consistent: bool | None
-    reason: str
-    source: str  # "values" | "judge"
-
-
-# --- Vocabulary ---------------------------------------------------------------------------
-
-_YEAR, _MONTH, _WEEK, _DAY = 365.0, 365.0 / 12, 7.0, 1.0
-_UNITS: dict[str, tuple[str, float]] = {}
-
-
-def _units(dimension: str, factor: float, *names: str) -> None:
-    for name in names:
-        _UNITS[name] = (dimension, factor)
-
-
-_units("time", _YEAR, "Jahr", "Jahre", "Jahren", "Jahres", "Jahrs", "year", "years", "yr", "yrs")
-_units("time", _MONTH, "Monat", "Monate", "Monaten", "Monats", "month", "months")
-_units("time", _YEAR / 4, "Quartal", "Quartale", "Quartalen", "quarter", "quarters")
-_units("time", _WEEK, "Woche", "Wochen", "week", "weeks")
-_units("time", _DAY, "Tag", "Tage", "Tagen", "Tages", "day", "days")
-_units("time", 1 / 24, "Stunde", "Stunden", "Std.", "h", "hour", "hours", "hr", "hrs")
-_units("time", 1 / 1440, "Minute", "Minuten", "Min.", "min", "minute", "minutes")
-_units("workdays", 1, "Werktag", "Werktage", "Werktagen", "Arbeitstag", "Arbeitstage",
-       "Arbeitstagen", "business day", "business days", "working day", "working days")
-_units("money:EUR", 1, "€", "EUR", "Euro", "euro", "euros")
-_units("money:EUR", 0.01, "Cent", "cent", "cents", "ct")
-_units("money:USD", 1, "$", "USD", "Dollar", "dollar", "dollars")
-_units("money:CHF", 1, "CHF", "Franken")
-_units("money:GBP", 1, "£", "GBP")
-_units("percent", 1, "%", "Prozent", "percent", "per cent")
-_units("length", 0.001, "mm", "Millimeter", "millimetre", "millimetres", "millimeter",
-       "millimeters")
-_units("length", 0.01, "cm", "Zentimeter", "centimetre", "centimetres", "centimeter",
-       "centimeters")
-_units("length", 1, "m", "Meter", "Metern", "metre", "metres", "meter", "meters")
-_units("length", 1000, "km", "Kilometer", "Kilometern", "kilometre", "kilometres", "kilometer",
-       "kilometers")
-_units("area", 1, "m²", "m2", "qm", "Quadratmeter", "Quadratmetern", "square metre",
-       "square metres", "square meter", "square meters", "sq m")
-_units("area", 1e-4, "cm²")
-_units("area", 1e6, "km²")
-_units("area", 1e4, "ha", "Hektar", "hectare", "hectares")
-_units("volume", 1, "l", "L", "Liter", "Litern", "litre", "litres", "liter", "liters")
-_units("volume", 0.001, "ml", "Milliliter", "millilitre", "millilitres")
-_units("volume", 100, "hl", "Hektoliter")
-_units("volume", 1000, "m³", "m3", "cbm", "Kubikmeter", "Kubikmetern", "cubic metre",
-       "cubic metres", "cubic meter", "cubic meters")
-_units("mass", 1e-6, "mg")
-_units("mass", 0.001, "g", "Gramm", "gram", "grams")
-_units("mass", 1, "kg", "Kilogramm", "kilogram", "kilograms")
-_units("mass", 1000, "t", "Tonne", "Tonnen", "tonne", "tonnes", "ton", "tons")
-_units("pressure", 1, "bar")
-_units("pressure", 0.001, "mbar")
-_units("temperature:C", 1, "°C", "Grad Celsius", "Grad", "degrees Celsius")
-_units("power", 1, "W")
-_units("power", 1000, "kW")
-_units("power", 1e6, "MW")
-_units("energy", 1, "kWh")
-_units("energy", 1000, "MWh")
-
-_CURRENCY_CODES = {"EUR", "USD", "CHF", "GBP"}
-_SCALES = {"tsd": 1e3, "tausend": 1e3, "thousand": 1e3, "mio": 1e6, "million": 1e6,
-           "millionen": 1e6, "mrd": 1e9, "milliarde": 1e9, "milliarden": 1e9, "billion": 1e9}
-
-
-def _alternation(words) -> str:
-    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-
-
-_END = r"(?![\w²³])"
-_UNIT = rf"(?:{_alternation(_UNITS)}){_END}"
-_TIME_UNIT = rf"(?:{_alternation(u for u, (d, _) in _UNITS.items() if d == 'time')}){_END}"
-_SCALE = r"(?:\s*(?:Tsd\.|Mio\.|Mrd\.|Millionen|Million|Milliarden|Milliarde|Tausend|million"
-_SCALE += r"|billion|thousand)(?!\w))?"
-_DIGITS = r"\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?!\d)|\d+(?:[.,]\d+)?(?!\d)"
-_WORD = r"[A-Za-zÄÖÜäöüß]+"
-_NUM = rf"(?:{_DIGITS}|(?:ein(?:es|em|en)?\s+)?halbe[nsm]?\b|{_WORD}(?:\s+and\s+a\s+half)?)"
-_START = r"(?<![\w.,§$€£/])"
-# Between a number and its unit: nothing after digits ("5%", "40€"), a space or hyphen after a
-# word ("fünf Jahre"), so that "Jahr" is never read as the number "Ja" and the unit "hr".
-_SEP = r"(?:(?<=\d)\s*-?\s*|\s*-\s*|\s+)"
-
-_DE_UNITS = {"null": 0, "ein": 1, "eins": 1, "eine": 1, "einen": 1, "einem": 1, "einer": 1,
-             "zwei": 2, "drei": 3, "vier": 4, "fünf": 5, "sechs": 6, "sieben": 7, "acht": 8,
-             "neun": 9, "zehn": 10, "elf": 11, "zwölf": 12, "sechzehn": 16, "siebzehn": 17}
-_DE_TENS = {"zwanzig": 20, "dreißig": 30, "dreissig": 30, "vierzig": 40, "fünfzig": 50,
-            "sechzig": 60, "siebzig": 70, "achtzig": 80, "neunzig": 90}
-_EN_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-             "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-             "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
-             "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
-             "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-             "hundred": 100, "thousand": 1000, "a": 1, "an": 1, "half a": 0.5, "half an": 0.5}
-# Articles count as 1 only before a unit word ("ein Jahr", "a year"), never on their own.
-_ARTICLES = {"ein", "eine", "einen", "einem", "einer", "eines", "a", "an"}
-
-
-def _de_word(word: str) -> float | None:
-    """A German number word: "vierundzwanzig" 24, "dreihundert" 300, "dreieinhalb" 3.5."""
-    w = word.lower()
-    if w in ("anderthalb", "halb", "halbe", "halben", "halbes"):
-        return 1.5 if w == "anderthalb" else 0.5
-    if w.endswith("einhalb") and len(w) > 7:
-        whole = _de_word(w[:-7])
-        return None if whole is None else whole + 0.5
-    for big, factor in (("tausend", 1000), ("hundert", 100)):
-        if big in w:
-            left, _, right = w.partition(big)
-            lv = _de_word(left) if left else 1
-            rv = _de_word(right) if right else 0
-            return None if lv is None or rv is None else lv * factor + rv
-    if w in _DE_UNITS:
-        return _DE_UNITS[w]
-    if w in _DE_TENS:
-        return _DE_TENS[w]
-    if w.endswith("zehn") and w[:-4] in ("drei", "vier", "fünf", "acht", "neun"):
-        return _DE_UNITS[w[:-4]] + 10
-    if "und" in w:
-        unit, _, tens = w.partition("und")
-        if unit in _DE_UNITS and tens in _DE_TENS and _DE_UNITS[unit] < 10:
-            return _DE_UNITS[unit] + _DE_TENS[tens]
-    return None
-
-
-def _number(raw: str, language: str) -> float | None:
-    """A numeral or number word in ``language``; None if it is not one."""
-    raw = re.sub(r"\s+", " ", raw.strip())
-    if raw[0].isdigit():
-        if re.fullmatch(r"\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?", raw) and (
-            re.fullmatch(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?", raw) if language == "de"
-            else re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw)
-        ):
-            return float(raw.replace("." if language == "de" else ",", "").replace(",", "."))
-        # One separator not grouping thousands is a decimal mark, whichever the language:
-        # "3,5" (de) and "3.5" (en) and the odd "2.5 Jahre" in German all mean 3.5 and 2.5.
-        return float(raw.replace(",", ".")) if raw.count(",") + raw.count(".") <= 1 else None
-    low = raw.lower()
-    if language == "de" and low.split()[0] in _ARTICLES:  # "ein halbes Jahr"
-        low = low.split()[-1]
-    if low.endswith(" and a half"):
-        base = _number(low[: -len(" and a half")], language)
-        return None if base is None else base + 0.5
-    found = _de_word(low) if language == "de" else _EN_WORDS.get(low)
-    return None if found is None else float(found)
 
 
 def _span(kind, dimension, amount, m, start_group=0, *, upper=None, key="") -> Value:
@@ -578,147 +378,3 @@ def extract_values(text: str, *, language: str) -> list[Value]:
             if all(value.end <= t.start or value.start >= t.end for t in taken):
                 taken.append(value)
     return sorted(taken, key=lambda v: v.start)
-
-
-# --- Comparison -----------------------------------------------------------------------------
-
-_DATE_DIMENSIONS = {"date", "year", "month", "day-month"}
-_NEVER_COMPARED = {"name", "number", "evasion"}
-_PREFIXES = {
-    "number": {"de": "Zahlen widersprechen sich: ", "en": "Numbers contradict each other: "},
-    "date": {"de": "Daten widersprechen sich: ", "en": "Dates contradict each other: "},
-    "detail": {"de": "Angaben widersprechen sich: ", "en": "Details contradict each other: "},
-}
-
-
-def _category(dimension: str) -> str:
-    if dimension in _NEVER_COMPARED:
-        return "never"
-    if dimension in _DATE_DIMENSIONS:
-        return "date"
-    return "detail" if dimension.startswith(("ref:", "code:")) else "number"
-
-
-def _same(a: Value, b: Value) -> bool:
-    if a.amount is None or b.amount is None or a.kind == "name":
-        return a.key == b.key
-    a_hi = a.upper if a.upper is not None else a.amount
-    b_hi = b.upper if b.upper is not None else b.amount
-    tol = REL_TOL * max(abs(a.amount), abs(a_hi), abs(b.amount), abs(b_hi))
-    return a.amount <= b_hi + tol and b.amount <= a_hi + tol
-
-
-def compare_samples(samples: Sequence[str], *, language: str) -> Comparison:
-    """Extract each sample's values and apply the comparison rule (module docstring)."""
-    values = [extract_values(text, language=language) for text in samples]
-    dimensions = list(dict.fromkeys(
-        v.dimension for vs in values for v in vs if _category(v.dimension) != "never"
-    ))
-    evading = [any(v.kind == "evasion" for v in vs) for vs in values]
-    highlight: list[set[tuple[int, int]]] = [set() for _ in samples]
-    conflicting: list[str] = []
-    for dimension in dimensions:
-        per_sample = [[v for v in vs if v.dimension == dimension] for vs in values]
-        having = [i for i, vs in enumerate(per_sample) if vs]
-        # Two samples that share no value contradict; their values there are what differs.
-        flagged: set[tuple[int, int]] = {  # (sample, index into per_sample[sample])
-            (i, k)
-            for i in having for j in having
-            if i != j and not any(_same(v, w) for v in per_sample[i] for w in per_sample[j])
-            for k in range(len(per_sample[i]))
-        }
-        evaders = [
-            i for i, vs in enumerate(per_sample)
-            if not vs and evading[i] and _category(dimension) == "number"
-            and 2 * len(having) >= len(samples)
-        ]
-        if not flagged and not evaders:
-            continue
-        conflicting.append(dimension)
-        if evaders:  # every figure is what the evading sample declined to give
-            flagged |= {(i, k) for i in having for k in range(len(per_sample[i]))}
-        for i, k in flagged:
-            highlight[i].add((per_sample[i][k].start, per_sample[i][k].end))
-        for i in evaders:
-            highlight[i] |= {(v.start, v.end) for v in values[i] if v.kind == "evasion"}
-    reason = ""
-    if conflicting:
-        reason = _PREFIXES[_category(conflicting[0])][language] + " / ".join(
-            _shown(vs, conflicting[0]) for vs in values
-        )
-    return Comparison(
-        agree=not conflicting,
-        has_values=any(values),
-        dimension=conflicting[0] if conflicting else None,
-        reason=reason,
-        values=values,
-        differing=[sorted(spans) for spans in highlight],
-        conflicting=conflicting,
-        unshared_names=_unshared_names(values),
-    )
-
-
-def _shown(values: list[Value], dimension: str) -> str:
-    """A sample's surfaces in ``dimension``, else its evasion, else a dash."""
-    for wanted in (dimension, "evasion"):
-        found = [v.text for v in values if v.dimension == wanted]
-        if found:
-            return ", ".join(found)
-    return "—"
-
-
-def _unshared_names(values: list[list[Value]]) -> list[list[tuple[int, int]]]:
-    """Per sample, the names that another sample naming anyone does not name."""
-    named = [{v.key for v in vs if v.dimension == "name"} for vs in values]
-    return [
-        [(v.start, v.end) for v in vs if v.dimension == "name"
-         and any(other and v.key not in other for j, other in enumerate(named) if j != i)]
-        for i, vs in enumerate(values)
-    ]
-
-
-def needs_judge(comparison: Comparison) -> bool:
-    """True when the values do not already settle it: they agree, or there are none."""
-    return comparison.agree
-
-
-_WORDS = {
-    "de": {
-        "judge": "Inhaltlicher Widerspruch laut Prüfmodell",
-        "agree": "Konsistent: Werte stimmen überein ({})",
-        "none": "Konsistent: keine Werte, kein inhaltlicher Widerspruch",
-        "undecided": "Unentschieden: Antwort des Prüfmodells zweimal nicht lesbar",
-    },
-    "en": {
-        "judge": "Content contradiction according to the judge model",
-        "agree": "Consistent: values agree ({})",
-        "none": "Consistent: no values, no content contradiction",
-        "undecided": "Undecided: the judge model's reply was unreadable twice",
-    },
-}
-
-
-def decide(
-    comparison: Comparison, contradiction: ContradictionReply | None, *, language: str
-) -> Verdict:
-    """The question's verdict: conflicting values decide alone, otherwise the judge does.
-
-    ``contradiction`` is the judge's reply after the one retry; an unreadable one makes the
-    question undecided (None), never consistent by default.
-    """
-    words = _WORDS[language]
-    if not comparison.agree:
-        return Verdict(False, comparison.reason, "values")
-    if contradiction is None:
-        raise ValueError("the values agree or there are none: the judge's reply is needed")
-    if contradiction.contradiction is None:
-        return Verdict(None, words["undecided"], "judge")
-    if contradiction.contradiction:
-        reason = words["judge"] + (f": {contradiction.reason}" if contradiction.reason else "")
-        return Verdict(False, reason, "judge")
-    shown = next((
-        [v.text for v in vs if _category(v.dimension) != "never"]
-        for vs in comparison.values if any(_category(v.dimension) != "never" for v in vs)
-    ), [])
-    reason = words["agree"].format(", ".join(shown)) if shown else words["none"]
-    return Verdict(True, reason, "judge")
