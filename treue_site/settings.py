@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from treue_site.broker import transport_options
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TREUE_VAR_DIR", BASE_DIR / "var"))
 
@@ -107,7 +109,20 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A database that stops answering must cost seconds, not hang every request: a bounded
+    # connect (the whole start-up, not just TCP), and TCP keepalives plus tcp_user_timeout, so
+    # a connection to a host that went away fails once its data goes unacknowledged for 10 s.
+    # Failing, it is the API's 503 with Retry-After (monitoring/middleware.py).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        connect_timeout=envint("DB_CONNECT_TIMEOUT", 5),
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        keepalives_count=2,
+        tcp_user_timeout=10000,
+    )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout rides out short locks.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
@@ -345,10 +360,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
-# A broker that is down must not hang ingest: publishing gives up quickly, and the answer stays
-# marked for the judge so a reconciler can dispatch it later.
+# A broker that is down or hung must not hang ingest: publishing gives up within seconds, and the
+# answer stays marked for the judge so the reconciler can dispatch it later (treue_site/broker.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_BROKER_TRANSPORT_OPTIONS = transport_options(CELERY_BROKER_URL)
 
 LOGGING = {
     "version": 1,

@@ -48,6 +48,7 @@ from tests.integration.conftest import (
 from tests.support.openai_server import ScriptedJudge
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 from tests.support.tcp_proxy import TcpProxy, free_port
+from treue_site.broker import transport_options
 from treue_site.celery import app as celery_app
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -84,7 +85,11 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     saved_env = os.environ.get("CELERY_BROKER_URL")
     os.environ["CELERY_BROKER_URL"] = server.url
     saved = celery_app.conf.broker_url
-    celery_app.conf.update(broker_url=server.url)
+    saved_options = celery_app.conf.broker_transport_options
+    # The options production derives for a Redis broker (settings.py), whatever this run's is.
+    celery_app.conf.update(
+        broker_url=server.url, broker_transport_options=transport_options(server.url)
+    )
     _reset_publishing(celery_app)
     try:
         yield server
@@ -93,7 +98,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
             del os.environ["CELERY_BROKER_URL"]
         else:
             os.environ["CELERY_BROKER_URL"] = saved_env
-        celery_app.conf.update(broker_url=saved)
+        celery_app.conf.update(broker_url=saved, broker_transport_options=saved_options)
         _reset_publishing(celery_app)
         server.stop()
 
@@ -126,12 +131,9 @@ def _timed_post(
 @transactional
 @pytest.mark.parametrize("outage", [
     "killed",
-    pytest.param("frozen", marks=pytest.mark.xfail(strict=True, reason=(
-        "settings.py: CELERY_BROKER_TRANSPORT_OPTIONS has no socket_timeout, so a publish to a "
-        "broker that holds the connection but answers nothing (hung host, dropped packets) "
-        "waits for Redis's reply forever and ingest hangs; e.g. socket_timeout and "
-        "socket_connect_timeout of 2 s would bound it"
-    ))),
+    # A broker that holds the connection but answers nothing (a hung host): the socket
+    # timeouts in settings.py bound the publish.
+    "frozen",
 ])
 def test_answers_arriving_while_the_broker_is_down_are_stored_and_scored_once_it_is_back(
     request, private_redis, worker_database_url, judge_server, tmp_path, api, make_answer, outage
@@ -380,11 +382,11 @@ def test_the_database_unreachable_is_503_with_retry_after_and_recovers_by_itself
 
 @pytest.mark.postgres
 @pytest.mark.xfail(strict=True, reason=(
-    "settings.py: the PostgreSQL connection has no connect_timeout and no TCP keepalive or "
-    "tcp_user_timeout in DATABASES OPTIONS, so when the database stops answering (a dropped "
-    "route, a hung host) every request waits on it without a bound of its own (until the TCP "
-    "stack or gunicorn's worker timeout gives up) instead of answering 503; "
-    "e.g. OPTIONS connect_timeout=5 and keepalives/tcp_user_timeout of a few seconds"
+    "known limit: settings.py bounds new connections (connect_timeout) and connections to a "
+    "host that went away (keepalives, tcp_user_timeout: unacknowledged data), but this proxy "
+    "stalls in user space, so its kernel still acknowledges every packet; a query already "
+    "sent on a persistent connection then waits until gunicorn's worker timeout, and psycopg "
+    "has no client-side query timeout to answer 503 sooner"
 ))
 @transactional
 def test_a_database_that_stops_answering_is_503_within_seconds(
