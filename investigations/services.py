@@ -10,7 +10,6 @@ it before its next call, and queued tasks find nothing to claim.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -37,8 +36,6 @@ from monitoring.judge_client import (
     JudgeMisconfigured,
     JudgeUnavailable,
 )
-
-logger = logging.getLogger(__name__)
 
 # The contradiction check's reply: one word and a short reason.
 JUDGE_MAX_TOKENS = 200
@@ -98,16 +95,9 @@ def questions_enqueue(*, question_ids: Iterable[int]) -> int:
     """A broker that is down costs nothing: the questions stay pending and the reconciler
     enqueues them later."""
     from investigations.tasks import investigate_question
+    from monitoring.tasks import publish_each
 
-    sent = 0
-    for question_id in question_ids:
-        try:
-            investigate_question.apply_async(args=[question_id], retry=False)
-            sent += 1
-        except Exception as e:
-            logger.warning("could not enqueue question %s (%s); reconciling later", question_id, e)
-            break
-    return sent
+    return publish_each(investigate_question, question_ids, what="question")
 
 
 def investigation_cancel(*, investigation: Investigation) -> bool:

@@ -3,11 +3,10 @@ backoff and limits are the judge tier's (monitoring/tasks.py)."""
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 
 from investigations import services
 from monitoring.judge_client import JudgeUnavailable
-from monitoring.tasks import SCORE_SOFT_TIME_LIMIT, SCORE_TIME_LIMIT, backoff_seconds
+from monitoring.tasks import SCORE_SOFT_TIME_LIMIT, SCORE_TIME_LIMIT, retry_or_give_up
 
 
 @shared_task(
@@ -22,15 +21,10 @@ def investigate_question(self, question_id: int) -> str:
     try:
         return services.question_execute(question_id=question_id)
     except (JudgeUnavailable, SoftTimeLimitExceeded) as e:
-        reason = str(e) or type(e).__name__
-        if self.request.retries + 1 >= settings.TREUE_JUDGE_MAX_ATTEMPTS:
-            services.question_give_up(
-                question_id=question_id,
-                reason=f"gave up after {self.request.retries + 1} attempts: {reason}",
-            )
-            return "gave up"
-        retry_after = getattr(e, "retry_after", None)
-        raise self.retry(countdown=backoff_seconds(self.request.retries, retry_after)) from e
+        return retry_or_give_up(
+            self, e,
+            lambda reason: services.question_give_up(question_id=question_id, reason=reason),
+        )
 
 
 @shared_task(ignore_result=True)

@@ -1,8 +1,10 @@
 """Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one service."""
 
+import logging
 import random
+from collections.abc import Callable, Iterable
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
@@ -12,6 +14,8 @@ from treue_site.broker import delete_delivered_messages
 
 # Celery enforces these only in a prefork pool; the judge client enforces the soft limit itself
 # (TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS) in any pool, the thread pool included.
+logger = logging.getLogger(__name__)
+
 SCORE_SOFT_TIME_LIMIT = settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS
 SCORE_TIME_LIMIT = settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS + 60
 
@@ -35,15 +39,36 @@ def score_answer(self, run_id: int) -> str:
     try:
         return judging.judge_run_execute(run_id=run_id)
     except (JudgeUnavailable, SoftTimeLimitExceeded) as e:
-        reason = str(e) or type(e).__name__
-        if self.request.retries + 1 >= settings.TREUE_JUDGE_MAX_ATTEMPTS:
-            judging.judge_run_give_up(
-                run_id=run_id,
-                reason=f"gave up after {self.request.retries + 1} attempts: {reason}",
-            )
-            return "gave up"
-        retry_after = getattr(e, "retry_after", None)
-        raise self.retry(countdown=backoff_seconds(self.request.retries, retry_after)) from e
+        return retry_or_give_up(
+            self, e, lambda reason: judging.judge_run_give_up(run_id=run_id, reason=reason)
+        )
+
+
+def retry_or_give_up(task: Task, error: Exception, give_up: Callable[[str], None]) -> str:
+    """After a transient failure: retry with backoff (a server's Retry-After as a floor), or,
+    after TREUE_JUDGE_MAX_ATTEMPTS, let `give_up` fail the work visibly with the reason."""
+    reason = str(error) or type(error).__name__
+    attempts = task.request.retries + 1
+    if attempts >= settings.TREUE_JUDGE_MAX_ATTEMPTS:
+        give_up(f"gave up after {attempts} attempts: {reason}")
+        return "gave up"
+    retry_after = getattr(error, "retry_after", None)
+    raise task.retry(countdown=backoff_seconds(task.request.retries, retry_after)) from error
+
+
+def publish_each(task: Task, ids: Iterable[int], *, what: str) -> int:
+    """Publish `task` once per id. A broker that is down costs nothing: the first failure
+    stops the loop, the work stays pending in the database and a reconciler publishes it
+    later. Returns how many were published."""
+    sent = 0
+    for pk in ids:
+        try:
+            task.apply_async(args=[pk], retry=False)
+            sent += 1
+        except Exception as e:
+            logger.warning("could not enqueue %s %s (%s); the reconciler will", what, pk, e)
+            break
+    return sent
 
 
 @shared_task(ignore_result=True)

@@ -12,7 +12,6 @@ come from the attempt that finished it.
 """
 
 import dataclasses
-import logging
 import threading
 import time
 import uuid
@@ -36,8 +35,6 @@ from monitoring.judge_client import (
     JudgeUnavailable,
 )
 from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
-
-logger = logging.getLogger(__name__)
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -72,17 +69,9 @@ def judge_runs_create(
 def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
     """Publish a task per run. A broker that is down costs nothing: the run stays pending in
     the database and the reconciler enqueues it later."""
-    from monitoring.tasks import score_answer
+    from monitoring.tasks import publish_each, score_answer
 
-    sent = 0
-    for run_id in run_ids:
-        try:
-            score_answer.apply_async(args=[run_id], retry=False)
-            sent += 1
-        except Exception as e:
-            logger.warning("could not enqueue judge run %s (%s); the reconciler will", run_id, e)
-            break
-    return sent
+    return publish_each(score_answer, run_ids, what="judge run")
 
 
 def _claim(run_id: int) -> uuid.UUID | None:
