@@ -14,6 +14,9 @@
 # found invented content. With it set, that endpoint is re-asked (TREUE_GENERATOR_API_KEY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The embedded demo runs with DEBUG on (a fixed demo SECRET_KEY, plain HTTP on localhost); a
+# production setting of DEBUG=False left in the shell would refuse to start without a key.
+export DEBUG=True
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
