@@ -211,8 +211,11 @@ def role(fig: dict[str, Any], name: str) -> dict[str, Any]:
 def de(value: float, digits: int = 2) -> str:
     """A number as the German page writes it (floatformat: half up, decimal comma)."""
     from django.template.defaultfilters import floatformat
+    from django.utils import translation
 
-    return str(floatformat(value, digits))
+    # German whatever language an earlier test's request left active in this thread.
+    with translation.override("de"):
+        return str(floatformat(value, digits))
 
 
 def estimate_text(estimate: statistics.Estimate) -> str:

@@ -332,7 +332,7 @@ def test_openapi_documents_the_endpoint(db: None, client: Client) -> None:
     schema = client.get("/api/v1/openapi.json").json()
     operation = schema["paths"]["/api/v1/use-cases/{slug}/estimates"]["get"]
     assert {p["name"] for p in operation["parameters"]} == {"slug", "from", "to"}
-    assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "503"}
+    assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "429", "503"}
     ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/EstimatesOut"}
     components = schema["components"]["schemas"]

@@ -40,12 +40,23 @@ def test_other_brokers_are_left_alone(tmp_path: Path) -> None:
 
 def test_the_apps_transport_options_work_with_the_embedded_broker(tmp_path: Path) -> None:
     # The SQLAlchemy transport hands transport options to create_engine; an option it does not
-    # know there breaks every publish (seen once with polling_interval).
-    from treue_site.celery import app
+    # know there breaks every publish (seen once with polling_interval, and with Redis's socket
+    # timeouts, which settings.py therefore gives a Redis broker only).
+    from treue_site.broker import transport_options
 
     url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
-    with kombu.Connection(url, transport_options=app.conf.broker_transport_options) as conn:
+    with kombu.Connection(url, transport_options=transport_options(url)) as conn:
         queue = conn.SimpleQueue("work")
         queue.put({"n": 1})
         assert queue.get(timeout=5).payload == {"n": 1}
         queue.close()
+
+
+def test_a_redis_broker_gets_socket_timeouts_and_the_embedded_one_does_not() -> None:
+    from treue_site.broker import transport_options
+
+    redis = transport_options("redis://127.0.0.1:6379/0")
+    assert redis["socket_timeout"] == 2.0 and redis["socket_connect_timeout"] == 1.0
+    assert redis["max_retries"] == 1
+    embedded = transport_options("sqla+sqlite:////tmp/broker.sqlite3")
+    assert "socket_timeout" not in embedded and embedded["max_retries"] == 1
