@@ -100,8 +100,11 @@ def test_main_pages_run_under_the_policy(page: Page, live_server: Any, world: Wo
     log_in(page, base, world.users["expert_a"])
     watch.visit(f"{base}/review/")
     watch.visit(f"{base}/review/items/{world.item_a.pk}/")
-    # review.js saves as the expert goes: a click runs it under the policy too.
-    page.locator('input[type="radio"]').first.check()
+    # review.js saves as the expert goes: a click runs it under the policy too. The save must
+    # land before the cookies go, or it would leave without its CSRF cookie.
+    with page.expect_response(lambda r: r.url.endswith("/save/")) as saved:
+        page.locator('input[type="radio"]').first.check()
+    assert saved.value.status == 200
 
     page.context.clear_cookies()
     log_in(page, base, world.users["superuser"])
