@@ -197,13 +197,22 @@ def _end(question: Question, token: uuid.UUID, status: str, **fields: Any) -> bo
 
 
 def _finish_investigation(investigation_id: int) -> None:
-    """The last question to end finishes its investigation (a cancelled one stays so)."""
-    if not Question.objects.filter(
-        investigation_id=investigation_id, status__in=UNFINISHED
-    ).exists():
-        Investigation.objects.filter(
+    """The last question to end finishes its investigation (a cancelled one stays so).
+
+    The investigation's row is locked first: two questions ending at once would otherwise each
+    see the other still running (neither has committed) and leave it running for ever. Under
+    the lock, the later of the two reads after the earlier one's commit.
+    """
+    with transaction.atomic():
+        locked = Investigation.objects.select_for_update().filter(
             pk=investigation_id, status=Investigation.Status.RUNNING
-        ).update(status=Investigation.Status.FINISHED, finished_at=timezone.now())
+        )
+        if locked.first() is None:
+            return
+        if not Question.objects.filter(
+            investigation_id=investigation_id, status__in=UNFINISHED
+        ).exists():
+            locked.update(status=Investigation.Status.FINISHED, finished_at=timezone.now())
 
 
 def _cancelled(question: Question) -> bool:

@@ -95,6 +95,21 @@ class World:
 
 
 @pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Question ids the code asked Celery to run (recorded, not published; tests/integration
+    runs a real worker)."""
+    from investigations import tasks
+
+    sent: list[int] = []
+
+    def record(args: Any = None, kwargs: Any = None, **options: Any) -> None:
+        sent.append(args[0])
+
+    monkeypatch.setattr(tasks.investigate_question, "apply_async", record)
+    return sent
+
+
+@pytest.fixture
 def world(db: None, openai_server: FakeOpenAIServer) -> Iterator[World]:
     use_case = services.use_case_create(
         slug="behaelter", name="Behälterprüfung", language="de", sample_rate=0.01

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from investigations import selectors, services, tasks
+from investigations import selectors, services
 from investigations.models import Investigation, Question
 from monitoring.judge_client import JudgeUnavailable
 from monitoring.models import JudgePrice
@@ -20,14 +20,8 @@ Q_KNOWN = "Wie lange gilt die Prüfung?"
 
 
 @pytest.fixture(autouse=True)
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    sent: list[int] = []
-
-    def record(args: Any = None, kwargs: Any = None, **options: Any) -> None:
-        sent.append(args[0])
-
-    monkeypatch.setattr(tasks.investigate_question, "apply_async", record)
-    return sent
+def _recorded(enqueued: list[int]) -> None:
+    """Nothing is published from these tests."""
 
 
 def start(world: World, selection: str = "latest", n: int = 10, **kwargs: Any) -> Investigation:
