@@ -7,13 +7,11 @@ body can be malformed (not UTF-8, not JSON, NaN, nesting that exhausts the parse
 becomes a named 400 or 413.
 """
 
-import json
 import re
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -25,7 +23,7 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 from pydantic import BaseModel, Field
 
-from monitoring import ratelimit, selectors, services
+from monitoring import decoding, ratelimit, selectors, services
 from monitoring.domain import keys
 from monitoring.domain.statistics import Estimate
 from monitoring.models import Answer, Service, UseCase
@@ -52,14 +50,6 @@ class BodyTooLarge(Exception):
         super().__init__(f"the body is larger than {limit} bytes")
 
 
-class BodyError(Exception):
-    pass
-
-
-def _reject_constant(name: str) -> Any:
-    raise BodyError(f"{name} is not valid JSON")
-
-
 class StrictJSONParser(Parser):
     def parse_body(self, request: HttpRequest) -> Any:
         limit = _body_limit(request)
@@ -68,33 +58,46 @@ class StrictJSONParser(Parser):
         body = request.body
         if len(body) > limit:
             raise BodyTooLarge(limit)
-        try:
-            # orjson is strict (no NaN, UTF-8 only) and several times faster; whatever it
-            # refuses goes through json below, which names the problem precisely.
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            data = _parse_slowly(body)
+        # The fast way first (msgspec, see monitoring.decoding); what it refuses is parsed
+        # again below, so that the error names the problem. `treue_raw` keeps each answer as
+        # sent, for replays of answers stored under the old fingerprint.
+        if _is_batch(request):
+            items = decoding.split_batch(body)
+            if items is not None:
+                try:
+                    answers = [_decode_item(item) for item in items]
+                except decoding.BodyError:
+                    pass  # msgspec skips strings unchecked: invalid UTF-8 is the body's 400
+                else:
+                    request.treue_raw = items  # type: ignore[attr-defined]
+                    return {"answers": answers}
+        else:
+            answer = decoding.decode_answer(body)
+            if answer is not None:
+                request.treue_raw = body  # type: ignore[attr-defined]
+                return answer
+        data = decoding.parse(body)
         if not isinstance(data, dict):
-            raise BodyError("the body must be a JSON object")
-        request.treue_raw = data  # type: ignore[attr-defined]
+            raise decoding.BodyError("the body must be a JSON object")
+        answers = data.get("answers")
+        request.treue_raw = (  # type: ignore[attr-defined]
+            answers if _is_batch(request) and isinstance(answers, list) else data
+        )
         return data
 
 
-def _parse_slowly(body: bytes) -> Any:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BodyError("the body is not valid UTF-8") from e
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except RecursionError as e:
-        raise BodyError("the body is nested too deeply") from e
-    except json.JSONDecodeError as e:
-        raise BodyError(f"the body is not valid JSON: {e.msg} at position {e.pos}") from e
+def _decode_item(item: bytes) -> Any:
+    """One batch item: decoded the fast way, else parsed (its errors come from pydantic)."""
+    answer = decoding.decode_answer(item)
+    return answer if answer is not None else decoding.parse(item)
+
+
+def _is_batch(request: HttpRequest) -> bool:
+    return request.path.endswith("/batch")
 
 
 def _body_limit(request: HttpRequest) -> int:
-    if request.path.endswith("/batch"):
+    if _is_batch(request):
         return settings.TREUE_MAX_BATCH_BODY_BYTES
     return settings.TREUE_MAX_BODY_BYTES
 
@@ -110,11 +113,12 @@ class ServiceKey(HttpBearer):
         # The prefix only finds the row; the secret is compared as hashes in constant time,
         # and a revoked service (active=False) is not found at all.
         prefix = keys.key_prefix(token)
-        service = (
-            Service.objects.filter(key_prefix=prefix, active=True).first() if prefix else None
-        )
-        if service is None or not keys.key_matches(token, service.key_hash):
+        found = selectors.service_for_key(prefix) if prefix else None
+        if found is None or not keys.key_matches(token, found.service.key_hash):
             return None
+        service = found.service
+        # Ingest resolves use cases against these, without asking the database again.
+        request.treue_use_cases = found.use_cases  # type: ignore[attr-defined]
         # Counted once per request, after the key is known to be valid: a batch is one request,
         # and a stranger guessing keys cannot use up a real key's allowance.
         limited = ratelimit.check(service.key_prefix)
@@ -199,7 +203,7 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     cause = exc.__cause__
     if isinstance(cause, BodyTooLarge | RequestDataTooBig):
         return errors(413, [{"field": "", "message": str(cause) or "the body is too large"}])
-    if isinstance(cause, BodyError | ValueError):
+    if isinstance(cause, decoding.BodyError | ValueError):
         return errors(400, [{"field": "", "message": str(cause)}])
     return errors(exc.status_code, [{"field": "", "message": str(exc)}])
 
@@ -268,7 +272,10 @@ ERROR_RESPONSES = {
 )
 def post_answer(request: HttpRequest, payload: AnswerIn) -> HttpResponse:
     result = services.answer_ingest(
-        service=request.auth, payload=payload, raw=request.treue_raw  # type: ignore[attr-defined]
+        service=request.auth,
+        payload=payload,
+        raw=request.treue_raw,  # type: ignore[attr-defined]
+        allowed=request.treue_use_cases,  # type: ignore[attr-defined]
     )
     if result.answer is None:
         return errors(result.status, result.errors)
@@ -283,7 +290,12 @@ def post_answer(request: HttpRequest, payload: AnswerIn) -> HttpResponse:
     "alone; a bad item never costs the others.",
 )
 def post_batch(request: HttpRequest, payload: BatchIn) -> HttpResponse:
-    results = services.answer_ingest_batch(service=request.auth, items=payload.answers)
+    results = services.answer_ingest_batch(
+        service=request.auth,
+        items=payload.answers,
+        raws=request.treue_raw,  # type: ignore[attr-defined]
+        allowed=request.treue_use_cases,  # type: ignore[attr-defined]
+    )
     out = []
     for index, result in enumerate(results):
         if result.answer is None:

@@ -25,9 +25,11 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +73,29 @@ def reset_breaker() -> None:
 def _count(key: str) -> int:
     cache = caches[CACHE_ALIAS]
     # The window's key expires a little after the window, so a quiet key leaves nothing behind.
+    client = _redis(cache, key)
+    if client is not None:
+        # One round trip: Django's incr asks whether the key exists first.
+        full_key = cache.make_and_validate_key(key)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(full_key)
+        pipe.expire(full_key, WINDOW_SECONDS + 5)
+        count, _ = pipe.execute()
+        return int(count)
     try:
         return int(cache.incr(key))
     except ValueError:  # the window's first request (Django raises for a missing key)
         if cache.add(key, 1, WINDOW_SECONDS + 5):
             return 1
         return int(cache.incr(key))  # another request created it in between
+
+
+def _redis(cache: Any, key: str) -> Any:
+    """The redis-py client behind Django's RedisCache; None for any other cache."""
+    get_client = getattr(getattr(cache, "_cache", None), "get_client", None)
+    if not isinstance(cache, RedisCache) or get_client is None:
+        return None
+    return get_client(key, write=True)
 
 
 def check(key_prefix: str) -> Limited | None:

@@ -16,6 +16,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
@@ -26,6 +27,9 @@ MAX_ANSWER_CHARS = 100_000
 MAX_CHUNK_CHARS = 100_000
 MAX_CHUNKS = 200
 MAX_TOKENS = 32_000
+MAX_TOKEN_CHARS = 1000
+MAX_TOKEN_BYTES = 4000
+MAX_BATCH = 500
 MAX_JSON_DEPTH = 32
 MAX_METADATA_CHARS = 64_000
 MAX_MESSAGES_CHARS = 2_000_000
@@ -75,7 +79,7 @@ LogProb = Annotated[
     float,
     Field(strict=True, le=0, allow_inf_nan=False, description="at most 0; -9999.0 is valid"),
 ]
-TokenText = Annotated[str, Field(strict=True, max_length=1000)]
+TokenText = Annotated[str, Field(strict=True, max_length=MAX_TOKEN_CHARS)]
 Byte = Annotated[int, Field(ge=0, le=255, strict=True)]
 
 
@@ -104,10 +108,19 @@ class TokenLogprob(TypedDict):
 
     token: TokenText
     logprob: LogProb
-    bytes: NotRequired[Annotated[list[Byte], Field(max_length=4000)] | None]
-    # The alternatives are neither read nor stored: checking only the list's size keeps a
-    # fifth of the validation time off every answer.
-    top_logprobs: NotRequired[Annotated[list[Any], Field(max_length=20)] | None]
+    bytes: NotRequired[Annotated[list[Byte], Field(max_length=MAX_TOKEN_BYTES)] | None]
+    # The alternatives are neither read nor stored, so like any other key Treue does not read
+    # they may hold anything: decoding them is two thirds of an answer's JSON.
+    top_logprobs: NotRequired[Any]
+
+
+class CheckedTokens:
+    """Tokens that monitoring.decoding already decoded and checked against TokenLogprob."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, tokens: list[TokenLogprob]) -> None:
+        self.tokens = tokens
 
 
 class Logprobs(BaseModel):
@@ -117,9 +130,13 @@ class Logprobs(BaseModel):
 
     content: list[TokenLogprob] | None = Field(default=None, max_length=MAX_TOKENS)
 
-    @field_validator("content")
+    @field_validator("content", mode="wrap")
     @classmethod
-    def _storable_tokens(cls, content: list[TokenLogprob] | None) -> list[TokenLogprob] | None:
+    def _storable_tokens(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler
+    ) -> list[TokenLogprob] | None:
+        # Tokens the fast decoder checked are taken as they are; all others are validated here.
+        content = value.tokens if isinstance(value, CheckedTokens) else handler(value)
         # Token strings are stored (compact copy). They are checked joined, in one pass, and
         # only when that finds a problem one by one, to name the token: a check per token cost
         # a tenth of an answer's whole validation.
@@ -226,7 +243,7 @@ class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Items are validated one by one, so that one bad item cannot cost the others.
-    answers: list[Any] = Field(max_length=500)
+    answers: list[Any] = Field(max_length=MAX_BATCH)
 
 
 class FieldError(BaseModel):

@@ -2,9 +2,11 @@
 (`judging.py`). Every query a person triggers goes through the use cases that person may see."""
 
 from monitoring.selectors.answers import (
+    KeyOwner,
     answer_get_for_service,
     answer_get_for_user,
     answer_list,
+    service_for_key,
     use_case_get_for_user,
     use_cases_for_user,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "UseCasePage",
     "WeekFigures",
     "WeeklyCost",
+    "KeyOwner",
     "answer_get_for_service",
     "answer_get_for_user",
     "answer_judging",
@@ -80,6 +83,7 @@ __all__ = [
     "use_case_page",
     "use_case_weekly_cost",
     "use_case_weeks",
+    "service_for_key",
     "use_cases_for_user",
     "user_may_rescore",
     "week_judged_answers",

@@ -2,6 +2,7 @@
 person may see: staff see all, others those they are assigned to as expert or team lead."""
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import OrderBy
 
-from monitoring.models import Answer, UseCase
+from monitoring.models import Answer, Service, UseCase
 from monitoring.selectors.judging import iso_week_bounds
 
 
@@ -252,3 +253,25 @@ def answer_get_for_service(*, service_id: int, pk: int) -> Answer | None:
         .prefetch_related("chunks", "current_run__claims")
         .first()
     )
+
+
+@dataclass(frozen=True)
+class KeyOwner:
+    service: Service
+    use_cases: dict[str, UseCase]  # the active use cases it may send to, by slug
+
+
+def service_for_key(prefix: str) -> KeyOwner | None:
+    """The active service holding the key with this prefix and the active use cases it may send
+    to; None when there is none. One query for a service with use cases (the links joined to
+    both ends), a second only for one without any."""
+    links = list(
+        Service.use_cases.through.objects.filter(
+            service__key_prefix=prefix, service__active=True
+        ).select_related("service", "usecase")
+    )
+    if links:
+        allowed = {link.usecase.slug: link.usecase for link in links if link.usecase.active}
+        return KeyOwner(links[0].service, allowed)
+    service = Service.objects.filter(key_prefix=prefix, active=True).first()
+    return KeyOwner(service, {}) if service is not None else None

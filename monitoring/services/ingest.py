@@ -3,7 +3,7 @@
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,15 +79,45 @@ def format_loc(loc: Iterable[str | int]) -> str:
     return out
 
 
-def content_hash(raw: Any) -> str:
-    """A fingerprint of the answer as sent, to tell a replay from a conflicting reuse of an id."""
+def content_hash(payload: AnswerIn) -> str:
+    """A fingerprint of the answer as Treue stores it, to tell a replay from a conflicting reuse
+    of an external id. What Treue neither reads nor keeps (top_logprobs, a ChatCompletion's id
+    or usage, the key order) does not count."""
+    tokens = payload.logprobs.content if payload.logprobs and payload.logprobs.content else []
+    document = [
+        payload.external_id,
+        payload.use_case,
+        payload.question,
+        payload.answer,
+        payload.model,
+        [[c.text, c.id, c.score, c.source] for c in payload.chunks],
+        [[t["token"], t["logprob"], t.get("bytes")] for t in tokens],
+        payload.messages,
+        payload.created_at.isoformat() if payload.created_at else None,
+        payload.metadata,
+    ]
+    return hashlib.sha256(_canonical(document)).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
     try:
-        canonical = orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except (orjson.JSONEncodeError, TypeError):
-        # orjson refuses unpaired surrogates and integers beyond 64 bits; json does not. The
-        # same content always takes the same branch, so the fingerprint stays stable.
-        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":")).encode("ascii")
-    return hashlib.sha256(canonical).hexdigest()
+        # orjson refuses integers beyond 64 bits (allowed in metadata); json does not. The same
+        # content always takes the same branch, so the fingerprint stays stable.
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def legacy_content_hash(raw: Any) -> str:
+    """The fingerprint of answers stored before December 2026: of the whole item as sent (a
+    dict, or its JSON text), top_logprobs and all. Replays of those answers are compared
+    with it."""
+    if isinstance(raw, bytes | bytearray | memoryview):
+        try:
+            raw = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raw = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
+    return hashlib.sha256(_canonical(raw)).hexdigest()
 
 
 def _logprobs_mapping(payload: AnswerIn) -> dict[str, Any] | None:
@@ -97,7 +127,7 @@ def _logprobs_mapping(payload: AnswerIn) -> dict[str, Any] | None:
 
 
 def _build(
-    *, service: Service, use_case: UseCase, payload: AnswerIn, raw: Any
+    *, service: Service, use_case: UseCase, payload: AnswerIn
 ) -> tuple[Answer, list[Chunk]]:
     assert payload.answer is not None and payload.model is not None  # ensured by AnswerIn
     threshold = use_case.logprob_threshold
@@ -113,7 +143,7 @@ def _build(
         use_case=use_case,
         service=service,
         external_id=payload.external_id,
-        content_hash=content_hash(raw),
+        content_hash=content_hash(payload),
         question=payload.question,
         text=payload.answer,
         model=payload.model,
@@ -162,38 +192,50 @@ def answer_warnings(answer: Answer) -> list[str]:
 
 
 class _UseCases:
-    """Resolves use case slugs for one request: unknown is a 400, not allowed a 403."""
+    """Resolves use case slugs for one request: unknown is a 400, not allowed a 403.
 
-    def __init__(self, service: Service, slugs: Iterable[str]) -> None:
-        wanted = set(slugs)
-        self.known = {u.slug: u for u in UseCase.objects.filter(slug__in=wanted)}
-        self.allowed = set(
-            service.use_cases.filter(slug__in=wanted, active=True).values_list("slug", flat=True)
-        )
+    `allowed` (slug -> use case) is what the key may send to, when the caller already has it
+    (the API's authentication reads it with the service); only a slug outside it costs a query.
+    """
+
+    def __init__(
+        self, service: Service, slugs: Iterable[str], allowed: Mapping[str, UseCase] | None
+    ) -> None:
+        if allowed is None:
+            allowed = {
+                u.slug: u
+                for u in service.use_cases.filter(slug__in=set(slugs), active=True)
+            }
+        self.allowed = allowed
+        self.known: dict[str, bool] = {}
 
     def resolve(self, slug: str) -> UseCase | IngestResult:
+        if slug in self.allowed:
+            return self.allowed[slug]
         if slug not in self.known:
+            self.known[slug] = UseCase.objects.filter(slug=slug).exists()
+        if not self.known[slug]:
             return IngestResult(400, errors=[{"field": "use_case", "message": "unknown use case"}])
-        if slug not in self.allowed:
-            return IngestResult(
-                403,
-                errors=[{"field": "use_case", "message": "this key may not send to this use case"}],
-            )
-        return self.known[slug]
+        return IngestResult(
+            403,
+            errors=[{"field": "use_case", "message": "this key may not send to this use case"}],
+        )
 
 
-def _existing(service: Service, external_id: str, digest: str) -> IngestResult:
+def _existing(service: Service, external_id: str, digest: str, raw: Any) -> IngestResult:
     stored = Answer.objects.select_related("use_case").get(
         service=service, external_id=external_id
     )
-    return _compare(stored, digest)
+    return _compare(stored, digest, raw)
 
 
-def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
+def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
     try:
         with transaction.atomic():
-            answer.save(force_insert=True)
-            Chunk.objects.bulk_create(chunks)
+            _bulk_insert(Answer, [answer], with_ids=True)
+            for chunk in chunks:
+                chunk.answer_id = answer.pk
+            _bulk_insert(Chunk, chunks, with_ids=False)
             if answer.sampled:
                 judge_runs_create(answers=[answer])
     except DatabaseError as e:
@@ -204,7 +246,7 @@ def _insert_one(answer: Answer, chunks: list[Chunk]) -> IngestResult:
             service=answer.service, external_id=answer.external_id
         ).exists():
             return _refused(answer, e)
-        return _existing(answer.service, answer.external_id, answer.content_hash)
+        return _existing(answer.service, answer.external_id, answer.content_hash, raw)
     return IngestResult(201, answer)
 
 
@@ -216,43 +258,60 @@ def _refused(answer: Answer, error: Exception) -> IngestResult:
     )
 
 
-def answer_ingest(*, service: Service, payload: AnswerIn, raw: Any) -> IngestResult:
-    """Store one validated answer with its tier-1 result and sampling decision."""
-    use_case = _UseCases(service, [payload.use_case]).resolve(payload.use_case)
+def answer_ingest(
+    *,
+    service: Service,
+    payload: AnswerIn,
+    raw: Any = None,
+    allowed: Mapping[str, UseCase] | None = None,
+) -> IngestResult:
+    """Store one validated answer with its tier-1 result and sampling decision. `raw` is the
+    answer as sent (its JSON text or the parsed dict), for replays of answers stored before
+    the fingerprint changed (legacy_content_hash); `allowed` the service's active use cases by
+    slug, when the caller has them."""
+    use_case = _UseCases(service, [payload.use_case], allowed).resolve(payload.use_case)
     if isinstance(use_case, IngestResult):
         return use_case
-    answer, chunks = _build(service=service, use_case=use_case, payload=payload, raw=raw)
-    return _insert_one(answer, chunks)
+    answer, chunks = _build(service=service, use_case=use_case, payload=payload)
+    return _insert_one(answer, chunks, raw)
 
 
-def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[IngestResult]:
+def answer_ingest_batch(
+    *,
+    service: Service,
+    items: Sequence[Any],
+    raws: Sequence[Any] | None = None,
+    allowed: Mapping[str, UseCase] | None = None,
+) -> list[IngestResult]:
     """Ingest many answers; each item succeeds or fails on its own, results in input order.
+    `raws`, when given, holds each item as sent; `allowed` as for answer_ingest.
 
     The happy path is one query for use cases, one for existing ids and two bulk inserts; only
     when a concurrent request inserts one of the same ids in between does it fall back to
     inserting item by item.
     """
     results: list[IngestResult | None] = [None] * len(items)
-    valid: list[tuple[int, AnswerIn, Any]] = []
+    raw_of = list(raws) if raws is not None else list(items)
+    valid: list[tuple[int, AnswerIn]] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             results[i] = IngestResult(400, errors=[{"field": "", "message": "must be an object"}])
             continue
         try:
-            valid.append((i, AnswerIn.model_validate(item), item))
+            valid.append((i, AnswerIn.model_validate(item)))
         except ValidationError as e:
             results[i] = IngestResult(400, errors=field_errors(e))
 
-    use_cases = _UseCases(service, {p.use_case for _, p, _ in valid})
+    use_cases = _UseCases(service, {p.use_case for _, p in valid}, allowed)
     first_of: dict[str, tuple[int, str]] = {}
     duplicates: list[tuple[int, str, str]] = []
     fresh: list[tuple[int, Answer, list[Chunk]]] = []
-    for i, payload, raw in valid:
+    for i, payload in valid:
         use_case = use_cases.resolve(payload.use_case)
         if isinstance(use_case, IngestResult):
             results[i] = use_case
             continue
-        answer, chunks = _build(service=service, use_case=use_case, payload=payload, raw=raw)
+        answer, chunks = _build(service=service, use_case=use_case, payload=payload)
         if payload.external_id in first_of:
             duplicates.append((i, payload.external_id, answer.content_hash))
             continue
@@ -268,7 +327,7 @@ def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[Inges
     new = [(i, a, c) for i, a, c in fresh if a.external_id not in stored]
     for i, answer, _ in fresh:
         if answer.external_id in stored:
-            results[i] = _compare(stored[answer.external_id], answer.content_hash)
+            results[i] = _compare(stored[answer.external_id], answer.content_hash, raw_of[i])
     try:
         with transaction.atomic():
             _bulk_insert(Answer, [a for _, a, _ in new], with_ids=True)
@@ -288,12 +347,12 @@ def answer_ingest_batch(*, service: Service, items: Sequence[Any]) -> list[Inges
             answer._state.adding = True
             for chunk in chunks:
                 chunk.answer = answer
-            results[i] = _insert_one(answer, chunks)
+            results[i] = _insert_one(answer, chunks, raw_of[i])
 
     for i, external_id, digest in duplicates:
         first = results[first_of[external_id][0]]
         if first is not None and first.answer is not None:
-            results[i] = _compare(first.answer, digest)
+            results[i] = _compare(first.answer, digest, None)
         else:
             results[i] = first
     return [r if r is not None else IngestResult(400) for r in results]
@@ -355,8 +414,10 @@ def _json_text(value: Any) -> str | None:
         return json.dumps(value)
 
 
-def _compare(stored: Answer, digest: str) -> IngestResult:
-    if stored.content_hash == digest:
+def _compare(stored: Answer, digest: str, raw: Any) -> IngestResult:
+    if stored.content_hash == digest or (
+        raw is not None and stored.content_hash == legacy_content_hash(raw)
+    ):
         return IngestResult(200, stored)
     return IngestResult(
         409,

@@ -1,0 +1,167 @@
+"""The fast way in for ingest bodies: msgspec decodes the token log-probabilities in C.
+
+An answer's JSON is mostly its ~300 tokens, each with its bytes and its top alternatives.
+Parsing all of that into Python objects (orjson) and validating the tokens one by one
+(pydantic) was about half of the CPU an answer cost at ingest. Here msgspec decodes the body in
+one pass, checks each token against the same rules as ``schemas.TokenLogprob`` without building
+the alternatives it never reads, and hands the rest of the answer over as plain JSON values.
+
+Pydantic (``schemas.AnswerIn``) stays the contract: every answer is still validated by it, with
+the decoded tokens wrapped as ``CheckedTokens`` so that it does not check them twice. Whatever
+msgspec refuses - malformed JSON, a token breaking a rule, an unknown field - returns None
+here, and the caller parses that body the slow way (orjson or json, then pydantic), which names
+every problem; so an error reads the same either way, and this path can only be faster, never
+more lenient. ``tests/monitoring/test_decoding.py`` holds it to that.
+"""
+
+import json
+from typing import Annotated, Any, NotRequired, TypedDict
+
+import msgspec
+import orjson
+from msgspec import UNSET, Meta, UnsetType
+
+from monitoring.schemas import (
+    MAX_BATCH,
+    MAX_TOKEN_BYTES,
+    MAX_TOKEN_CHARS,
+    MAX_TOKENS,
+    CheckedTokens,
+)
+
+
+class BodyError(Exception):
+    """A body (or part of one) that is not JSON; the message names the problem."""
+
+
+def parse(body: bytes) -> Any:
+    """JSON the slow way: what the fast way refuses, and the parts it leaves as text."""
+    try:
+        # orjson is strict (no NaN, UTF-8 only) and several times faster than json; whatever
+        # it refuses goes through json, which names the problem precisely.
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BodyError("the body is not valid UTF-8") from e
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as e:
+        raise BodyError("the body is nested too deeply") from e
+    except json.JSONDecodeError as e:
+        raise BodyError(f"the body is not valid JSON: {e.msg} at position {e.pos}") from e
+
+
+def _reject_constant(name: str) -> Any:
+    raise BodyError(f"{name} is not valid JSON")
+
+
+_Byte = Annotated[int, Meta(ge=0, le=255)]
+
+
+class _Token(TypedDict):
+    # msgspec refuses floats out of range and ints for `bytes`, as pydantic's strict types do;
+    # keys it does not know (top_logprobs among them) are skipped without being built.
+    token: Annotated[str, Meta(max_length=MAX_TOKEN_CHARS)]
+    logprob: Annotated[float, Meta(le=0)]
+    bytes: NotRequired[Annotated[list[_Byte], Meta(max_length=MAX_TOKEN_BYTES)] | None]
+
+
+class _Logprobs(msgspec.Struct):
+    content: Annotated[list[_Token], Meta(max_length=MAX_TOKENS)] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: Any = UNSET
+    logprobs: _Logprobs | None | UnsetType = UNSET
+
+
+class _Completion(msgspec.Struct):
+    # The rest of a ChatCompletion (id, usage, ...) is skipped: AnswerIn allows and ignores it.
+    model: Any = UNSET
+    choices: list[_Choice] | UnsetType = UNSET
+
+
+class _Answer(msgspec.Struct, forbid_unknown_fields=True):
+    # Everything but the tokens is left to pydantic. Where the value is free JSON or holds
+    # numbers it is kept as text and parsed like the slow way parses it (msgspec reads
+    # integers beyond 64 bits as floats, json keeps them exact).
+    external_id: Any = UNSET
+    use_case: Any = UNSET
+    question: Any = UNSET
+    answer: Any = UNSET
+    model: Any = UNSET
+    chunks: msgspec.Raw | UnsetType = UNSET
+    logprobs: _Logprobs | None | UnsetType = UNSET
+    completion: _Completion | None | UnsetType = UNSET
+    messages: msgspec.Raw | UnsetType = UNSET
+    created_at: Any = UNSET
+    metadata: msgspec.Raw | UnsetType = UNSET
+
+
+_AS_TEXT = ("chunks", "messages", "metadata")
+
+
+class _Batch(msgspec.Struct, forbid_unknown_fields=True):
+    answers: Annotated[list[msgspec.Raw], Meta(max_length=MAX_BATCH)]
+
+
+_answer_decoder = msgspec.json.Decoder(_Answer)
+_batch_decoder = msgspec.json.Decoder(_Batch)
+
+
+def _logprobs(value: _Logprobs | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    return {"content": None if value.content is None else CheckedTokens(value.content)}
+
+
+def _present(struct: msgspec.Struct) -> dict[str, Any]:
+    return {
+        name: getattr(struct, name)
+        for name in struct.__struct_fields__
+        if getattr(struct, name) is not UNSET
+    }
+
+
+def _completion(value: Any) -> Any:
+    if not isinstance(value, _Completion):
+        return value
+    out = _present(value)
+    if isinstance(value.choices, list):
+        out["choices"] = []
+        for choice in value.choices:
+            item = _present(choice)
+            if "logprobs" in item:
+                item["logprobs"] = _logprobs(choice.logprobs)  # type: ignore[arg-type]
+            out["choices"].append(item)
+    return out
+
+
+def decode_answer(body: bytes) -> dict[str, Any] | None:
+    """One answer's body as the input AnswerIn validates, its tokens already checked; None when
+    the body must go the slow way. BodyError when a part left as text is not JSON."""
+    try:
+        decoded = _answer_decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    out = _present(decoded)
+    for name in _AS_TEXT:
+        if name in out:
+            out[name] = parse(bytes(out[name]))
+    if "logprobs" in out:
+        out["logprobs"] = _logprobs(decoded.logprobs)  # type: ignore[arg-type]
+    if "completion" in out:
+        out["completion"] = _completion(decoded.completion)
+    return out
+
+
+def split_batch(body: bytes) -> list[bytes] | None:
+    """The items of a batch body, each as its own JSON text; None when the body must go the
+    slow way (not an object with nothing but `answers`, too many items, malformed JSON)."""
+    try:
+        return [bytes(item) for item in _batch_decoder.decode(body).answers]
+    except (msgspec.DecodeError, RecursionError):
+        return None
