@@ -304,7 +304,7 @@ def answer_ingest_batch(
 
     use_cases = _UseCases(service, {p.use_case for _, p in valid}, allowed)
     first_of: dict[str, tuple[int, str]] = {}
-    duplicates: list[tuple[int, str, str]] = []
+    duplicates: list[tuple[int, Answer, list[Chunk]]] = []
     fresh: list[tuple[int, Answer, list[Chunk]]] = []
     for i, payload in valid:
         use_case = use_cases.resolve(payload.use_case)
@@ -313,7 +313,7 @@ def answer_ingest_batch(
             continue
         answer, chunks = _build(service=service, use_case=use_case, payload=payload)
         if payload.external_id in first_of:
-            duplicates.append((i, payload.external_id, answer.content_hash))
+            duplicates.append((i, answer, chunks))
             continue
         first_of[payload.external_id] = (i, answer.content_hash)
         fresh.append((i, answer, chunks))
@@ -349,12 +349,14 @@ def answer_ingest_batch(
                 chunk.answer = answer
             results[i] = _insert_one(answer, chunks, raw_of[i])
 
-    for i, external_id, digest in duplicates:
-        first = results[first_of[external_id][0]]
+    for i, answer, chunks in duplicates:
+        first = results[first_of[answer.external_id][0]]
         if first is not None and first.answer is not None:
-            results[i] = _compare(first.answer, digest, None)
+            results[i] = _compare(first.answer, answer.content_hash, raw_of[i])
         else:
-            results[i] = first
+            # The first of the id stored nothing (its content conflicts with a stored answer,
+            # or the database refused it): this one is answered as it would be alone.
+            results[i] = _insert_one(answer, chunks, raw_of[i])
     return [r if r is not None else IngestResult(400) for r in results]
 
 

@@ -750,6 +750,23 @@ def test_batch_and_single_share_idempotency(api, make_answer):
     assert Answer.objects.count() == 2
 
 
+def test_a_batch_item_repeating_the_stored_content_is_200_after_a_conflicting_first(
+    api, make_answer
+):
+    # The stored content arrived first; in the batch its id comes first with other content
+    # (409), then with the stored content: that one is a replay, whatever the first got.
+    stored = api.post(URL, make_answer(external_id="c-1", model="stored"))
+    assert stored.status_code == 201
+    data = api.post(BATCH_URL, {"answers": [
+        make_answer(external_id="c-1", model="other"),
+        make_answer(external_id="c-1", model="stored"),
+        make_answer(external_id="c-1", model="third"),
+    ]}).json()
+    assert [r["status"] for r in data["results"]] == [409, 200, 409]
+    assert data["results"][1]["answer"]["id"] == stored.json()["id"]
+    assert Answer.objects.get().model == "stored"
+
+
 def test_batch_items_are_flagged_like_single_answers(api, make_answer, use_case):
     flagged = make_answer(external_id="f", logprobs=logprobs_for(DEFAULT_TOKENS, {" Jahre"}))
     plain = make_answer(external_id="p", logprobs=logprobs_for(DEFAULT_TOKENS))
