@@ -7,6 +7,7 @@ body can be malformed (not UTF-8, not JSON, NaN, nesting that exhausts the parse
 becomes a named 400 or 413.
 """
 
+import logging
 import re
 from datetime import date, timedelta
 from decimal import Decimal
@@ -37,6 +38,8 @@ from monitoring.schemas import (
 )
 from monitoring.selectors import dashboard
 from monitoring.selectors import metrics as metric_selectors
+
+logger = logging.getLogger(__name__)
 
 # Retry-After on 503: long enough for a database failover, short enough not to pile up answers.
 RETRY_AFTER_SECONDS = 5
@@ -232,6 +235,8 @@ def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
 @api.exception_handler(OperationalError)
 @api.exception_handler(InterfaceError)
 def _database_unavailable(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    # The client retries; the operator needs to see why.
+    logger.warning("503 for %s: %s: %s", request.path, type(exc).__name__, exc)
     return errors(
         503,
         [{"field": "", "message": "the database is unavailable; retry later"}],

@@ -40,6 +40,15 @@ def _row_refused(error: DatabaseError) -> bool:
     return getattr(error.__cause__, "sqlstate", None) == "P0001"
 
 
+def _rolled_back(error: DatabaseError) -> bool:
+    """Whether PostgreSQL ended the transaction to resolve a conflict with another one
+    (deadlock, serialization failure: SQLSTATE class 40). Nothing of it was stored and the
+    connection is fine, so each answer is tried again on its own; psycopg reports these as
+    OperationalError, which would otherwise be a 503."""
+    sqlstate = getattr(error.__cause__, "sqlstate", None) or ""
+    return sqlstate.startswith("40")
+
+
 WARNING_NO_LOGPROBS = "no logprobs: tier 1 could not check this answer"
 WARNING_UNALIGNED = (
     "logprobs do not align with the answer text: stored, but left out of tier 1"
@@ -232,10 +241,8 @@ def _existing(service: Service, external_id: str, digest: str, raw: Any) -> Inge
 def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
     try:
         with transaction.atomic():
-            _bulk_insert(Answer, [answer], with_ids=True)
-            for chunk in chunks:
-                chunk.answer_id = answer.pk
-            _bulk_insert(Chunk, chunks, with_ids=False)
+            answer.save(force_insert=True)
+            Chunk.objects.bulk_create(chunks)
             if answer.sampled:
                 judge_runs_create(answers=[answer])
     except DatabaseError as e:
@@ -324,7 +331,12 @@ def answer_ingest_batch(
             service=service, external_id__in=list(first_of)
         ).select_related("use_case")
     }
-    new = [(i, a, c) for i, a, c in fresh if a.external_id not in stored]
+    # One order for every transaction: two batches inserting the same ids in opposite orders
+    # would wait on each other's uncommitted rows until PostgreSQL ends one as a deadlock.
+    new = sorted(
+        ((i, a, c) for i, a, c in fresh if a.external_id not in stored),
+        key=lambda item: item[1].external_id,
+    )
     for i, answer, _ in fresh:
         if answer.external_id in stored:
             results[i] = _compare(stored[answer.external_id], answer.content_hash, raw_of[i])
@@ -339,7 +351,7 @@ def answer_ingest_batch(
         for i, answer, _ in new:
             results[i] = IngestResult(201, answer)
     except DatabaseError as e:
-        if not _row_refused(e):
+        if not (_row_refused(e) or _rolled_back(e)):
             raise
         for i, answer, chunks in new:
             # The failed attempt may have handed out ids: start each answer afresh.

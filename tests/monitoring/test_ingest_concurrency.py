@@ -159,3 +159,50 @@ def test_single_and_batch_requests_at_once(service_and_key, make_answer):
     assert Counter(statuses) == {201: 1, 200: THREADS - 1}, statuses
     assert Answer.objects.filter(external_id="a-1").count() == 1
     assert Answer.objects.filter(external_id="other").count() == 1
+
+
+def test_an_id_stored_between_the_lookup_and_a_large_copy_is_a_replay(
+    service_and_key, make_answer, monkeypatch
+):
+    # A batch big enough that PostgreSQL finds the duplicate while the COPY is still streaming
+    # (~40 KB a row): the item stored meanwhile by another request is a 200, the others 201.
+    from monitoring.services import ingest
+
+    _, key = service_and_key
+    text = "Der Behälter muss alle 5 Jahre geprüft werden. " * 800
+    answers = [make_answer(external_id=f"big-{i}", answer=text) for i in range(100)]
+    real = ingest._bulk_insert
+    calls = []
+
+    def racing_bulk_insert(model, rows, *, with_ids):
+        if model is Answer and not calls:
+            calls.append(1)
+            run_together(1, lambda _: poster(key, URL)(answers[90]))
+        real(model, rows, with_ids=with_ids)
+
+    monkeypatch.setattr(ingest, "_bulk_insert", racing_bulk_insert)
+    response = poster(key, BATCH_URL)({"answers": answers})
+    assert response.status_code == 200, response.content[:300]
+    statuses = [r["status"] for r in response.json()["results"]]
+    assert statuses == [201] * 90 + [200] + [201] * 9
+    assert Answer.objects.filter(external_id__startswith="big-").count() == 100
+    assert Chunk.objects.filter(answer__external_id__startswith="big-").count() == 200
+
+
+def test_batches_with_the_same_ids_in_opposite_orders_do_not_deadlock(
+    service_and_key, make_answer
+):
+    # Two transactions inserting the same unique keys in opposite orders wait on each other
+    # unless both insert in one order; PostgreSQL would end one with "deadlock detected".
+    _, key = service_and_key
+    text = "Die Frist beträgt 3 Monate zum Quartalsende. " * 1500
+    for round_ in range(3):
+        answers = [make_answer(external_id=f"o{round_}-{i:03d}", answer=text) for i in range(60)]
+        bodies = [{"answers": answers}, {"answers": answers[::-1]}]
+        responses = run_together(2, lambda i: poster(key, BATCH_URL)(bodies[i]))
+        assert [r.status_code for r in responses] == [200, 200], responses[0].content[:300]
+        statuses = Counter(
+            r["status"] for response in responses for r in response.json()["results"]
+        )
+        assert statuses == {201: 60, 200: 60}
+    assert Answer.objects.filter(external_id__startswith="o").count() == 180
