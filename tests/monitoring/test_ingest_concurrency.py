@@ -199,7 +199,7 @@ def test_batches_with_the_same_ids_in_opposite_orders_do_not_deadlock(
     for round_ in range(3):
         answers = [make_answer(external_id=f"o{round_}-{i:03d}", answer=text) for i in range(60)]
         bodies = [{"answers": answers}, {"answers": answers[::-1]}]
-        responses = run_together(2, lambda i: poster(key, BATCH_URL)(bodies[i]))
+        responses = run_together(2, lambda i, bodies=bodies: poster(key, BATCH_URL)(bodies[i]))
         assert [r.status_code for r in responses] == [200, 200], responses[0].content[:300]
         statuses = Counter(
             r["status"] for response in responses for r in response.json()["results"]
