@@ -719,7 +719,7 @@ class Setup:
     sample_rate: float
     chunk_columns: tuple[str, ...] = ("answer_id", *CHUNK_COLUMNS)
 
-JSON_COLUMNS = {"messages", "metadata", "token_data", "uncertain_tokens"}
+JSON_COLUMNS = {"messages", "metadata", "uncertain_tokens"}
 # Printed by `manage.py shell -c`: the models' defaults, for NOT NULL columns that the bench does
 # not compute itself (added by later migrations, e.g. the judge's), so the direct rows stay valid.
 MODEL_DEFAULTS = """
@@ -785,7 +785,8 @@ def direct_rows(payloads: Sequence[dict[str, Any]], setup: Setup) -> list[Direct
             "external_id": p["external_id"], "content_hash": content_hash(p),
             "question": p["question"], "text": p["answer"], "model": p["model"],
             "messages": None, "metadata": p["metadata"],
-            "logprobs_status": result.logprobs_status, "token_data": result.compact,
+            "logprobs_status": result.logprobs_status,
+            "token_data": None if result.compact is None else tier1.pack_compact(result.compact),
             "logprob_threshold": LOGPROB_THRESHOLD, "flagged": result.flagged,
             "uncertain_tokens": [
                 {"token": w.word, "probability": w.probability, "position": w.start,

@@ -1,11 +1,15 @@
 """Use cases, the services that send answers, the answers themselves and their retrieved chunks."""
 
+import json
+from typing import Any
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from monitoring.domain.logprobs import pack_compact, unpack_compact
 from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
 
@@ -17,6 +21,28 @@ def _validate_sample_rate(value: float) -> None:
         validate_rate(value)
     except ValueError as e:
         raise ValidationError(str(e)) from e
+
+
+class CompactTokensField(models.BinaryField):
+    """Tier 1's compact copy of an answer's tokens (a dict in Python), stored as bytes
+    (logprobs.pack_compact). A JSON column cost PostgreSQL more than the rest of the row."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return None if value is None else unpack_compact(value)
+
+    def to_python(self, value: Any) -> Any:
+        if value is None or isinstance(value, dict):
+            return value
+        return unpack_compact(value)
+
+    def get_prep_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            value = pack_compact(value)
+        return super().get_prep_value(value)
+
+    def value_to_string(self, obj: models.Model) -> str:
+        value = self.value_from_object(obj)
+        return "" if value is None else json.dumps(value)
 
 
 class UseCase(models.Model):
@@ -156,7 +182,7 @@ class Answer(models.Model):
 
     # Tier 1: log-probabilities.
     logprobs_status = models.CharField(max_length=12, choices=LogprobsStatus.choices)
-    token_data = models.JSONField(null=True, blank=True)
+    token_data = CompactTokensField(null=True, blank=True)
     logprob_threshold = models.FloatField()
     flagged = models.BooleanField(_("markiert"), default=False)
     uncertain_tokens = models.JSONField(default=list, blank=True)

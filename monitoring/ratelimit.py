@@ -95,7 +95,12 @@ def _redis(cache: Any, key: str) -> Any:
     get_client = getattr(getattr(cache, "_cache", None), "get_client", None)
     if not isinstance(cache, RedisCache) or get_client is None:
         return None
-    return get_client(key, write=True)
+    # Django builds a new client object (and its table of reply handlers) on every call; one
+    # per cache object does (redis-py clients are thread-safe, the pool is Django's).
+    client = getattr(cache, "_treue_client", None)
+    if client is None:
+        client = cache._treue_client = get_client(key, write=True)
+    return client
 
 
 def check(key_prefix: str) -> Limited | None:

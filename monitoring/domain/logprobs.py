@@ -12,6 +12,7 @@ tested with tables of cases.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from bisect import bisect_right
@@ -19,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+import msgspec
 
 COMPACT_VERSION = 1
 
@@ -380,3 +383,31 @@ def _match(
         if not stack:
             return None
         index, pos = stack[-1][0] + 1, stack[-1][2].pop()
+
+
+# The compact copy is stored as MessagePack: PostgreSQL stores the bytes as they are, where
+# a JSON document of some thousand numbers cost it more to parse than the rest of the answer's
+# row (jsonb turns each float into a numeric), and floats keep every bit.
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder()
+
+
+def pack_compact(compact: Mapping[str, Any]) -> bytes:
+    """The compact copy as stored bytes (MessagePack, a map: never starts with "{")."""
+    try:
+        return _PACK.encode(compact)
+    except (TypeError, OverflowError, UnicodeEncodeError):
+        # What MessagePack cannot hold (a lone surrogate in a token, an integer beyond 64
+        # bits) is kept as JSON text, which unpack_compact reads as well.
+        return json.dumps(compact).encode()
+
+
+def unpack_compact(data: bytes | bytearray | memoryview | str) -> dict[str, Any]:
+    """The compact copy from its stored bytes: MessagePack, or JSON text (what rows stored
+    before December 2026 hold, and what pack_compact falls back to)."""
+    if isinstance(data, str):
+        return json.loads(data)
+    raw = bytes(data)
+    if raw[:1] == b"{":
+        return json.loads(raw)
+    return _UNPACK.decode(raw)

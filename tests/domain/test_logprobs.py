@@ -13,8 +13,10 @@ from monitoring.domain.logprobs import (
     TokenLogprob,
     align_tokens,
     analyse_answer,
+    pack_compact,
     reanalyse,
     tokens_from_openai,
+    unpack_compact,
 )
 
 SURE = 0.0
@@ -598,3 +600,56 @@ def test_any_byte_level_split_aligns(core, pad, cuts, style):
         expected_starts.append(char_of[b])
         expected_ends.append(char_of[e - 1] + 1 if e > b else char_of[b])
     assert (starts, ends) == (expected_starts, expected_ends)
+
+
+# ---------------------------------------------------------------- the stored compact copy
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=8),
+            st.floats(max_value=0, allow_nan=False),
+        ),
+        max_size=40,
+    )
+)
+def test_packed_compact_copy_unpacks_to_the_same_values(tokens):
+    answer = "".join(t for t, _ in tokens)
+    compact = analyse_answer(answer, lp(*tokens), 0.5).compact or {"v": 1, "t": [], "lp": []}
+    data = pack_compact(compact)
+    assert isinstance(data, bytes) and data[:1] != b"{"
+    back = unpack_compact(data)
+    assert back == compact
+    # Every float keeps every bit: the tuner compares them with thresholds exactly.
+    assert [math.copysign(1, v) for v in back["lp"]] == [math.copysign(1, v) for v in compact["lp"]]
+    assert reanalyse(answer, back, 0.5) == reanalyse(answer, compact, 0.5)
+
+
+def test_packed_copy_is_smaller_than_its_json():
+    tokens = [(f" Wort{i}", -0.01 * i) for i in range(300)]
+    compact = analyse_answer("".join(t for t, _ in tokens), lp(*tokens), 0.5).compact
+    assert len(pack_compact(compact)) < 0.8 * len(json.dumps(compact).encode())
+
+
+@pytest.mark.parametrize("stored", [
+    b'{"v": 1, "t": ["Alle", " 5"], "lp": [-0.1, -1.6], "s": [0, 4], "e": [4, 6]}',
+    '{"v": 1, "t": ["Alle", " 5"], "lp": [-0.1, -1.6], "s": [0, 4], "e": [4, 6]}',
+    memoryview(b'{"v": 1, "t": ["Alle", " 5"], "lp": [-0.1, -1.6], "s": [0, 4], "e": [4, 6]}'),
+], ids=["bytes", "text", "memoryview"])
+def test_copies_stored_as_json_still_unpack(stored):
+    """Rows stored before the copy was packed hold its JSON text (the migration converts the
+    column in place), SQLite may hand it back as text."""
+    compact = unpack_compact(stored)
+    assert compact["lp"] == [-0.1, -1.6]
+    assert [w.word for w in reanalyse("Alle 5", compact, 0.5)] == ["5"]
+
+
+@pytest.mark.parametrize(
+    "odd", [{"t": ["\ud800"]}, {"n": 2**70}], ids=["lone surrogate", "big int"]
+)
+def test_what_msgpack_cannot_hold_is_kept_as_json(odd):
+    compact = {"v": 1, "lp": [-0.5], **odd}
+    data = pack_compact(compact)
+    assert data[:1] == b"{"
+    assert unpack_compact(data) == compact

@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.utils import timezone
 from openai import OpenAI
 
-from monitoring import services
+from monitoring import selectors, services
 from monitoring.domain import sampling
 from monitoring.models import Answer, Chunk, Service, UseCase
 from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS
@@ -538,6 +538,34 @@ def test_inactive_use_case_is_403(api, make_answer, use_case):
     assert response.status_code == 403
     assert fields_of(response) == ["use_case"]
     assert not Answer.objects.exists()
+
+
+def test_a_key_without_any_use_case_is_403_not_401(api, make_answer, service):
+    service.use_cases.clear()
+    response = api.post(URL, make_answer())
+    assert response.status_code == 403, response.content
+    assert fields_of(response) == ["use_case"]
+    assert not Answer.objects.exists()
+
+
+def test_the_key_finds_its_service_with_only_its_active_use_cases(
+    service, use_case, other_use_case
+):
+    third = services.use_case_create(slug="einkauf", name="Einkauf")
+    service.use_cases.add(other_use_case, third)
+    UseCase.objects.filter(pk=third.pk).update(active=False)
+    found = selectors.service_for_key(service.key_prefix)
+    assert found is not None
+    assert (found.service.pk, found.service.name, found.service.active) == (
+        service.pk, "rag-bot", True
+    )
+    assert found.service.created_at == Service.objects.get(pk=service.pk).created_at
+    assert sorted(found.use_cases) == ["kundenservice", "vertrieb"]
+    assert found.use_cases["vertrieb"].language == "en"
+    assert found.use_cases["kundenservice"].sample_rate == use_case.sample_rate
+    Service.objects.filter(pk=service.pk).update(active=False)
+    assert selectors.service_for_key(service.key_prefix) is None
+    assert selectors.service_for_key("00000000") is None
 
 
 def test_use_case_allowed_after_granting(api, make_answer, service, other_use_case):

@@ -1,0 +1,65 @@
+"""Migrations that change how stored data is held keep every stored value (on the database
+the run uses: SQLite by default, PostgreSQL in CI)."""
+
+import json
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from monitoring.models import Answer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = ("monitoring", "0006_retention_heartbeat")
+PACKED = ("monitoring", "0007_answer_token_data_packed")
+COMPACT = {"v": 1, "t": ["Alle", " 5", " Jahre"], "lp": [-0.1, -1.6, -1e-07],
+           "s": [0, 4, 6], "e": [4, 6, 12]}
+
+
+def migrate(target: tuple[str, str]) -> MigrationExecutor:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate([target])
+    return executor
+
+
+@pytest.fixture
+def at_0006():
+    executor = migrate(BEFORE)
+    yield executor.loader.project_state([BEFORE]).apps
+    migrate(executor.loader.graph.leaf_nodes("monitoring")[0])
+
+
+def _answer(apps, external_id: str, token_data):
+    use_case = apps.get_model("monitoring", "UseCase").objects.get_or_create(
+        slug="kundenservice", defaults={"name": "Kundenservice"}
+    )[0]
+    service = apps.get_model("monitoring", "Service").objects.get_or_create(
+        name="rag-bot", defaults={"key_prefix": "abcd1234", "key_hash": "0" * 64}
+    )[0]
+    return apps.get_model("monitoring", "Answer").objects.create(
+        use_case=use_case, service=service, external_id=external_id, content_hash="h",
+        question="Wie oft?", text="Alle 5 Jahre", model="m", logprobs_status="ok",
+        token_data=token_data, logprob_threshold=0.5, inclusion_probability=1.0,
+    ).pk
+
+
+def test_token_copies_stored_as_json_survive_packing_and_its_reversal(at_0006):
+    with_tokens = _answer(at_0006, "a-1", COMPACT)
+    without = _answer(at_0006, "a-2", None)
+
+    migrate(PACKED)
+    assert Answer.objects.get(pk=with_tokens).token_data == COMPACT
+    assert Answer.objects.get(pk=without).token_data is None
+    # A new answer is stored packed, beside the converted one.
+    Answer.objects.filter(pk=without).update(token_data={**COMPACT, "lp": [-0.2, -0.3, -0.4]})
+    assert Answer.objects.get(pk=without).token_data["lp"] == [-0.2, -0.3, -0.4]
+
+    migrate(BEFORE)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, token_data FROM monitoring_answer ORDER BY id")
+        rows = dict(cursor.fetchall())
+    back = {pk: json.loads(v) if isinstance(v, str) else v for pk, v in rows.items()}
+    assert back[with_tokens] == COMPACT
+    assert back[without]["lp"] == [-0.2, -0.3, -0.4]
