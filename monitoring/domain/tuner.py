@@ -14,7 +14,7 @@ threshold, so a window of ~100k answers is cheap.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,26 +43,22 @@ def min_content_probability(answer: str, compact: Mapping[str, Any] | None) -> f
         return None
     n = min(len(starts), len(ends), len(values))
     # A token counts where find_uncertain_words would count it at some threshold: it has text
-    # and a logprob below +inf (NaN never compares below anything, so it never counts).
-    # Content words do not overlap and both lists are in text order, so one pass pairs each
-    # token with the first content word that ends after the token starts; they overlap when
-    # that word starts before the token ends. This is the same set of (word, token) contacts
-    # find_uncertain_words walks, at a tenth of the cost (it runs for every ingested answer).
-    words = content_word_spans(answer)
-    lowest = math.inf
-    j = 0
-    for k in range(n):
-        start, end, value = starts[k], ends[k], values[k]
-        if not (end > start and value < math.inf):
-            continue
-        while j < len(words) and words[j][1] <= start:
-            j += 1
-        if j == len(words):
-            break
-        if words[j][0] < end:
-            # The same expression logprobs compares with the threshold, so the two agree to
-            # the last bit rather than up to the 4-digit rounding of UncertainWord.probability.
-            lowest = min(lowest, math.exp(min(value, 0.0)))
+    # and a logprob below +inf (NaN never compares below anything, so it never counts). The
+    # walk goes word by word (content words are a fraction of the tokens): the tokens in text
+    # order that touch a word are those from the first one ending after the word starts to the
+    # last one starting before it ends - the same (word, token) contacts find_uncertain_words
+    # walks, found by the same binary search over token ends (it runs for every answer).
+    lowest_logprob = math.inf
+    for word_start, word_end in content_word_spans(answer):
+        k = bisect_right(ends, word_start, 0, n)
+        while k < n and starts[k] < word_end:
+            value = values[k]
+            if value < lowest_logprob and ends[k] > starts[k]:
+                lowest_logprob = value
+            k += 1
+    # The same expression logprobs compares with the threshold, so the two agree to the last
+    # bit rather than up to the 4-digit rounding of UncertainWord.probability.
+    lowest = math.exp(min(lowest_logprob, 0.0)) if lowest_logprob < math.inf else math.inf
     return None if lowest == math.inf else lowest
 
 
