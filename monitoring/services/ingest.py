@@ -22,9 +22,13 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from monitoring.domain import keys, logprobs, questions, sampling, tuner
-from monitoring.models import Answer, Chunk, Service, UseCase
+from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services.judging import judge_runs_create
+from monitoring.services.judging import (
+    judge_run_new,
+    judge_runs_create,
+    judge_runs_enqueue_on_commit,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -247,8 +251,8 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
             else:
                 answer.save(force_insert=True)
                 Chunk.objects.bulk_create(chunks)
-            if answer.sampled:
-                judge_runs_create(answers=[answer])
+                if answer.sampled:
+                    judge_runs_create(answers=[answer])
     except DatabaseError as e:
         if not _row_refused(e):
             raise
@@ -262,10 +266,12 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
 
 
 def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
-    """Insert one new answer and its chunks in one PostgreSQL statement: one round trip, and
-    no ORM query building, which cost more CPU than the statement itself. The columns are the
-    models' own; a unique violation surfaces as IntegrityError as with save()."""
-    answer_fields, chunk_fields, sql = _insert_with_chunks_sql()
+    """Insert one new answer with its chunks and, when it is sampled, its pending judge run, in
+    one PostgreSQL statement: one round trip, and no ORM query building, which cost more CPU
+    than the statement itself. The columns are the models' own; a unique violation surfaces as
+    IntegrityError as with save(). The run is enqueued once the transaction commits."""
+    answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql()
+    run = judge_run_new(answer=answer) if answer.sampled else None
     params: list[Any] = [
         f.get_db_prep_save(f.pre_save(answer, add=True), connection) for f in answer_fields
     ]
@@ -273,35 +279,55 @@ def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
         [f.get_db_prep_save(getattr(c, f.attname), connection) for c in chunks]
         for f in chunk_fields
     ]
+    params += [
+        None if run is None else f.get_db_prep_save(f.pre_save(run, add=True), connection)
+        for f in run_fields
+    ]
+    params.append(run is not None)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        (answer.pk,) = cursor.fetchone()
+        answer.pk, run_id = cursor.fetchone()
     answer._state.adding = False
     answer._state.db = connection.alias
     for chunk in chunks:
         chunk.answer_id = answer.pk
+    if run_id is not None:
+        judge_runs_enqueue_on_commit(run_ids=[run_id])
 
 
 @functools.cache
-def _insert_with_chunks_sql() -> tuple[list[models.Field], list[models.Field], str]:
+def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     q = connection.ops.quote_name
+
+    def columns(fields: list[Any]) -> str:
+        return ", ".join(q(f.column) for f in fields)
+
+    def placeholders(fields: list[Any]) -> str:
+        return ", ".join(["%s"] * len(fields))
+
     answer_fields = [f for f in Answer._meta.concrete_fields if not f.primary_key]
-    link = Chunk._meta.get_field("answer")
+    chunk_link = Chunk._meta.get_field("answer")
     chunk_fields = [
-        f for f in Chunk._meta.concrete_fields if not f.primary_key and f is not link
+        f for f in Chunk._meta.concrete_fields if not f.primary_key and f is not chunk_link
     ]
+    run_link = JudgeRun._meta.get_field("answer")
+    run_fields = [
+        f for f in JudgeRun._meta.concrete_fields if not f.primary_key and f is not run_link
+    ]
+    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in chunk_fields)
     sql = (
-        f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)}"
-        f" ({', '.join(q(f.column) for f in answer_fields)})"
-        f" VALUES ({', '.join(['%s'] * len(answer_fields))}) RETURNING {q('id')})"
+        f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
+        f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"
         f", c AS (INSERT INTO {q(Chunk._meta.db_table)}"
-        f" ({q(link.column)}, {', '.join(q(f.column) for f in chunk_fields)})"
-        f" SELECT a.{q('id')}, x.* FROM a, unnest("
-        + ", ".join(f"%s::{f.db_type(connection)}[]" for f in chunk_fields)
-        + ") AS x)"
-        f" SELECT {q('id')} FROM a"
+        f" ({q(chunk_link.column)}, {columns(chunk_fields)})"
+        f" SELECT a.{q('id')}, x.* FROM a, unnest({arrays}) AS x)"
+        f", r AS (INSERT INTO {q(JudgeRun._meta.db_table)}"
+        f" ({q(run_link.column)}, {columns(run_fields)})"
+        f" SELECT a.{q('id')}, {placeholders(run_fields)} FROM a WHERE %s"
+        f" RETURNING {q('id')})"
+        f" SELECT a.{q('id')}, (SELECT r.{q('id')} FROM r) FROM a"
     )
-    return answer_fields, chunk_fields, sql
+    return answer_fields, chunk_fields, run_fields, sql
 
 
 def _refused(answer: Answer, error: Exception) -> IngestResult:

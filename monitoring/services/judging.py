@@ -50,20 +50,37 @@ def judge_runs_create(
     requested_by_id: int | None = None,
 ) -> list[JudgeRun]:
     """Create pending runs and enqueue them once the surrounding transaction commits."""
-    model = judge_model if judge_model is not None else settings.TREUE_JUDGE_MODEL
     runs = JudgeRun.objects.bulk_create(
-        JudgeRun(
-            answer=answer,
-            judge_model=model,
-            prompt_version=PROMPT_VERSION,
-            trigger=trigger,
+        judge_run_new(
+            answer=answer, judge_model=judge_model, trigger=trigger,
             requested_by_id=requested_by_id,
         )
         for answer in answers
     )
-    ids = [run.pk for run in runs]
-    transaction.on_commit(lambda: judge_runs_enqueue(run_ids=ids))
+    judge_runs_enqueue_on_commit(run_ids=[run.pk for run in runs])
     return runs
+
+
+def judge_run_new(
+    *,
+    answer: Answer,
+    judge_model: str | None = None,
+    trigger: str = JudgeRun.Trigger.SAMPLE,
+    requested_by_id: int | None = None,
+) -> JudgeRun:
+    """A pending run for the answer, not yet saved."""
+    return JudgeRun(
+        answer=answer,
+        judge_model=judge_model if judge_model is not None else settings.TREUE_JUDGE_MODEL,
+        prompt_version=PROMPT_VERSION,
+        trigger=trigger,
+        requested_by_id=requested_by_id,
+    )
+
+
+def judge_runs_enqueue_on_commit(*, run_ids: Sequence[int]) -> None:
+    ids = list(run_ids)
+    transaction.on_commit(lambda: judge_runs_enqueue(run_ids=ids))
 
 
 def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
