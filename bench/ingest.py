@@ -1114,6 +1114,30 @@ class Answers:
         return out
 
 
+def cpu_reference(rounds: int = 5) -> float:
+    """Milliseconds of this process's CPU for tier 1 on 100 fixed answers, best of `rounds`.
+
+    This machine's CPU speed drifts (shared hosts): the same code measured 60 % apart in CPU per
+    answer within an hour. The figure, printed before and after the phases, tells runs on a fast
+    moment from runs on a slow one; compare CPU per answer relative to it.
+    """
+    rng = Random(12345)
+    corpus = Corpus(rng)
+    cases = []
+    for i in range(100):
+        p = make_answer(rng, corpus, f"ref-{i}", 0.2)
+        content = [{k: t[k] for k in ("token", "logprob", "bytes")}
+                   for t in p["logprobs"]["content"]]
+        cases.append((p["answer"], {"content": content}))
+    best = math.inf
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for text, lp in cases:
+            tier1.analyse_answer(text, lp, LOGPROB_THRESHOLD)
+        best = min(best, (time.process_time() - t0) * 1000)
+    return best
+
+
 def git_state() -> str:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
@@ -1134,7 +1158,8 @@ def run(args: argparse.Namespace) -> int:
         setup = prepare_database(args, var_dir.name)
         meter = CpuMeter(setup.db_url)
         print(f"code {git_state()}; database {args.db} ready in {time.monotonic() - t0:.1f} s; "
-              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; "
+              f"CPU reference {cpu_reference():.1f} ms (lower is a faster moment)", flush=True)
         answers = Answers(args.seed, args.flag_share)
         results: dict[str, PhaseResult] = {}
         expected: dict[str, list[str]] = {}
@@ -1187,6 +1212,7 @@ def run(args: argparse.Namespace) -> int:
                 r.bad for r in results.values()) else 5)):
             print(f"gunicorn log (last lines):\n{tail}")
 
+        print(f"CPU reference {cpu_reference():.1f} ms after the phases", flush=True)
         met = summary(results, args.clients)
         problems = verify(setup.db_url, setup.service_id, expected)
         for problem in problems:
