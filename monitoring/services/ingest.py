@@ -383,7 +383,7 @@ def answer_ingest_batch(
             results[i] = IngestResult(400, errors=field_errors(e))
 
     use_cases = _UseCases(service, {p.use_case for _, p in valid}, allowed)
-    first_of: dict[str, tuple[int, str]] = {}
+    first_of: dict[str, int] = {}  # external id -> index of its first item
     duplicates: list[tuple[int, Answer, list[Chunk]]] = []
     fresh: list[tuple[int, Answer, list[Chunk]]] = []
     for i, payload in valid:
@@ -395,7 +395,7 @@ def answer_ingest_batch(
         if payload.external_id in first_of:
             duplicates.append((i, answer, chunks))
             continue
-        first_of[payload.external_id] = (i, answer.content_hash)
+        first_of[payload.external_id] = i
         fresh.append((i, answer, chunks))
 
     stored = {
@@ -435,7 +435,7 @@ def answer_ingest_batch(
             results[i] = _insert_one(answer, chunks, raw_of[i])
 
     for i, answer, chunks in duplicates:
-        first = results[first_of[answer.external_id][0]]
+        first = results[first_of[answer.external_id]]
         if first is not None and first.answer is not None:
             results[i] = _compare(first.answer, answer.content_hash, raw_of[i])
         else:
