@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from monitoring.domain.logprobs import (
     UNALIGNED_WARNING,
     TokenLogprob,
+    _align,
+    _align_bytes,
     align_tokens,
     analyse_answer,
     pack_compact,
@@ -600,6 +602,24 @@ def test_any_byte_level_split_aligns(core, pad, cuts, style):
         expected_starts.append(char_of[b])
         expected_ends.append(char_of[e - 1] + 1 if e > b else char_of[b])
     assert (starts, ends) == (expected_starts, expected_ends)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="aeßöüÄ€„“😀 ,.3§\n\t", max_size=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=30),
+    with_bytes=st.sampled_from(["all", "none", "some"]),
+)
+def test_tokens_spelling_the_answer_align_as_their_bytes_do(text, cuts, with_bytes):
+    """Tier 1's shortcut (token texts that spell the answer give their spans by length) finds
+    what the byte alignment finds; with edge whitespace it is not taken."""
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    texts = [text[b:e] for b, e in zip(bounds, bounds[1:], strict=False)]
+    raws = [
+        list(t.encode()) if with_bytes == "all" or (with_bytes == "some" and i % 2) else None
+        for i, t in enumerate(texts)
+    ]
+    assert _align(text, texts, raws) == _align_bytes(text, texts, raws)
 
 
 # ---------------------------------------------------------------- the stored compact copy
