@@ -1115,25 +1115,30 @@ class Answers:
 
 
 def cpu_reference(rounds: int = 5) -> float:
-    """Milliseconds of this process's CPU for tier 1 on 100 fixed answers, best of `rounds`.
+    """Milliseconds of this process's CPU for a fixed piece of work, best of `rounds`.
 
     This machine's CPU speed drifts (shared hosts): the same code measured 60 % apart in CPU per
     answer within an hour. The figure, printed before and after the phases, tells runs on a fast
-    moment from runs on a slow one; compare CPU per answer relative to it.
+    moment from runs on a slow one. The work (JSON of a fixed 300-token logprobs object, a loop
+    over its numbers) is the bench's own and uses no product code, so it compares across
+    commits.
     """
     rng = Random(12345)
-    corpus = Corpus(rng)
-    cases = []
-    for i in range(100):
-        p = make_answer(rng, corpus, f"ref-{i}", 0.2)
-        content = [{k: t[k] for k in ("token", "logprob", "bytes")}
-                   for t in p["logprobs"]["content"]]
-        cases.append((p["answer"], {"content": content}))
+    doc = {"content": [
+        {"token": f" w{i}", "logprob": -rng.random(), "bytes": [32, 119, 48 + i % 10],
+         "top_logprobs": [{"token": "x", "logprob": -5.0, "bytes": [120]}]}
+        for i in range(300)
+    ]}
+    text = json.dumps(doc)
     best = math.inf
     for _ in range(rounds):
         t0 = time.process_time()
-        for text, lp in cases:
-            tier1.analyse_answer(text, lp, LOGPROB_THRESHOLD)
+        for _ in range(20):
+            items = json.loads(text)["content"]
+            total = 0.0
+            for item in items:
+                total += math.exp(item["logprob"]) * len(item["token"])
+            json.dumps(items)
         best = min(best, (time.process_time() - t0) * 1000)
     return best
 
