@@ -4,6 +4,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -314,7 +315,11 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     run_fields = [
         f for f in JudgeRun._meta.concrete_fields if not f.primary_key and f is not run_link
     ]
-    arrays = ", ".join(f"%s::{f.db_type(connection)}[]" for f in chunk_fields)
+    # Arrays of the columns' base types: a cast to varchar(n) would cut a longer value without
+    # an error, where the insert into the column refuses it.
+    arrays = ", ".join(
+        f"%s::{re.sub(r'[(].*[)]', '', f.db_type(connection))}[]" for f in chunk_fields
+    )
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
         f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"

@@ -12,8 +12,8 @@ from openai import OpenAI
 
 from monitoring import selectors, services
 from monitoring.domain import sampling
-from monitoring.models import Answer, Chunk, Service, UseCase
-from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS
+from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
+from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS, AnswerIn
 from tests.conftest import ApiClient
 from tests.support.openai_server import DEFAULT_ANSWER
 
@@ -1063,3 +1063,27 @@ def test_rate_one_samples_every_unflagged_answer(api, make_answer, use_case):
         assert (data["sampled"], data["sample_reason"], data["inclusion_probability"],
                 data["status"]) == (True, "random", 1.0, "queued")
     assert Answer.objects.filter(in_random_sample=True).count() == 20
+
+
+@pytest.mark.postgres  # SQLite does not enforce a column's length
+@pytest.mark.parametrize("sampled", [False, True], ids=["not sampled", "sampled"])
+def test_a_value_too_long_for_its_column_is_refused_whole_not_cut(
+    make_answer, service, use_case, sampled
+):
+    """The single-answer insert (one statement on PostgreSQL) leaves the column's length to the
+    column: a chunk id longer than it (which validation stops before, should the two ever
+    drift) makes the database refuse the answer, nothing of it is stored, nothing is cut."""
+    UseCase.objects.filter(pk=use_case.pk).update(sample_rate=1.0 if sampled else 0.001)
+    use_case.refresh_from_db()
+    payload = AnswerIn.model_validate(make_answer(logprobs=None))
+    payload.chunks[0].id = "x" * 300
+    result = services.answer_ingest(service=service, payload=payload)
+    assert result.status == 400, result
+    assert "the database refused" in result.errors[0]["message"]
+    assert not Answer.objects.exists() and not Chunk.objects.exists()
+    assert not JudgeRun.objects.exists()
+    payload.chunks[0].id = "x" * 200
+    stored = services.answer_ingest(service=service, payload=payload)
+    assert stored.status == 201
+    assert Chunk.objects.get(answer=stored.answer, rank=1).source_chunk_id == "x" * 200
+    assert JudgeRun.objects.filter(answer=stored.answer).count() == (1 if sampled else 0)
