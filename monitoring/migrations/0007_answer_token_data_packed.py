@@ -12,6 +12,7 @@ from django.db import migrations
 import monitoring.models
 from monitoring.domain.logprobs import unpack_compact
 
+BACKWARDS_SLICE = 2000  # rows read and rewritten at a time when rolling back
 TO_BYTES = (
     "ALTER TABLE monitoring_answer ALTER COLUMN token_data TYPE bytea"
     " USING convert_to(token_data::text, 'UTF8')"
@@ -28,14 +29,21 @@ class ToBinary(migrations.AlterField):
     def database_backwards(self, app_label, schema_editor, from_state, to_state):  # noqa: ANN001, ANN201
         # First every packed copy becomes its JSON text (still bytes), then the column JSON.
         with schema_editor.connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT id, token_data FROM monitoring_answer WHERE token_data IS NOT NULL"
-            )
-            rows = [
-                (json.dumps(unpack_compact(data)).encode(), pk)
-                for pk, data in cursor.fetchall()
-            ]
-            cursor.executemany("UPDATE monitoring_answer SET token_data = %s WHERE id = %s", rows)
+            last = 0
+            while True:  # in slices, so that a large table is never in memory at once
+                cursor.execute(
+                    "SELECT id, token_data FROM monitoring_answer"
+                    " WHERE token_data IS NOT NULL AND id > %s ORDER BY id LIMIT %s",
+                    [last, BACKWARDS_SLICE],
+                )
+                rows = cursor.fetchall()
+                if not rows:
+                    break
+                cursor.executemany(
+                    "UPDATE monitoring_answer SET token_data = %s WHERE id = %s",
+                    [(json.dumps(unpack_compact(data)).encode(), pk) for pk, data in rows],
+                )
+                last = rows[-1][0]
         if schema_editor.connection.vendor != "postgresql":
             # SQLite copies the values into the rebuilt table; its JSON check wants text.
             schema_editor.execute(
