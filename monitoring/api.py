@@ -9,6 +9,7 @@ becomes a named 400 or 413.
 
 import logging
 import re
+from collections.abc import Sequence
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -65,14 +66,13 @@ class StrictJSONParser(Parser):
         # again below, so that the error names the problem. `treue_raw` keeps each answer as
         # sent, for replays of answers stored under the old fingerprint.
         if _is_batch(request):
-            items = decoding.split_batch(body)
-            if items is not None:
-                try:
-                    answers = [_decode_item(item) for item in items]
-                except decoding.BodyError:
-                    pass  # msgspec skips strings unchecked: invalid UTF-8 is the body's 400
-                else:
-                    request.treue_raw = items  # type: ignore[attr-defined]
+            try:
+                answers, raws = _decode_batch(body)
+            except decoding.BodyError:
+                pass  # msgspec skips strings unchecked: invalid UTF-8 is the body's 400
+            else:
+                if answers is not None:
+                    request.treue_raw = raws  # type: ignore[attr-defined]
                     return {"answers": answers}
         else:
             answer = decoding.decode_answer(body)
@@ -87,6 +87,17 @@ class StrictJSONParser(Parser):
             answers if _is_batch(request) and isinstance(answers, list) else data
         )
         return data
+
+
+def _decode_batch(body: bytes) -> tuple[list[Any] | None, Sequence[bytes]]:
+    """A batch's items the fast way: all in one pass; when an item is refused, item by item."""
+    answers = decoding.decode_batch(body)
+    if answers is not None:
+        return answers, decoding.BatchItems(body)
+    items = decoding.split_batch(body)
+    if items is None:
+        return None, ()
+    return [_decode_item(item) for item in items], items
 
 
 def _decode_item(item: bytes) -> Any:

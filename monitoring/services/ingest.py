@@ -376,7 +376,7 @@ def answer_ingest_batch(
     inserting item by item.
     """
     results: list[IngestResult | None] = [None] * len(items)
-    raw_of = list(raws) if raws is not None else list(items)
+    raw_of = raws if raws is not None else items  # read only for a replay
     valid: list[tuple[int, AnswerIn]] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):

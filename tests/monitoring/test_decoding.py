@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from monitoring.decoding import decode_answer, split_batch
+from monitoring import decoding
+from monitoring.decoding import BatchItems, decode_answer, decode_batch, split_batch
 from monitoring.models import Answer
 from monitoring.schemas import AnswerIn, CheckedTokens
 from monitoring.services import content_hash, field_errors
@@ -115,6 +116,14 @@ def assert_same_as_slow(raw: bytes) -> bool:
     return True
 
 
+def put(data: Any, path: tuple[Any, ...], value: Any) -> Any:
+    target = data
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return data
+
+
 @pytest.mark.parametrize("make", [body, completion_body], ids=["answer", "completion"])
 def test_a_valid_answer_takes_the_fast_way_with_the_same_result(make):
     raw = dumps(make())
@@ -176,6 +185,59 @@ def test_a_batch_is_split_into_its_items_as_sent():
     assert split_batch(b'{"answers": [1,]}') is None
 
 
+
+def batch_of(items: list[Any]) -> bytes:
+    return b'{"answers": [' + b", ".join(dumps(i) for i in items) + b"]}"
+
+
+@pytest.mark.parametrize("items", [
+    [body(external_id="a"), completion_body(), body(external_id="c", chunks=[], metadata=None)],
+    [body(external_id="x", question="q" * 30_000)],  # too long for pydantic, not for decoding
+    [],
+], ids=["three", "too-long", "empty"])
+def test_a_batch_decodes_in_one_pass_as_its_items_do_one_by_one(items):
+    raw = batch_of(items)
+    together = decode_batch(raw)
+    assert together is not None
+    one_by_one = [decode_answer(item) for item in split_batch(raw)]
+    assert [validate(d)[1] for d in together] == [validate(d)[1] for d in one_by_one]
+    assert [stored_values(m) for m, _ in map(validate, together) if m] == [
+        stored_values(m) for m, _ in map(validate, one_by_one) if m
+    ]
+    assert list(BatchItems(raw)) == split_batch(raw)
+
+
+@pytest.mark.parametrize("raw", [
+    batch_of([body(external_id="a"), {"x": 1}]),            # an item with an unknown key
+    batch_of([body(external_id="a"), 5]),                   # an item that is not an object
+    batch_of([put(body(), ("logprobs", "content", 2, "logprob"), 0.5)]),  # a bad token
+    b'{"answers": [], "more": 1}',
+    b'{"answers": [' + b"{}," * 500 + b"{}]}",              # over 500
+    b'{"answers": [{},]}',
+])
+def test_a_batch_with_anything_the_fast_way_refuses_is_not_decoded_in_one_pass(raw):
+    assert decode_batch(raw) is None
+
+
+@pytest.mark.django_db
+def test_a_valid_batch_is_not_split_and_a_bad_item_costs_only_itself(
+    api, use_case, monkeypatch
+):
+    items = [body(use_case=use_case.slug, external_id=f"b-{i}") for i in range(3)]
+    calls = []
+    real_split = decoding.split_batch
+    monkeypatch.setattr(decoding, "split_batch", lambda raw: calls.append(1) or real_split(raw))
+    response = api.post("/api/v1/answers/batch", batch_of(items), raw=True)
+    assert [r["status"] for r in response.json()["results"]] == [201, 201, 201]
+    assert calls == []  # one pass: the items were never split out of the body
+    items[1] = put(body(use_case=use_case.slug, external_id="b-9"),
+                   ("logprobs", "content", 2, "logprob"), 0.5)
+    response = api.post("/api/v1/answers/batch", batch_of(items), raw=True)
+    assert [r["status"] for r in response.json()["results"]] == [200, 400, 200]
+    assert response.json()["results"][1]["errors"][0]["field"] == "logprobs.content[2].logprob"
+    assert calls == [1]
+
+
 # Values of every JSON kind, strings with what PostgreSQL cannot store among them.
 any_text = st.text(
     st.one_of(st.characters(), st.characters(categories=["Cs"]),
@@ -204,14 +266,6 @@ COMPLETION_PATHS: list[tuple[Any, ...]] = [
     ("completion", "choices", 0, "logprobs", "content", 2, "logprob"),
     ("completion", "usage"), ("answer",), ("model",), ("logprobs",),
 ]
-
-
-def put(data: Any, path: tuple[Any, ...], value: Any) -> Any:
-    target = data
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = value
-    return data
 
 
 @settings(max_examples=400, **SETTINGS)
