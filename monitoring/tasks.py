@@ -3,6 +3,7 @@
 import logging
 import random
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
@@ -44,6 +45,22 @@ def score_answer(self, run_id: int) -> str:
         )
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def score_answers(self, run_ids: list[int]) -> int:
+    """Publish score_answer for each run: the fan-out of a batch's runs, sent as one message.
+    The runs go where this message came from, as Celery's own retries do. Delivered twice, it
+    publishes twice, which costs nothing: a run is claimed once."""
+    info = self.request.delivery_info or {}
+    exchange, routing_key = info.get("exchange"), info.get("routing_key")
+    if exchange == "" and routing_key:  # sent straight to a queue (Redis, the embedded broker)
+        where = {"queue": routing_key}
+    elif exchange:
+        where = {"exchange": exchange, "routing_key": routing_key}
+    else:  # called in-process
+        where = {}
+    return publish_each(score_answer, run_ids, what="judge run", **where)
+
+
 def retry_or_give_up(task: Task, error: Exception, give_up: Callable[[str], None]) -> str:
     """After a transient failure: retry with backoff (a server's Retry-After as a floor), or,
     after TREUE_JUDGE_MAX_ATTEMPTS, let `give_up` fail the work visibly with the reason."""
@@ -56,14 +73,14 @@ def retry_or_give_up(task: Task, error: Exception, give_up: Callable[[str], None
     raise task.retry(countdown=backoff_seconds(task.request.retries, retry_after)) from error
 
 
-def publish_each(task: Task, ids: Iterable[int], *, what: str) -> int:
-    """Publish `task` once per id. A broker that is down costs nothing: the first failure
-    stops the loop, the work stays pending in the database and a reconciler publishes it
-    later. Returns how many were published."""
+def publish_each(task: Task, ids: Iterable[Any], *, what: str, **options: Any) -> int:
+    """Publish `task` once per id (or list of ids). A broker that is down costs nothing: the
+    first failure stops the loop, the work stays pending in the database and a reconciler
+    publishes it later. Returns how many were published."""
     sent = 0
     for pk in ids:
         try:
-            task.apply_async(args=[pk], retry=False)
+            task.apply_async(args=[pk], retry=False, **options)
             sent += 1
         except Exception as e:
             logger.warning("could not enqueue %s %s (%s); the reconciler will", what, pk, e)

@@ -83,12 +83,22 @@ def judge_runs_enqueue_on_commit(*, run_ids: Sequence[int]) -> None:
     transaction.on_commit(lambda: judge_runs_enqueue(run_ids=ids))
 
 
-def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
-    """Publish a task per run. A broker that is down costs nothing: the run stays pending in
-    the database and the reconciler enqueues it later."""
-    from monitoring.tasks import publish_each, score_answer
+# A publish costs ~0.7 ms of the caller's CPU (Celery builds, serialises and sends each
+# message): for a batch of 500 answers with a hundred sampled, a tenth of its ingest. More runs
+# than this go out as one message that a worker fans out, off the request.
+FAN_OUT_ABOVE = 4
 
-    return publish_each(score_answer, run_ids, what="judge run")
+
+def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
+    """Publish a task per run; more than FAN_OUT_ABOVE runs as one message from which a worker
+    publishes them. A broker that is down costs nothing: the runs stay pending in the database
+    and the reconciler enqueues them later. Returns how many runs were handed to the broker."""
+    from monitoring.tasks import publish_each, score_answer, score_answers
+
+    ids = list(run_ids)
+    if len(ids) > FAN_OUT_ABOVE:
+        return len(ids) if publish_each(score_answers, [ids], what="judge runs") else 0
+    return publish_each(score_answer, ids, what="judge run")
 
 
 def _claim(run_id: int) -> uuid.UUID | None:

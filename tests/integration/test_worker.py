@@ -146,6 +146,26 @@ def test_duplicate_deliveries_score_once(on_shared_worker, judge_server, api, ma
     assert_temperature_0(judge_server)
 
 
+def test_a_batchs_runs_fanned_out_by_the_worker_are_each_scored_once(
+    on_shared_worker, judge_server, api, make_answer
+):
+    judge_server.responder = ScriptedJudge(claims=[C1])
+    count = judging.FAN_OUT_ABOVE + 4  # sent as one message, which the worker fans out
+    response = api.post("/api/v1/answers/batch", {
+        "answers": [make_answer(external_id=f"fan-{i}") for i in range(count)]
+    })
+    assert response.json()["created"] == count, response.content
+    answers = list(Answer.objects.filter(external_id__startswith="fan-"))
+    wait_for(
+        "every run to finish",
+        lambda: all(finished_run(a) for a in answers),
+        workers=(on_shared_worker,),
+    )
+    for answer in answers:
+        assert_scored_once(answer, claims=1)
+    assert len(judge_server.requests) == 2 * count  # decompose and one verdict each, once
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

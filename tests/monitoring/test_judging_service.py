@@ -46,8 +46,22 @@ def use_case(db: None) -> UseCase:
     )
 
 
+@pytest.fixture
+def fanned_out(monkeypatch) -> list[list[int]]:
+    """The id lists sent as one fan-out message (score_answers); the fan-out runs at once, as
+    a worker would run it, so its runs reach `enqueued`."""
+    sent: list[list[int]] = []
+
+    def fan_out(args=None, kwargs=None, **options: Any) -> None:
+        sent.append(list(args[0]))
+        tasks.score_answers(*args)
+
+    monkeypatch.setattr(tasks.score_answers, "apply_async", fan_out)
+    return sent
+
+
 @pytest.fixture(autouse=True)
-def enqueued(monkeypatch) -> list[int]:
+def enqueued(monkeypatch, fanned_out) -> list[int]:
     """Run ids the code asked Celery to score (recorded, not published)."""
     sent: list[int] = []
 
@@ -135,6 +149,49 @@ def test_ingest_creates_one_pending_run_per_sampled_answer(
         replay = api.post("/api/v1/answers", make_answer(external_id="a-0"))
     assert replay.status_code == 200
     assert JudgeRun.objects.count() == 5 and len(enqueued) == 5
+
+
+def test_a_batch_with_many_sampled_answers_sends_one_message_that_a_worker_fans_out(
+    judge, api, make_answer, enqueued, fanned_out, django_capture_on_commit_callbacks
+):
+    few = judging.FAN_OUT_ABOVE
+    with django_capture_on_commit_callbacks(execute=True):
+        api.post("/api/v1/answers/batch", {
+            "answers": [make_answer(external_id=f"few-{i}") for i in range(few)]
+        })
+    assert fanned_out == [] and len(enqueued) == few  # a few: published one by one
+    enqueued.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        batch = api.post("/api/v1/answers/batch", {
+            "answers": [make_answer(external_id=f"many-{i}") for i in range(few + 3)]
+        })
+    assert batch.json()["created"] == few + 3
+    runs = list(JudgeRun.objects.filter(answer__external_id__startswith="many-")
+                .order_by("pk").values_list("pk", flat=True))
+    assert fanned_out == [runs]  # one message for all of them
+    assert enqueued == runs  # and from it, a task per run
+
+
+def test_a_fan_out_the_broker_refuses_leaves_the_runs_to_the_reconciler(
+    judge, api, make_answer, monkeypatch, settings, enqueued
+):
+    answers = [ingest(api, make_answer, external_id=f"down-{i}") for i in range(6)]
+    ids = list(JudgeRun.objects.filter(answer__in=answers).values_list("pk", flat=True))
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(tasks.score_answers, "apply_async", refuse)
+    enqueued.clear()
+    assert judging.judge_runs_enqueue(run_ids=ids) == 0
+    assert enqueued == []
+    assert JudgeRun.objects.filter(pk__in=ids, status=JudgeRun.Status.PENDING).count() == 6
+    # The broker back, the reconciler finds the runs and sends them (fanned out, as six).
+    monkeypatch.setattr(tasks.score_answers, "apply_async",
+                        lambda args=None, **options: tasks.score_answers(*args))
+    settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS = 0
+    assert judging.judge_runs_reconcile() == 6
+    assert sorted(enqueued) == sorted(ids)
 
 
 def test_unsampled_answers_get_no_run(judge, api, make_answer, service_and_key, enqueued):
