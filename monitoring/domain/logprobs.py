@@ -12,6 +12,7 @@ tested with tables of cases.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -129,9 +130,13 @@ def _is_content(first: str) -> bool:
     return first == "§" or first.isdigit() or first.isupper() or first.istitle()
 
 
-def content_word_spans(answer: str) -> list[tuple[int, int]]:
-    """The character spans of the answer's content-bearing words, in text order."""
-    return [m.span() for m in _WORD_RE.finditer(answer) if _is_content(answer[m.start()])]
+@functools.lru_cache(maxsize=1)
+def content_word_spans(answer: str) -> tuple[tuple[int, int], ...]:
+    """The character spans of the answer's content-bearing words, in text order.
+
+    Kept for the last answer: ingest asks twice (uncertain words, then the tuner's lowest
+    probability), and the word pattern is a good part of tier 1's cost."""
+    return tuple(m.span() for m in _WORD_RE.finditer(answer) if _is_content(answer[m.start()]))
 
 
 def find_uncertain_words(
@@ -163,12 +168,9 @@ def find_uncertain_words(
     low_starts = [starts[k] for k in low]
     low_ends = [ends[k] for k in low]
     found: list[UncertainWord] = []
-    for match in _WORD_RE.finditer(answer):
-        ws, we = match.span()
+    for ws, we in content_word_spans(answer):
         if ws >= low_ends[-1]:
             break
-        if not _is_content(answer[ws]):
-            continue
         i = bisect_right(low_ends, ws)
         lowest = math.inf
         while i < len(low) and low_starts[i] < we:
@@ -177,7 +179,7 @@ def find_uncertain_words(
         if lowest < math.inf:
             # The clamp only keeps exp() from overflowing on bad data (logprobs are <= 0).
             probability = round(math.exp(min(lowest, 0.0)), 4)
-            found.append(UncertainWord(match.group(), probability, ws, we))
+            found.append(UncertainWord(answer[ws:we], probability, ws, we))
     return found
 
 
