@@ -188,27 +188,31 @@ def split_batch(body: bytes) -> list[bytes] | None:
         return None
 
 
-class BatchItems(Sequence[bytes]):
+class BatchItems(Sequence[bytes | None]):
     """The items of a batch body as sent, split from the body only when one is asked for: they
-    are needed only to compare a replay with an answer stored under the old fingerprint."""
+    are needed only to compare a replay with an answer stored under the old fingerprint. The
+    body decoded, it splits; were it ever not to, each item reads as None (not known), which
+    that comparison takes as no match rather than failing the request."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, count: int) -> None:
         self._body = body
-        self._items: list[bytes] | None = None
+        self._count = count
+        self._items: list[bytes | None] | None = None
 
-    def _split(self) -> list[bytes]:
+    def _split(self) -> list[bytes | None]:
         if self._items is None:
-            self._items = split_batch(self._body) or []
+            items: list[bytes | None] | None = split_batch(self._body)  # type: ignore[assignment]
+            self._items = items if items and len(items) == self._count else [None] * self._count
         return self._items
 
     @overload
-    def __getitem__(self, index: int) -> bytes: ...
+    def __getitem__(self, index: int) -> bytes | None: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[bytes]: ...
+    def __getitem__(self, index: slice) -> list[bytes | None]: ...
 
-    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+    def __getitem__(self, index: int | slice) -> bytes | None | list[bytes | None]:
         return self._split()[index]
 
     def __len__(self) -> int:
-        return len(self._split())
+        return self._count

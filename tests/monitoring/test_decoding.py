@@ -204,7 +204,8 @@ def test_a_batch_decodes_in_one_pass_as_its_items_do_one_by_one(items):
     assert [stored_values(m) for m, _ in map(validate, together) if m] == [
         stored_values(m) for m, _ in map(validate, one_by_one) if m
     ]
-    assert list(BatchItems(raw)) == split_batch(raw)
+    assert list(BatchItems(raw, len(items))) == split_batch(raw)
+    assert list(BatchItems(b"not what was decoded", 2)) == [None, None]  # never an error
 
 
 @pytest.mark.parametrize("raw", [
