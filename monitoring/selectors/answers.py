@@ -1,6 +1,7 @@
 """Reads of answers and use cases. Every query a person triggers goes through the use cases that
 person may see: staff see all, others those they are assigned to as expert or team lead."""
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -271,7 +272,7 @@ def service_for_key(prefix: str) -> KeyOwner | None:
     pass through the fields' database converters as the ORM's would (SQLite's datetimes).
     """
     with connection.cursor() as cursor:
-        cursor.execute(_KeyOwnerQuery.sql(), [prefix])
+        cursor.execute(_KeyOwnerQuery.sql(connection.vendor), [prefix])
         rows = cursor.fetchall()
     if not rows:
         return None
@@ -294,7 +295,6 @@ class _Columns:
         self.offset = offset
         self.fields = list(model._meta.concrete_fields)
         self.width = offset + len(self.fields)
-        self._by_vendor: dict[str, list[tuple[int, Col, list[Any]]]] = {}
 
     def select(self) -> str:
         q = connection.ops.quote_name
@@ -302,43 +302,42 @@ class _Columns:
 
     def build(self, row: Sequence[Any]) -> Any:
         values = list(row[self.offset : self.width])
-        for i, column, converters in self._converters():
+        for i, column, converters in _converters(self.model, connection.vendor):
             for convert in converters:
                 values[i] = convert(values[i], column, connection)
         return self.model.from_db(connection.alias, [f.attname for f in self.fields], values)
 
-    def _converters(self) -> list[tuple[int, Col, list[Any]]]:
-        if connection.vendor not in self._by_vendor:
-            found = []
-            for i, f in enumerate(self.fields):
-                column = Col(self.model._meta.db_table, f)
-                converters = connection.ops.get_db_converters(column) + f.get_db_converters(
-                    connection
-                )
-                if converters:
-                    found.append((i, column, converters))
-            self._by_vendor[connection.vendor] = found
-        return self._by_vendor[connection.vendor]
+
+@functools.cache
+def _converters(
+    model: type[Service] | type[UseCase], vendor: str
+) -> list[tuple[int, Col, list[Any]]]:
+    """The database converters of the model's concrete columns (by position) on this vendor."""
+    found = []
+    for i, f in enumerate(model._meta.concrete_fields):
+        column = Col(model._meta.db_table, f)
+        converters = connection.ops.get_db_converters(column) + f.get_db_converters(connection)
+        if converters:
+            found.append((i, column, converters))
+    return found
 
 
 class _KeyOwnerQuery:
     service = _Columns(Service, "s", 0)
     use_case = _Columns(UseCase, "u", service.width)
-    _sql: dict[str, str] = {}
 
-    @classmethod
-    def sql(cls) -> str:
+    @staticmethod
+    @functools.cache
+    def sql(vendor: str) -> str:
         # Built on first use, per database vendor (quoting), not at import.
-        if connection.vendor not in cls._sql:
-            q = connection.ops.quote_name
-            links = Service.use_cases.through._meta
-            cls._sql[connection.vendor] = (
-                f"SELECT {cls.service.select()}, {cls.use_case.select()}"
-                f" FROM {q(Service._meta.db_table)} s"
-                f" LEFT JOIN {q(links.db_table)} l"
-                f" ON l.{q(links.get_field('service').column)} = s.{q('id')}"
-                f" LEFT JOIN {q(UseCase._meta.db_table)} u"
-                f" ON u.{q('id')} = l.{q(links.get_field('usecase').column)} AND u.{q('active')}"
-                f" WHERE s.{q('key_prefix')} = %s AND s.{q('active')}"
-            )
-        return cls._sql[connection.vendor]
+        q = connection.ops.quote_name
+        links = Service.use_cases.through._meta
+        return (
+            f"SELECT {_KeyOwnerQuery.service.select()}, {_KeyOwnerQuery.use_case.select()}"
+            f" FROM {q(Service._meta.db_table)} s"
+            f" LEFT JOIN {q(links.db_table)} l"
+            f" ON l.{q(links.get_field('service').column)} = s.{q('id')}"
+            f" LEFT JOIN {q(UseCase._meta.db_table)} u"
+            f" ON u.{q('id')} = l.{q(links.get_field('usecase').column)} AND u.{q('active')}"
+            f" WHERE s.{q('key_prefix')} = %s AND s.{q('active')}"
+        )
