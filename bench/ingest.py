@@ -8,6 +8,10 @@ What it measures, on a throw-away PostgreSQL database and a real gunicorn:
   every response must be a 201.
 * ``batch``: the same number of answers posted in batches (``POST /api/v1/answers/batch``);
   answers/s and per-batch latency p50/p99; every item must come back 201.
+* ``keyless`` (not in the default run): the same kind of single-answer bodies posted without a
+  key, so gunicorn, Django's middleware and django-ninja answer 401 before any database work:
+  what a request costs the web stack alone, which no ingest code can go under; every response
+  must be a 401 and nothing may be stored.
 * ``direct``: the floor - the same kind of rows (``monitoring_answer`` with its JSON columns
   and 5 ``monitoring_chunk`` rows each) written straight into PostgreSQL with psycopg 3 over
   one connection, in batches, one transaction per batch, by COPY and by ``executemany``.
@@ -35,6 +39,7 @@ gunicorn and drops the database (unless ``--keep``). Run from anywhere, with the
 
     .venv/bin/python bench/ingest.py                       # defaults: 2000 answers a phase
     .venv/bin/python bench/ingest.py --answers 500 --phases single,direct
+    .venv/bin/python bench/ingest.py --phases keyless,single   # the stack's share of single
     .venv/bin/python bench/ingest.py --worker-class gthread --workers 4 --threads 2
 
 Exit status: 0 when every answer was stored exactly once (targets missed or not; add
@@ -631,13 +636,15 @@ def run_clients(
     return seconds, results, meter.stop()
 
 
-def _client_factory(url: str, key: str, read_timeout: float) -> Callable[[], httpx.Client]:
+def _client_factory(url: str, key: str | None,
+                    read_timeout: float) -> Callable[[], httpx.Client]:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+
     def make() -> httpx.Client:
-        return httpx.Client(
-            base_url=url,
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-            timeout=httpx.Timeout(read_timeout, connect=5),
-        )
+        return httpx.Client(base_url=url, headers=headers,
+                            timeout=httpx.Timeout(read_timeout, connect=5))
 
     return make
 
@@ -651,9 +658,11 @@ def _post(path: str) -> Callable[[httpx.Client, bytes], tuple[int, bytes]]:
 
 
 def phase_single(
-    name: str, payloads: Sequence[dict[str, Any]], url: str, key: str, clients: int,
+    name: str, payloads: Sequence[dict[str, Any]], url: str, key: str | None, clients: int,
     deadline: float, meter: CpuMeter,
 ) -> PhaseResult:
+    """One answer a request; without a key (``keyless``) every answer must come back 401."""
+    expected = 201 if key is not None else 401
     bodies = [encode(p) for p in payloads]
     seconds, rows, cpu = run_clients(
         bodies, clients, _post("/api/v1/answers"), _client_factory(url, key, 30), deadline, meter
@@ -663,11 +672,11 @@ def phase_single(
     if result.bad:
         result.problems.append(f"{result.bad} answers not sent before the phase deadline")
     for _, status, _, content in rows:
-        if status != 201:
+        if status != expected:
             result.bad += 1
             if len(result.problems) < 5:
                 result.problems.append(f"status {status}: {content[:300]!r}")
-        elif json.loads(content)["flagged"]:
+        elif expected == 201 and json.loads(content)["flagged"]:
             result.flagged += 1
     return result
 
@@ -949,6 +958,8 @@ def summary(results: dict[str, PhaseResult], clients: int) -> bool:
     def check(label: str, value: float, target: str, ok: bool, digits: int = 1) -> None:
         rows.append((label, _fmt(value, digits), target, "PASS" if ok else "MISS"))
 
+    if keyless := results.get("keyless"):
+        check("keyless: answers not 401", keyless.bad, "= 0", keyless.bad == 0, 0)
     single = results.get("single")
     if single:
         check(f"single: answers/s ({clients} clients)", single.rate,
@@ -984,7 +995,9 @@ def summary(results: dict[str, PhaseResult], clients: int) -> bool:
 def print_phase(r: PhaseResult, unit: str) -> None:
     line = (f"{r.name}: {r.answers} answers in {r.seconds:.2f} s = {r.rate:,.1f} answers/s; "
             f"{unit} p50 {_fmt(r.percentile(50))} ms, p99 {_fmt(r.percentile(99))} ms")
-    if not r.name.startswith("direct"):
+    if r.name == "keyless":
+        line += f"; {r.bad} not answered 401"
+    elif not r.name.startswith("direct"):
         line += f"; {r.bad} not stored with 201; {r.flagged} flagged by tier 1"
     print(line, flush=True)
     if r.cpu is not None and r.answers:
@@ -1006,7 +1019,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--answers", type=int, default=2000, help="answers in each phase")
     parser.add_argument("--phases", default="single,batch,direct",
-                        help="comma-separated subset of single,batch,direct")
+                        help="comma-separated subset of keyless,single,batch,direct")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients, single")
     parser.add_argument("--batch-clients", type=int, default=2, help="concurrent clients, batch")
     parser.add_argument("--batch-size", type=int, default=100, help="answers per batch (<= 500)")
@@ -1041,7 +1054,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    if unknown := set(args.phases) - {"single", "batch", "direct"}:
+    if unknown := set(args.phases) - {"keyless", "single", "batch", "direct"}:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.db):
         parser.error("--db must be a plain lower-case PostgreSQL name")
@@ -1169,7 +1182,7 @@ def run(args: argparse.Namespace) -> int:
         results: dict[str, PhaseResult] = {}
         expected: dict[str, list[str]] = {}
 
-        if {"single", "batch"} & set(args.phases):
+        if {"keyless", "single", "batch"} & set(args.phases):
             server = start_server(args, setup.env)
             meter.server_pid = server.proc.pid
             print(f"gunicorn: {args.workers} workers x {args.threads} threads "
@@ -1185,7 +1198,12 @@ def run(args: argparse.Namespace) -> int:
         for phase in args.phases:
             payloads = answers.make(phase, args.answers)
             deadline = time.monotonic() + args.phase_timeout
-            if phase == "single":
+            if phase == "keyless":
+                assert server is not None
+                results[phase] = phase_single(phase, payloads, server.url, None, args.clients,
+                                              deadline, meter)
+                print_phase(results[phase], "per request")
+            elif phase == "single":
                 assert server is not None
                 results[phase] = phase_single(phase, payloads, server.url, setup.key,
                                               args.clients, deadline, meter)
