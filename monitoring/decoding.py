@@ -32,27 +32,48 @@ from monitoring.schemas import (
 
 
 class BodyError(Exception):
-    """A body (or part of one) that is not JSON; the message names the problem."""
+    """A body (or part of one) that is not JSON; the message names the problem, ``field`` the
+    field it is in when it is known ("" for the body as a whole)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
-def parse(body: bytes) -> Any:
-    """JSON the slow way: what the fast way refuses, and the parts it leaves as text."""
+class Unreadable:
+    """A batch item that is not JSON Treue can read (nested too deeply, a number of more
+    digits than Python converts): the item's own 400, while the other items go on."""
+
+    def __init__(self, error: BodyError) -> None:
+        self.field = error.field
+        self.message = str(error).replace("the body", "the item", 1)  # the value keeps its name
+
+
+def parse(body: bytes, field: str = "") -> Any:
+    """JSON the slow way: what the fast way refuses, and the parts it leaves as text (``field``
+    names such a part in the error)."""
     try:
         # orjson is strict (no NaN, UTF-8 only) and several times faster than json; whatever
         # it refuses goes through json, which names the problem precisely.
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass
+    what = "the value" if field else "the body"
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BodyError("the body is not valid UTF-8") from e
+        raise BodyError(f"{what} is not valid UTF-8", field) from e
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError as e:
-        raise BodyError("the body is nested too deeply") from e
+        raise BodyError(f"{what} is nested too deeply", field) from e
     except json.JSONDecodeError as e:
-        raise BodyError(f"the body is not valid JSON: {e.msg} at position {e.pos}") from e
+        raise BodyError(f"{what} is not valid JSON: {e.msg} at position {e.pos}", field) from e
+    except BodyError as e:
+        e.field = field
+        raise
+    except ValueError as e:  # Python converts integers of up to 4300 digits
+        raise BodyError(f"{what} holds a number of more than 4300 digits", field) from e
 
 
 def _reject_constant(name: str) -> Any:
@@ -159,19 +180,29 @@ def decode_answer(body: bytes) -> dict[str, Any] | None:
 def decode_batch(body: bytes) -> list[dict[str, Any]] | None:
     """Every item of a batch body as decode_answer gives it, in one pass over the body; None when
     the body or any item must go another way (then split_batch, and each item on its own, so
-    that one bad item costs only itself). BodyError as for decode_answer."""
+    that one bad item costs only itself), also when a part of an item is not JSON."""
     try:
         decoded = _answers_decoder.decode(body)
-    except (msgspec.DecodeError, RecursionError):
+        return [_as_input(item) for item in decoded.answers]
+    except (msgspec.DecodeError, RecursionError, BodyError):
         return None
-    return [_as_input(item) for item in decoded.answers]
+
+
+def decode_item(item: bytes) -> dict[str, Any] | Any | Unreadable:
+    """One item of a batch split by split_batch: decoded the fast way, else parsed (its errors
+    then come from pydantic), or Unreadable when it is not JSON Treue can read."""
+    try:
+        answer = decode_answer(item)
+        return answer if answer is not None else parse(item)
+    except BodyError as e:
+        return Unreadable(e)
 
 
 def _as_input(decoded: _Answer) -> dict[str, Any]:
     out = _present(decoded)
     for name in _AS_TEXT:
         if name in out:
-            out[name] = parse(bytes(out[name]))
+            out[name] = parse(bytes(out[name]), name)
     if "logprobs" in out:
         out["logprobs"] = _logprobs(decoded.logprobs)  # type: ignore[arg-type]
     if "completion" in out:

@@ -22,6 +22,7 @@ from django.db import (
 from django.utils import timezone
 from pydantic import ValidationError
 
+from monitoring.decoding import Unreadable
 from monitoring.domain import keys, logprobs, questions, sampling, tuner
 from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
@@ -379,6 +380,9 @@ def answer_ingest_batch(
     raw_of = raws if raws is not None else items  # read only for a replay
     valid: list[tuple[int, AnswerIn]] = []
     for i, item in enumerate(items):
+        if isinstance(item, Unreadable):
+            results[i] = IngestResult(400, errors=[{"field": item.field, "message": item.message}])
+            continue
         if not isinstance(item, dict):
             results[i] = IngestResult(400, errors=[{"field": "", "message": "must be an object"}])
             continue

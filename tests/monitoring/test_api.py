@@ -762,6 +762,58 @@ def test_batch_answers_each_item_in_order(api, make_answer, other_use_case):
     assert Chunk.objects.count() == 4
 
 
+def _with_raw_field(item: dict, name: str, raw: bytes) -> bytes:
+    """The item's JSON with one more field whose value is written as it is (JSON that Python's
+    own encoder cannot write, such as an integer of 5000 digits)."""
+    return json.dumps(item).encode()[:-1] + b', "' + name.encode() + b'": ' + raw + b"}"
+
+
+HUGE_NUMBER = b"9" * 5000  # Python converts integers of up to 4300 digits
+
+
+def test_an_item_no_parser_can_read_costs_only_itself(api, make_answer):
+    items = [
+        json.dumps(make_answer(external_id="ok-1")).encode(),
+        _with_raw_field(make_answer(external_id="n-1"), "metadata", b'{"n": ' + HUGE_NUMBER + b"}"),
+        _with_raw_field(make_answer(external_id="n-2"), "foo", HUGE_NUMBER),
+        _with_raw_field(make_answer(external_id="n-3"), "metadata", b"[" + HUGE_NUMBER + b"]"),
+        json.dumps(make_answer(external_id="ok-2")).encode(),
+    ]
+    response = api.post(BATCH_URL, b'{"answers": [' + b", ".join(items) + b"]}", raw=True)
+    assert response.status_code == 200, response.content[:300]
+    results = response.json()["results"]
+    assert [r["status"] for r in results] == [201, 400, 400, 400, 201]
+    assert [[(e["field"], e["message"]) for e in r["errors"]] for r in results[1:4]] == [
+        [("metadata", "the value holds a number of more than 4300 digits")],
+        [("", "the item holds a number of more than 4300 digits")],
+        [("metadata", "the value holds a number of more than 4300 digits")],
+    ]
+    assert set(Answer.objects.values_list("external_id", flat=True)) == {"ok-1", "ok-2"}
+
+
+@pytest.mark.parametrize("field", ["metadata", "messages", "chunks"])
+def test_a_number_python_cannot_read_is_400_naming_its_field(api, make_answer, field):
+    item = make_answer()
+    item.pop(field, None)  # a key written twice would be read as the last one
+    body = _with_raw_field(item, field, b"[" + HUGE_NUMBER + b"]")
+    response = api.post(URL, body, raw=True)
+    assert response.status_code == 400, response.content[:300]
+    assert errors_of(response) == [
+        {"field": field, "message": "the value holds a number of more than 4300 digits"}
+    ]
+    assert not Answer.objects.exists()
+
+
+def test_a_batch_body_not_utf8_is_the_whole_batchs_400(api, make_answer):
+    # JSON text is UTF-8: a body that is not is not JSON, whichever item holds the bad byte.
+    good = json.dumps(make_answer(external_id="ok-1")).encode()
+    bad = json.dumps(make_answer(external_id="bad", extra=1)).encode().replace(b"Wie", b"W\xffe")
+    response = api.post(BATCH_URL, b'{"answers": [' + good + b", " + bad + b"]}", raw=True)
+    assert response.status_code == 400, response.content[:300]
+    assert errors_of(response) == [{"field": "", "message": "the body is not valid UTF-8"}]
+    assert not Answer.objects.exists()
+
+
 def test_batch_and_single_share_idempotency(api, make_answer):
     single = api.post(URL, make_answer(external_id="s-1"))
     assert single.status_code == 201
