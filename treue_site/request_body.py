@@ -1,0 +1,44 @@
+"""Request bodies sent without a length (``Transfer-Encoding: chunked``).
+
+Django reads a body by its ``Content-Length`` alone: a chunked body, which has none, reads as
+empty, so a valid answer sent that way (httpx does, given a generator; curl with the header)
+got a 400 naming no field. Gunicorn decodes the chunks and says so with
+``wsgi.input_terminated``; then the body is read here, up to one byte over the largest body
+Treue takes, and handed on with its length, so that every limit and error downstream applies
+as to any other body. A server that does not say so (Django's runserver, the demo's) cannot
+tell where such a body ends: that is a 411 asking for a Content-Length.
+"""
+
+import io
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+LENGTH_REQUIRED = json.dumps({"errors": [{
+    "field": "Content-Length",
+    "message": "this server reads no chunked bodies; send the body with a Content-Length",
+}]}).encode()
+
+
+class ChunkedBodies:
+    """WSGI middleware: gives a chunked body its length (see the module)."""
+
+    def __init__(self, app: WSGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]
+                 ) -> Iterable[bytes]:
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        if chunked and not environ.get("CONTENT_LENGTH"):
+            if not environ.get("wsgi.input_terminated"):
+                # No Content-Length on the answer either: runserver then closes the connection,
+                # so the chunks left unread are not taken for the next request.
+                start_response("411 Length Required", [("Content-Type", "application/json")])
+                return [LENGTH_REQUIRED]
+            body = environ["wsgi.input"].read(self.limit + 1)  # over the limit: a 413 later
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+        return self.app(environ, start_response)
