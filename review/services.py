@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from monitoring.domain.scoring import score_labels
@@ -32,6 +33,21 @@ MAX_COMMENT_CHARS = 10000
 
 class ReviewError(ValueError):
     """The expert's input cannot be taken as it is; the message says why, in words."""
+
+
+class ReviewConflict(ReviewError):
+    """The item changed since the expert's page showed it (another expert saved or submitted
+    it): taking the input would overwrite that unseen. Nothing of the input was taken."""
+
+
+def _who(user) -> str:
+    return user.get_username() if user is not None else _("jemand")
+
+
+def item_revision(item: ReviewItem) -> str:
+    """The state of an item's work as the page was shown: it changes with every save, so a save
+    made from an older page (another expert, another window) is told apart."""
+    return item.updated_at.isoformat()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +149,8 @@ class ItemInput:
     comment: str | None = None
     new_claim: str = ""
     remove_claim: int | None = None
+    # item_revision of the page the input was made on; None: not checked.
+    revision: str | None = None
 
 
 def problem_choices() -> list[tuple[str, str]]:
@@ -186,6 +204,14 @@ def review_item_save(*, item: ReviewItem, user, data: ItemInput) -> ReviewItem:
     """Save the expert's work as it goes. Saving a submitted item starts a new version."""
     _check_input(data)
     item = ReviewItem.objects.select_for_update().get(pk=item.pk)
+    if data.revision is not None and data.revision != item_revision(item):
+        # Two experts (or two windows) saving by turns would overwrite each other unnoticed.
+        raise ReviewConflict(
+            _("Diese Antwort wurde inzwischen anderswo geändert (%(when)s), von jemand anderem "
+              "oder in einem anderen Fenster. Ihre letzte Eingabe wurde nicht gespeichert; laden "
+              "Sie die Seite neu, um mit dem aktuellen Stand weiterzuarbeiten.")
+            % {"when": date_format(timezone.localtime(item.updated_at), "DATETIME_FORMAT")}
+        )
     review_item_open(item=item)
     verdicts = {v.position: v for v in item.verdicts.all()}
     for position, label in data.labels.items():
@@ -241,10 +267,17 @@ def review_item_reopen(*, item: ReviewItem, user) -> ReviewItem:
 def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
     """Submit the item: every claim needs a label. Writes a new immutable version."""
     with transaction.atomic():
-        item = ReviewItem.objects.select_for_update().select_related("judge_run").get(pk=item.pk)
+        item = (ReviewItem.objects.select_for_update()
+                .select_related("judge_run", "reviewer").get(pk=item.pk))
         if item.status == ReviewItem.Status.SUBMITTED:
-            # A double click or a resent form: the submitted version stands, nothing new.
-            return item
+            if item.reviewer_id == user.pk:
+                # A double click or a resent form: the submitted version stands, nothing new.
+                return item
+            raise ReviewConflict(
+                _("%(who)s hat diese Antwort inzwischen abgegeben (Fassung %(v)s). Ihre Eingabe "
+                  "wurde nicht übernommen; mit „Bearbeiten“ legen Sie eine neue Fassung an.")
+                % {"who": _who(item.reviewer), "v": item.version}
+            )
         verdicts = review_item_open(item=item)
         missing = [v.position for v in verdicts if not v.label]
         if missing:

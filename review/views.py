@@ -68,6 +68,7 @@ def _item_input(request: HttpRequest) -> services.ItemInput:
         comment=post.get("comment", ""),
         new_claim=post.get("new_claim", ""),
         remove_claim=remove_position,
+        revision=post.get("revision"),
     )
 
 
@@ -97,6 +98,7 @@ def item(request: HttpRequest, pk: int) -> HttpResponse:
         "items": selectors.batch_items(batch=item.batch),
         "next_item": selectors.next_item(item=item),
         "due": item.batch.due,
+        "revision": services.item_revision(item),
     }
     if submitted:
         # Only now, after the expert's own verdicts are in, does the judge's side appear.
@@ -118,7 +120,8 @@ def item_save(request: HttpRequest, pk: int) -> HttpResponse:
         item = services.review_item_save(item=item, user=request.user, data=_item_input(request))
     except services.ReviewError as e:
         if _wants_json(request):
-            return JsonResponse({"errors": [str(e)]}, status=400)
+            status = 409 if isinstance(e, services.ReviewConflict) else 400
+            return JsonResponse({"errors": [str(e)]}, status=status)
         messages.error(request, str(e))
         return redirect(_item_url(item))
     if _wants_json(request):
@@ -128,6 +131,7 @@ def item_save(request: HttpRequest, pk: int) -> HttpResponse:
             "status": item.status,
             "labelled": sum(1 for v in verdicts if v.label),
             "claims": len(verdicts),
+            "revision": services.item_revision(item),
         })
     changed_claims = request.POST.get("new_claim") or request.POST.get("remove_claim")
     anchor = "#aussagen" if changed_claims else ""

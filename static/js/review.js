@@ -1,5 +1,5 @@
 // The review page: keyboard control and saving as the expert goes.
-// Keys: 1/2/3 label the focused claim, j/k move between claims, Enter submits the answer
+// Keys: 1/2/3 label the focused claim (the one highlighted, or whose choices have the focus), j/k move between claims, Enter submits the answer
 // (or, once submitted, opens the next one). Every change is saved at once, so a reload
 // loses nothing; the form still works without this script (Speichern / Abgeben).
 (function () {
@@ -30,28 +30,50 @@
   var pending = null;
   var saving = Promise.resolve();
 
-  function focusClaim(index) {
-    if (!claims.length) return;
+  function markCurrent(index) {
     current = Math.max(0, Math.min(claims.length - 1, index));
     claims.forEach(function (c, i) { c.classList.toggle("focused", i === current); });
+  }
+
+  function focusClaim(index) {
+    if (!claims.length) return;
+    markCurrent(index);
     claims[current].focus({ preventScroll: true });
     claims[current].scrollIntoView({ block: "nearest" });
   }
 
+  // Tab (or a click) into a claim's choices makes it the claim the keys act on.
+  form.addEventListener("focusin", function (event) {
+    var claim = event.target.closest(".review-claim");
+    if (claim) markCurrent(claims.indexOf(claim));
+  });
+
   function show(text) { if (state) state.textContent = text; }
 
+  var revision = document.getElementById("revision");
+
   function save() {
-    var data = new FormData(form);
-    data.delete("new_claim");  // a new claim is added with its button, not by autosave
     show(state.dataset.saving);
     saving = saving.then(function () {
+      // Read when it is sent, after the save before it: with the revision that one returned.
+      var data = new FormData(form);
+      data.delete("new_claim");  // a new claim is added with its button, not by autosave
       return fetch(form.dataset.saveUrl, {
         method: "POST",
         body: data,
         headers: { "Accept": "application/json" },
         credentials: "same-origin",
       }).then(function (response) {
-        show(response.ok ? state.dataset.saved : state.dataset.failed);
+        if (response.ok) {
+          return response.json().then(function (body) {
+            if (revision && body.revision) revision.value = body.revision;
+            show(state.dataset.saved);
+          }, function () { show(state.dataset.saved); });
+        }
+        // The server says why (another expert holds the answer, a bad value): show its words.
+        return response.json().then(function (body) {
+          show((body.errors && body.errors.join(" ")) || state.dataset.failed);
+        }, function () { show(state.dataset.failed); });
       }, function () { show(state.dataset.failed); });
     });
     return saving;
@@ -97,6 +119,8 @@
         radio.dispatchEvent(new Event("change", { bubbles: true }));
         focusClaim(firstOpenAfter(current));
       }
+    } else if ((key === "ArrowDown" || key === "ArrowUp") && event.target.type === "radio") {
+      return;  // arrows in a group of choices move between its choices, as everywhere
     } else if (key === "j" || key === "ArrowDown") {
       event.preventDefault();
       focusClaim(current + 1);

@@ -295,7 +295,54 @@ def test_expert_reviews_a_batch_with_the_keyboard_only(
 
     assert saves, "the page saved as it went"
     for body in saves:
-        assert set(body) == {"saved", "status", "labelled", "claims"}, body
+        assert set(body) == {"saved", "status", "labelled", "claims", "revision"}, body
+    assert not errors, errors
+
+
+def test_keys_label_the_claim_with_the_focus_and_a_save_over_anothers_work_is_refused(
+    page: Page, live_server: Any, review_world: ReviewWorld  # noqa: F811
+) -> None:
+    w = review_world
+    w.answer("k1", week=SOURCE_WEEK, claims=claims_of("k1", PLAN["k1"]["judge"]))
+    call_command("create_review_batches", "--week", WEEK)
+    item = ReviewBatch.objects.get(use_case=w.use_case, week=WEEK).items.get()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    log_in(page, live_server.url, f"/review/items/{item.pk}/", "expertin")
+    expect_focus(page, 1)
+
+    # Tab into claim 3's choices: the keys now act on claim 3, and the highlight is there.
+    for _ in range(20):
+        if page.evaluate("() => document.activeElement.name") == "claim-3":
+            break
+        page.keyboard.press("Tab")
+    with page.expect_response(is_save) as saved:
+        page.keyboard.press(KEYS[T])
+    assert saved.value.ok, saved.value.text()
+    expect_labels(page, [None, None, T])
+    # Arrow keys inside the choices stay there (the browser's own radio group behaviour).
+    radio(page, 3, T).focus()
+    with page.expect_response(is_save):
+        page.keyboard.press("ArrowDown")
+    expect_labels(page, [None, None, U])
+
+    # Meanwhile another expert saves this answer from their own page.
+    other = Client()
+    other.force_login(w.users["expert2"])
+    fresh = other.get(f"/review/items/{item.pk}/").content.decode()
+    revision = re.search(r'name="revision" id="revision" value="([^"]+)"', fresh).group(1)
+    response = other.post(f"/review/items/{item.pk}/save/",
+                          {"claim-1": G, "claim-2": G, "claim-3": G, "revision": revision},
+                          HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+
+    # This page's next save would overwrite that unseen: refused, and the page says why.
+    page.locator(".review-claim[data-position='1']").click()
+    with page.expect_response(is_save) as refused:
+        page.keyboard.press(KEYS[U])
+    assert refused.value.status == 409
+    expect(page.locator("#save-state")).to_contain_text("inzwischen anderswo geändert")
+    assert [v.label for v in item.verdicts.order_by("position")] == [G, G, G]
     assert not errors, errors
 
 

@@ -134,7 +134,7 @@ def test_item_page_and_save_responses_are_blind_until_submitted(
         body = json.loads(raw)
         assert JUDGE not in raw and U not in raw.upper() and "judge" not in raw.lower()
         assert "score" not in raw
-    assert set(responses[0].json()) == {"saved", "status", "labelled", "claims"}
+    assert set(responses[0].json()) == {"saved", "status", "labelled", "claims", "revision"}
 
     # A form post redirects to the page, which is still blind.
     followed = client.post(f"/review/items/{item.pk}/save/", {"claim-1": G, "claim-2": T},

@@ -112,8 +112,9 @@ def test_json_save_persists_and_a_reload_shows_it(
     item = item_of(batch, "a1")
     response = save_json(client, item, {"claim-1": T, "comment": "Quelle knapp."})
     assert response.status_code == 200
-    assert response.json() == {"saved": True, "status": "in_progress", "labelled": 1,
-                               "claims": 2}
+    body = response.json()
+    assert body.pop("revision") == services.item_revision(ReviewItem.objects.get(pk=item.pk))
+    assert body == {"saved": True, "status": "in_progress", "labelled": 1, "claims": 2}
     assert labels(item) == [T, ""]
 
     html = client.get(url(item)).content.decode()
@@ -471,6 +472,85 @@ def test_any_expert_of_the_use_case_can_take_any_item(
     assert two.post(url(b, "submit"), {"claim-1": U, "claim-2": U}).status_code == 302
     assert item_of(batch, "a0").submissions.get().reviewer == w.users["expert2"]
     assert item_of(batch, "a1").status == ReviewItem.Status.SUBMITTED
+
+
+def revision_on_page(client: Client, item: ReviewItem) -> str:
+    html = client.get(url(item)).content.decode()
+    match = re.search(r'name="revision" id="revision" value="([^"]+)"', html)
+    assert match, "the review form carries the revision it was made on"
+    return match.group(1)
+
+
+def experts(w: ReviewWorld) -> tuple[Client, Client]:
+    one, two = Client(), Client()
+    one.force_login(w.users["expert"])
+    two.force_login(w.users["expert2"])
+    return one, two
+
+
+def test_a_save_from_a_page_older_than_anothers_save_is_refused_and_keeps_theirs(
+    review_world: ReviewWorld, batch: ReviewBatch
+) -> None:
+    one, two = experts(review_world)
+    item = item_of(batch, "a1")
+    seen_by_one, seen_by_two = revision_on_page(one, item), revision_on_page(two, item)
+    assert seen_by_one == seen_by_two
+
+    first = save_json(one, item, {"claim-1": G, "claim-2": G, "revision": seen_by_one})
+    assert first.status_code == 200
+    # The next save of the same page goes on with the revision the last one returned.
+    again = save_json(one, item, {"claim-1": G, "claim-2": T, "revision": first.json()["revision"]})
+    assert again.status_code == 200, again.content
+
+    late = save_json(two, item, {"claim-1": U, "claim-2": U, "revision": seen_by_two})
+    assert late.status_code == 409
+    assert "inzwischen anderswo geändert" in late.json()["errors"][0]
+    assert labels(item) == [G, T]  # the first expert's work stands
+
+    # Reloaded, the second expert sees that work and may carry on with it.
+    fresh = revision_on_page(two, item)
+    assert is_checked(two.get(url(item)).content.decode(), 2, T)
+    assert save_json(two, item, {"claim-2": U, "revision": fresh}).status_code == 200
+    assert labels(item) == [G, U]
+
+
+def test_submitting_an_answer_another_expert_submitted_meanwhile_takes_nothing(
+    review_world: ReviewWorld, batch: ReviewBatch
+) -> None:
+    w = review_world
+    one, two = experts(w)
+    item = item_of(batch, "a1")
+    seen_by_two = revision_on_page(two, item)
+    first = one.post(url(item, "submit"),
+                     {"claim-1": G, "claim-2": G, "revision": revision_on_page(one, item)})
+    assert first.status_code == 302
+
+    response = two.post(url(item, "submit"), {"claim-1": U, "claim-2": U,
+                                              "revision": seen_by_two}, follow=True)
+    page = response.content.decode()
+    assert "inzwischen abgegeben (Fassung 1)" in page
+    assert "Abgegeben. Hier der Vergleich" not in page
+    assert "Bewertung von expertin" in page and "Ihre Bewertung" not in page
+    item.refresh_from_db()
+    assert (item.version, item.reviewer, item.manual_score) == (1, w.users["expert"], 1.0)
+    assert labels(item) == [G, G]
+    assert ReviewSubmission.objects.filter(item=item).count() == 1
+
+
+def test_a_form_made_before_anothers_save_cannot_submit_over_it(
+    review_world: ReviewWorld, batch: ReviewBatch
+) -> None:
+    one, two = experts(review_world)
+    item = item_of(batch, "a2")
+    seen_by_two = revision_on_page(two, item)
+    assert save_json(one, item, {"claim-1": T, "revision": revision_on_page(one, item)}
+                     ).status_code == 200
+    response = two.post(url(item, "submit"), {"claim-1": U, "claim-2": U,
+                                              "revision": seen_by_two}, follow=True)
+    assert "inzwischen anderswo geändert" in response.content.decode()
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.IN_PROGRESS and item.version == 0
+    assert labels(item) == [T, ""]
 
 
 # -- permissions -------------------------------------------------------------------------------
