@@ -1,6 +1,7 @@
 """Use cases, the services that send answers, the answers themselves and their retrieved chunks."""
 
 import json
+import math
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,14 @@ from django.utils.translation import gettext_lazy as _
 from monitoring.domain.logprobs import pack_compact, unpack_compact
 from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
+
+
+def _validate_finite(value: float) -> None:
+    """NaN passes every comparison unnoticed: a threshold of NaN flags nothing, silently."""
+    from django.core.exceptions import ValidationError
+
+    if not math.isfinite(value):
+        raise ValidationError(_("Bitte eine Zahl angeben."), code="invalid")
 
 
 def _validate_sample_rate(value: float) -> None:
@@ -64,13 +73,13 @@ class UseCase(models.Model):
     logprob_threshold = models.FloatField(
         _("Wahrscheinlichkeits-Schwelle"),
         default=0.5,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        validators=[_validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort."),
     )
     action_threshold = models.FloatField(
         _("Handlungsschwelle"),
         default=0.85,
-        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        validators=[_validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
     )
     leaves_unreviewed = models.BooleanField(

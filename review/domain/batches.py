@@ -28,12 +28,14 @@ def parse_week(text: str) -> tuple[int, int]:
     if not match:
         raise ValueError(f"{text!r} is not an ISO week like 2026-W49")
     year, week = int(match.group(1)), int(match.group(2))
+    if not 2 <= year <= 9998:  # the weeks around it (source week, trends) must exist too
+        raise ValueError(f"{text!r}: the year must be between 0002 and 9998")
     date.fromisocalendar(year, week, 1)  # raises ValueError for W00, W54, W53 of short years
     return year, week
 
 
 def format_week(year: int, week: int) -> str:
-    return f"{year}-W{week:02d}"
+    return f"{year:04d}-W{week:02d}"
 
 
 def week_of(day: date) -> str:

@@ -56,6 +56,9 @@ def test_parse_week_accepts_iso_weeks(text: str, expected: tuple[int, int]) -> N
         "",
         "   ",
         "2026-W4a",
+        "0001-W02",  # year 1: the week before and the weeks around are out of the calendar
+        "0000-W10",
+        "9999-W10",
     ],
 )
 def test_parse_week_refuses_everything_else(text: str) -> None:
@@ -76,7 +79,7 @@ def test_parse_week_refuses_non_ascii_digits(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("year", "week", "text"),
-    [(2026, 1, "2026-W01"), (2026, 49, "2026-W49"), (2020, 53, "2020-W53")],
+    [(2026, 1, "2026-W01"), (2026, 49, "2026-W49"), (2020, 53, "2020-W53"), (999, 2, "0999-W02")],
 )
 def test_format_week(year: int, week: int, text: str) -> None:
     assert format_week(year, week) == text

@@ -57,6 +57,15 @@ def test_create_use_case_rejects_invalid_rate(rate):
     assert not UseCase.objects.filter(slug="bad").exists()
 
 
+@pytest.mark.parametrize("option", ["logprob-threshold", "action-threshold"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-0.1", "1.5"])
+def test_create_use_case_rejects_invalid_thresholds(option, value):
+    # NaN passes every comparison: a threshold of NaN would flag nothing, silently.
+    with pytest.raises(CommandError, match=option.replace("-", "_")):
+        run("create_use_case", "bad", "--name", "Bad", f"--{option}={value}")
+    assert not UseCase.objects.filter(slug="bad").exists()
+
+
 def test_create_use_case_rejects_non_number_rate():
     with pytest.raises(CommandError):
         run("create_use_case", "bad", "--name", "Bad", "--sample-rate", "drei")

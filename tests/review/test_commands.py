@@ -82,7 +82,9 @@ def test_no_judged_answers_no_batch_and_a_clear_line(review_world: ReviewWorld) 
         assert "keine Prüfung angelegt" in line
 
 
-@pytest.mark.parametrize("week", ["2026-W54", "2025-W53", "2026-49", "2026-W00", "2026W49", "x"])
+@pytest.mark.parametrize(
+    "week", ["2026-W54", "2025-W53", "2026-49", "2026-W00", "2026W49", "x", "0001-W02", "0001-W01"]
+)
 def test_invalid_week_is_a_command_error(review_world: ReviewWorld, week: str) -> None:
     judged(review_world, "a", 1, week="2026-W48")
     with pytest.raises(CommandError) as error:
