@@ -22,9 +22,13 @@ SCORE_TIME_LIMIT = settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS + 60
 
 
 def backoff_seconds(retries: int, retry_after: float | None) -> float:
-    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+    """Exponential backoff, capped, with "equal" jitter (between half the step and the step, so
+    that retries of many runs do not line up, yet their sum is known: with the defaults the
+    attempts of a run span 34-67 minutes, see settings.TREUE_JUDGE_MAX_ATTEMPTS); a server's
+    Retry-After is a floor."""
     cap = settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS
-    delay = random.uniform(0, min(cap, 2 ** (retries + 1)))
+    step = min(cap, 2 ** (retries + 1))
+    delay = random.uniform(step / 2, step)
     return max(delay, min(retry_after or 0.0, cap))
 
 

@@ -280,12 +280,13 @@ TREUE_MAX_BATCH_ITEMS = 500
 TREUE_METRICS_TOKEN = os.environ.get("TREUE_METRICS_TOKEN", "")
 # /health. Every consuming worker writes a heartbeat this often; a newest heartbeat older than
 # the stale limit (three missed beats) makes the worker "stale". The oldest answer waiting for
-# the judge may be this old before the report says "degraded": a judge endpoint that is down is
-# retried for about an hour (TREUE_JUDGE_MAX_ATTEMPTS with backoff) before runs fail visibly.
+# the judge may be this old before the report says "degraded": shorter than the 34-67 minutes a
+# judge endpoint that is down is retried (TREUE_JUDGE_MAX_ATTEMPTS) before runs fail, so that an
+# outage shows while its answers still wait rather than only after they failed.
 # The broker ping gives up after its timeout; a load balancer's probe must not hang on it.
 TREUE_HEALTH_HEARTBEAT_SECONDS = envfloat("TREUE_HEALTH_HEARTBEAT_SECONDS", 30.0)
 TREUE_HEALTH_WORKER_STALE_SECONDS = envfloat("TREUE_HEALTH_WORKER_STALE_SECONDS", 90.0)
-TREUE_HEALTH_BACKLOG_SECONDS = envfloat("TREUE_HEALTH_BACKLOG_SECONDS", 3600.0)
+TREUE_HEALTH_BACKLOG_SECONDS = envfloat("TREUE_HEALTH_BACKLOG_SECONDS", 1800.0)
 TREUE_HEALTH_BROKER_TIMEOUT_SECONDS = envfloat("TREUE_HEALTH_BROKER_TIMEOUT_SECONDS", 1.5)
 if not 0 < TREUE_HEALTH_BROKER_TIMEOUT_SECONDS <= 2:
     raise ImproperlyConfigured("TREUE_HEALTH_BROKER_TIMEOUT_SECONDS must be above 0 and at most 2")
@@ -317,9 +318,10 @@ TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS = envint("TREUE_JUDGE_SOFT_TIME_LIMIT_SECOND
 TREUE_JUDGE_LEASE_SECONDS = envint("TREUE_JUDGE_LEASE_SECONDS", 420)
 # The reconciler re-enqueues runs still pending (or with an expired lease) after this long.
 TREUE_JUDGE_RECONCILE_AFTER_SECONDS = envint("TREUE_JUDGE_RECONCILE_AFTER_SECONDS", 600)
-# Transient failures (timeouts, 429, 5xx) are retried this often before the run fails visibly;
-# with backoff capped at 10 minutes that is about an hour of an endpoint being down.
-TREUE_JUDGE_MAX_ATTEMPTS = envint("TREUE_JUDGE_MAX_ATTEMPTS", 10)
+# Transient failures (timeouts, 429, 5xx) are retried this often before the run fails visibly.
+# The waits double from 1-2 s up to the cap of 5-10 minutes: 15 attempts span 34-67 minutes
+# of an endpoint being down, about an hour (tests/monitoring/test_judging_service.py).
+TREUE_JUDGE_MAX_ATTEMPTS = envint("TREUE_JUDGE_MAX_ATTEMPTS", 15)
 TREUE_JUDGE_BACKOFF_MAX_SECONDS = envint("TREUE_JUDGE_BACKOFF_MAX_SECONDS", 600)
 TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
 TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")

@@ -9,6 +9,7 @@ running is left out.
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -59,8 +60,15 @@ def answer_rescore(*, answer: Answer, judge_model: str, user: AbstractBaseUser) 
     return run
 
 
+def retry_model(run: JudgeRun) -> str:
+    """The judge model a retry of `run` uses: its own, or, for a run created while no judge
+    model was set (it failed for that), the one set now; "" when there is none."""
+    return run.judge_model or settings.TREUE_JUDGE_MODEL
+
+
 def judge_run_retry(*, run: JudgeRun, user: AbstractBaseUser) -> JudgeRun:
-    """Queue a failed run again: same answer, same judge model, same trigger.
+    """Queue a failed run again: same answer, same judge model (the one set now if the run had
+    none), same trigger.
 
     Only the answer's newest run can be retried (an older failure has been overtaken), and not
     a refusal to judge with the answer's own model. A retried sample run puts its answer back
@@ -73,10 +81,13 @@ def judge_run_retry(*, run: JudgeRun, user: AbstractBaseUser) -> JudgeRun:
             raise RescoreRefused(
                 _("Nur der neueste, fehlgeschlagene Prüflauf einer Antwort kann wiederholt werden.")
             )
-        if selectors.same_model(run.judge_model, answer.model):
-            raise RescoreRefused(same_model_reason(run.judge_model))
+        judge_model = retry_model(run)
+        if not judge_model:
+            raise RescoreRefused(_("Es ist kein Prüfmodell eingestellt (TREUE_JUDGE_MODEL)."))
+        if selectors.same_model(judge_model, answer.model):
+            raise RescoreRefused(same_model_reason(judge_model))
         [new_run] = judge_runs_create(
-            answers=[answer], judge_model=run.judge_model, trigger=run.trigger,
+            answers=[answer], judge_model=judge_model, trigger=run.trigger,
             requested_by_id=user.pk,
         )
         Answer.objects.filter(

@@ -213,23 +213,23 @@ def judge_run_retry(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
             "answer": answer,
             "use_case": answer.use_case,
             "run": run,
-            "judge_model": run.judge_model,
+            "judge_model": rescoring.retry_model(run),
             "estimate": selectors.rescore_estimate_for_answer(
-                answer=answer, judge_model=run.judge_model
+                answer=answer, judge_model=rescoring.retry_model(run)
             ),
             "action": reverse("monitoring:judge_run_retry", args=[answer.pk, run.pk]),
             "fields": {},
             "back": back,
         })
     try:
-        rescoring.judge_run_retry(run=run, user=request.user)
+        retried = rescoring.judge_run_retry(run=run, user=request.user)
     except rescoring.RescoreRefused as e:
         messages.error(request, str(e))
     else:
         messages.success(
             request,
             _("Der Prüflauf mit „%(model)s“ wird wiederholt und wartet auf den Prüfer.")
-            % {"model": run.judge_model},
+            % {"model": retried.judge_model},
         )
     return redirect(back + "#pruefung")
 

@@ -136,7 +136,7 @@ def test_the_oldest_unscored_answer(client: Client, alive: None, settings: Any) 
     status, data = get(client)
     assert status == 200
     assert 7200 <= data["oldest_unscored_seconds"] < 7210
-    assert data["status"] == "degraded"  # over TREUE_HEALTH_BACKLOG_SECONDS (an hour)
+    assert data["status"] == "degraded"  # over TREUE_HEALTH_BACKLOG_SECONDS (half an hour)
     settings.TREUE_HEALTH_BACKLOG_SECONDS = 3 * 3600
     assert get(client)[1]["status"] == "ok"
     Answer.objects.filter(pk=judging.pk).update(status=Answer.Status.JUDGED)

@@ -253,6 +253,29 @@ def test_same_model_refusal_is_shown_with_its_reason(world: World, judge: Any) -
     assert "/retry/" not in html
 
 
+def test_a_run_failed_for_want_of_a_judge_model_is_retried_with_the_one_set_now(
+    world: World, judge: Any, settings: Any
+) -> None:
+    settings.TREUE_JUDGE_MODEL = ""
+    answer = ingest(world.service, world.use_case, "ohne-modell",
+                    "Der Behälter wird alle 5 Jahre geprüft.")
+    run = execute_pending(answer)
+    assert (run.status, run.judge_model) == ("failed", "")
+    lead = client_for(world, "lead")
+    retry_url = f"/answers/{answer.pk}/runs/{run.pk}/retry/"
+
+    # Still none set: refused with the reason, nothing queued.
+    refused = lead.post(retry_url, {"confirm": "1"}, follow=True)
+    assert "kein Prüfmodell eingestellt" in refused.content.decode()
+    assert answer.judge_runs.count() == 1
+
+    settings.TREUE_JUDGE_MODEL = JUDGE
+    assert f"„{JUDGE}“" in text_of(lead.post(retry_url).content.decode())
+    assert lead.post(retry_url, {"confirm": "1"}).status_code == 302
+    retried = answer.judge_runs.exclude(pk=run.pk).get()
+    assert (retried.status, retried.judge_model) == ("pending", JUDGE)
+
+
 def test_failed_decomposition_shows_the_error_and_offers_a_retry(
     world: World, judge: Any, openai_server: Any
 ) -> None:

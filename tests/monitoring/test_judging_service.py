@@ -31,6 +31,7 @@ from monitoring.judge_client import JudgeClient, JudgeUnavailable
 from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
 from monitoring.services import judging
 from tests.support.openai_server import ScriptedJudge
+from treue_site import settings as project
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
 C2 = "Die Prüfung macht die Sicherheitsfachkraft."
@@ -709,9 +710,9 @@ def test_the_task_gives_up_after_the_configured_attempts(judge, api, make_answer
 @pytest.mark.parametrize(
     ("retries", "retry_after", "low", "high"),
     [
-        (0, None, 0, 2),  # first retry: up to 2 s
-        (3, None, 0, 16),
-        (20, None, 0, 600),  # capped
+        (0, None, 1, 2),  # first retry: 1-2 s
+        (3, None, 8, 16),
+        (20, None, 300, 600),  # capped
         (0, 30.0, 30, 30),  # Retry-After is a floor
         (0, 5000.0, 600, 600),  # but capped too
     ],
@@ -724,6 +725,19 @@ def test_backoff_is_jittered_capped_and_honours_retry_after(
     assert all(low <= d <= high for d in delays)
     if retry_after is None:
         assert len(set(delays)) > 100  # jitter, so retries of many runs do not line up
+
+
+def test_a_judge_that_is_down_is_retried_for_about_an_hour_with_the_defaults(settings):
+    # The operator's promise (settings.py, README): a run fails only after its endpoint has
+    # been down for about an hour, and /health says "degraded" before that.
+    settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = project.TREUE_JUDGE_BACKOFF_MAX_SECONDS
+    retries = range(project.TREUE_JUDGE_MAX_ATTEMPTS - 1)  # the last attempt gives up
+    steps = [min(project.TREUE_JUDGE_BACKOFF_MAX_SECONDS, 2 ** (n + 1)) for n in retries]
+    shortest, longest = sum(s / 2 for s in steps), sum(steps)
+    assert 30 * 60 <= shortest and longest <= 70 * 60, (shortest / 60, longest / 60)
+    assert project.TREUE_HEALTH_BACKLOG_SECONDS < shortest
+    waited = sum(tasks.backoff_seconds(n, None) for n in retries)
+    assert shortest <= waited <= longest
 
 
 # --- Reconciler ---------------------------------------------------------------------------
