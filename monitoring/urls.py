@@ -23,4 +23,8 @@ urlpatterns = [
         "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,
         name="use_case_rescore_week",
     ),
+    path(
+        "use-cases/<slug:slug>/judge/retry-failed/", views.use_case_retry_failed,
+        name="use_case_retry_failed",
+    ),
 ]

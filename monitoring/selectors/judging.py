@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Min, Q, QuerySet, Sum
+from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -351,6 +351,15 @@ def judge_run_counts(*, use_case: UseCase, days: int = USAGE_DAYS) -> RunCounts:
         failed=Count("id", filter=Q(status=JudgeRun.Status.FAILED, finished_at__gte=since)),
     )
     return RunCounts(**counts)
+
+
+def judge_runs_failed_newest(*, use_case: UseCase) -> QuerySet[JudgeRun]:
+    """The use case's failed runs that are their answer's newest run: what a retry can take up
+    (an older failure has been overtaken by a later run)."""
+    newest = (JudgeRun.objects.filter(answer=OuterRef("answer"))
+              .order_by("-created_at", "-id").values("pk")[:1])
+    return (JudgeRun.objects.filter(answer__use_case=use_case, status=JudgeRun.Status.FAILED)
+            .filter(pk=Subquery(newest)).order_by("pk"))
 
 
 def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> QuerySet[JudgeRun]:

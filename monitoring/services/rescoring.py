@@ -97,6 +97,26 @@ def judge_run_retry(*, run: JudgeRun, user: AbstractBaseUser) -> JudgeRun:
 
 
 @dataclass(frozen=True)
+class FailedRetry:
+    retried: int
+    refused: int  # the answer's own model, or no judge model set
+
+
+def use_case_failed_retry(*, use_case: UseCase, user: AbstractBaseUser) -> FailedRetry:
+    """Retry every failed run of the use case that is its answer's newest, as judge_run_retry
+    does one: after an outage of the judge endpoint that outlasted the retries."""
+    retried = refused = 0
+    for run in selectors.judge_runs_failed_newest(use_case=use_case):
+        try:
+            judge_run_retry(run=run, user=user)
+        except RescoreRefused:
+            refused += 1
+        else:
+            retried += 1
+    return FailedRetry(retried=retried, refused=refused)
+
+
+@dataclass(frozen=True)
 class WeekRescore:
     created: int
     skipped_same_model: int

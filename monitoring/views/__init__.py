@@ -266,6 +266,8 @@ def _judge_page(
         "weekly": selectors.use_case_weekly_cost(use_case=use_case),
         "may_rescore": may_rescore,
         "week_form": week_form,
+        "failed_to_retry": selectors.judge_runs_failed_newest(use_case=use_case).count()
+        if may_rescore else 0,
         "usage_days": selectors.USAGE_DAYS,
     })
 
@@ -274,6 +276,29 @@ def _judge_page(
 @require_GET
 def use_case_judge(request: HttpRequest, slug: str) -> HttpResponse:
     return _judge_page(request, _use_case_or_404(request, slug))
+
+
+@login_required
+@require_POST
+def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
+    use_case = _use_case_or_404(request, slug)
+    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    result = rescoring.use_case_failed_retry(use_case=use_case, user=request.user)
+    messages.success(request, ngettext(
+        "%(count)s fehlgeschlagener Prüflauf wird wiederholt.",
+        "%(count)s fehlgeschlagene Prüfläufe werden wiederholt.",
+        result.retried,
+    ) % {"count": result.retried})
+    if result.refused:
+        messages.info(request, ngettext(
+            "%(count)s nicht: ihr Prüfmodell ist das Modell der Antwort, oder es ist keines "
+            "eingestellt.",
+            "%(count)s nicht: ihr Prüfmodell ist das Modell der Antwort, oder es ist keines "
+            "eingestellt.",
+            result.refused,
+        ) % {"count": result.refused})
+    return redirect(reverse("monitoring:use_case_judge", args=[use_case.slug]))
 
 
 @login_required

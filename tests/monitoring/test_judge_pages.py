@@ -276,6 +276,39 @@ def test_a_run_failed_for_want_of_a_judge_model_is_retried_with_the_one_set_now(
     assert (retried.status, retried.judge_model) == ("pending", JUDGE)
 
 
+def test_a_lead_retries_every_failed_run_of_a_use_case_at_once(
+    world: World, judge: Any, settings: Any
+) -> None:
+    settings.TREUE_JUDGE_MODEL = ""  # every run fails, as after an outage
+    answers = [ingest(world.service, world.use_case, f"aus-{i}", f"Antwort {i}: 5 Jahre.")
+               for i in range(3)]
+    runs = [execute_pending(a) for a in answers]
+    assert {r.status for r in runs} == {"failed"}
+    # One of them was retried already and failed again: only its newest run counts.
+    settings.TREUE_JUDGE_MODEL = JUDGE
+    lead = client_for(world, "lead")
+    lead.post(f"/answers/{answers[0].pk}/runs/{runs[0].pk}/retry/", {"confirm": "1"})
+    JudgeRun.objects.filter(answer=answers[0], status="pending").update(
+        status="failed", error="judge unreachable")
+    Answer.objects.filter(pk=answers[0].pk).update(status="failed")
+
+    page = lead.get(f"/use-cases/{world.use_case.slug}/judge/").content.decode()
+    assert "Bei 3 Antworten ist der letzte Prüflauf fehlgeschlagen" in text_of(page)
+    assert "Fehlgeschlagene Prüfläufe" not in client_for(world, "expert").get(
+        f"/use-cases/{world.use_case.slug}/judge/").content.decode()
+
+    response = lead.post(f"/use-cases/{world.use_case.slug}/judge/retry-failed/", follow=True)
+    assert "3 fehlgeschlagene Prüfläufe werden wiederholt" in response.content.decode()
+    for answer in answers:
+        newest = answer.judge_runs.order_by("-created_at", "-id").first()
+        assert (newest.status, newest.judge_model) == ("pending", JUDGE)
+        answer.refresh_from_db()
+        assert answer.status == "queued"
+    assert JudgeRun.objects.filter(answer__in=answers).count() == 7
+    assert "Fehlgeschlagene Prüfläufe" not in lead.get(
+        f"/use-cases/{world.use_case.slug}/judge/").content.decode()
+
+
 def test_failed_decomposition_shows_the_error_and_offers_a_retry(
     world: World, judge: Any, openai_server: Any
 ) -> None:

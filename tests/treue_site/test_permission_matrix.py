@@ -125,6 +125,9 @@ ROWS = [
     Row("monitoring:use_case_rescore_week", "POST", "/use-cases/{a}/judge/rescore/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}),
+    Row("monitoring:use_case_retry_failed", "POST", "/use-cases/{a}/judge/retry-failed/",
+                                                        (L, L, 403, 302, 404, 404, 404, 302),
+        body={}, note="nothing failed: a message, back to the judge page"),
     # --- weekly review: an item is its use case's experts' alone
     Row("review:queue", "GET", "/review/",              (L, L, 200, 200, 200, 200, 200, 200)),
     Row("review:item", "GET", "/review/items/{item_a}/",
