@@ -1,4 +1,5 @@
-"""Turns a lost database connection into a 503 with Retry-After instead of a 500."""
+"""Turns a lost database connection into a 503 with Retry-After instead of a 500, and keeps
+every error of the API in its JSON shape."""
 
 from collections.abc import Callable
 
@@ -32,3 +33,37 @@ class DatabaseUnavailableMiddleware:
             )
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
+
+
+class ApiErrorsAsJsonMiddleware:
+    """Under /api/ every answer is `{"errors": [...]}`: Django's own pages for an unknown path
+    (404), a wrong method (405, with its Allow header) and a Host it does not serve (400) are
+    HTML otherwise, which an API client cannot read."""
+
+    MESSAGES = {
+        400: "bad request (the Host header is not served here)",
+        404: "no such endpoint",
+        405: "method not allowed",
+    }
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            not request.path.startswith("/api/")
+            or response.status_code not in self.MESSAGES
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        message = self.MESSAGES[response.status_code]
+        allow = response.get("Allow")
+        if allow:
+            message += f"; allowed: {allow}"
+        converted = JsonResponse(
+            {"errors": [{"field": "", "message": message}]}, status=response.status_code
+        )
+        if allow:
+            converted["Allow"] = allow
+        return converted

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from monitoring import selectors
 from monitoring.demo import DEMO_JUDGE_MODEL
@@ -42,7 +42,7 @@ PAGE_SIZE = 50
 
 
 @never_cache
-@require_GET
+@require_safe  # GET, and HEAD for load balancers that probe with it
 def health(request: HttpRequest) -> HttpResponse:
     """For load balancers and monitoring: the database, the broker, the workers' heartbeat and
     the judge backlog. 503 only when the database is down: a dead broker or worker stops

@@ -455,6 +455,41 @@ def test_malformed_body_is_400(api, make_answer, transform, url):
     assert not Answer.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allow"),
+    [
+        ("post", "/api/v1/answers/", 404, None),  # a trailing slash is another path
+        ("get", "/api/v1/nope", 404, None),
+        ("get", "/api/v1/", 404, None),
+        ("get", URL, 405, "POST"),
+        ("put", URL, 405, "POST"),
+        ("delete", BATCH_URL, 405, "POST"),
+        ("post", "/api/v1/answers/5", 405, "GET"),
+    ],
+)
+def test_unknown_paths_and_wrong_methods_are_json_errors(api, method, path, status, allow):
+    response = getattr(api.client, method)(path, **api._headers())
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    [error] = errors_of(response)
+    if allow:
+        assert response["Allow"] == allow
+        assert error["message"] == f"method not allowed; allowed: {allow}"
+    else:
+        assert error["message"] == "no such endpoint"
+
+
+def test_a_host_not_served_is_a_json_400(client, settings):
+    settings.ALLOWED_HOSTS = ["treue.example"]
+    response = client.post(URL, b"{}", content_type="application/json",
+                           HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    assert errors_of(response)[0]["message"].startswith("bad request")
+    # The pages keep Django's own answer.
+    assert client.get("/login/", HTTP_HOST="evil.example")["Content-Type"].startswith("text/html")
+
+
 # ------------------------------------------------------------------------------------ 401
 
 

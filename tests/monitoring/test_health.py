@@ -63,6 +63,13 @@ def test_all_well(client: Client, alive: None) -> None:
     assert data["oldest_unscored_seconds"] == 0
 
 
+def test_head_answers_like_get_for_load_balancers(client: Client, alive: None) -> None:
+    response = client.head("/health")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert client.post("/health").status_code == 405
+
+
 def test_nothing_public_but_states_and_ages(client: Client, alive: None, settings: Any) -> None:
     body = client.get("/health").content.decode()
     assert "web-1" not in body and "celery@" not in body
