@@ -341,6 +341,13 @@ def _judge_info(answer: Answer) -> dict[str, Any] | None:
     }
 
 
+def _failure_reason(answer: Answer) -> str | None:
+    if answer.status != Answer.Status.FAILED:
+        return None
+    newest = answer.judge_runs.order_by("-created_at", "-id").only("error").first()
+    return (newest.error or None) if newest is not None else None
+
+
 @api.get(
     "/answers/{answer_id}",
     response={
@@ -377,6 +384,7 @@ def get_answer(
             {"position": c.position, "text": c.text, "label": c.label}
             for c in (answer.current_run.claims.all() if answer.current_run else ())
         ],
+        error=_failure_reason(answer),
     )
     return JsonResponse(data)
 

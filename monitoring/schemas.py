@@ -306,6 +306,9 @@ class AnswerDetailOut(AnswerOut):
     abstention: bool = Field(description="judged without claims (an honest 'I don't know')")
     judge: JudgeOut | None = Field(description="the judge run behind the score, once judged")
     claims: list[ClaimOut] = Field(description="the claims of the current judge run")
+    error: str | None = Field(
+        description="when status is failed: why (the reason of the answer's newest judge run)"
+    )
 
 
 class BatchItemOut(BaseModel):

@@ -42,3 +42,25 @@ def test_scores_and_claims_are_returned(api, use_case, make_answer, openai_serve
         (0, CLAIMS[0], "GEDECKT"),
         (1, CLAIMS[1], "UNGEDECKT"),
     ]
+    assert data["error"] is None
+
+
+@pytest.mark.django_db
+def test_a_failed_answer_says_why(api, use_case, make_answer, openai_server) -> None:
+    use_case.sample_rate = 1.0
+    use_case.save()
+    openai_server.responder = responder
+    # The judge refuses to judge an answer with the model that generated it.
+    with override_settings(
+        TREUE_JUDGE_BASE_URL=openai_server.base_url, TREUE_JUDGE_MODEL="gpt-4o-mini"
+    ):
+        created = api.post("/api/v1/answers", make_answer(model="gpt-4o-mini")).json()
+        assert api.get(f"/api/v1/answers/{created['id']}").json()["error"] is None
+        run = JudgeRun.objects.get(answer_id=created["id"])
+        judging.judge_run_execute(run_id=run.pk)
+
+    data = api.get(f"/api/v1/answers/{created['id']}").json()
+    assert data["status"] == "failed"
+    run.refresh_from_db()
+    assert run.error and data["error"] == run.error
+    assert "gpt-4o-mini" in data["error"]
