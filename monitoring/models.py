@@ -369,6 +369,17 @@ class JudgeRun(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} of answer {self.answer_id}"
 
+    @property
+    def reason_display(self) -> str:
+        """Why the run exists, in words: for a run of the sample, how its answer got there
+        (flagged by tier 1 or drawn at random), which "sample" alone reads as the latter."""
+        if self.trigger == self.Trigger.SAMPLE:
+            if self.answer.sample_reason == Answer.SampleReason.FLAGGED:
+                return str(_("markiert (Stufe 1)"))
+            if self.answer.sample_reason == Answer.SampleReason.RANDOM:
+                return str(_("Zufallsstichprobe"))
+        return self.get_trigger_display()
+
 
 class Claim(models.Model):
     """A claim (Aussage) of an answer, as one judge run decomposed it, with its verdict."""

@@ -209,7 +209,7 @@ def test_detail_shows_claims_badges_score_and_run_facts(world: World, judge: Any
     facts = {text_of(k): text_of(v) for k, v in facts.items()}
     assert facts["Prüfmodell"] == JUDGE
     assert facts["Prompt-Version"] == PROMPT_VERSION
-    assert facts["Anlass"] == "Stichprobe"
+    assert facts["Anlass"] == "Zufallsstichprobe"  # how the answer came into the sample
     assert facts["Aufrufe"] == "8"
     assert facts["Token"] == f"{run.prompt_tokens:,} Prompt · {run.completion_tokens} Antwort" \
         .replace(",", ".")
@@ -274,6 +274,21 @@ def test_a_run_failed_for_want_of_a_judge_model_is_retried_with_the_one_set_now(
     assert lead.post(retry_url, {"confirm": "1"}).status_code == 302
     retried = answer.judge_runs.exclude(pk=run.pk).get()
     assert (retried.status, retried.judge_model) == ("pending", JUDGE)
+
+
+def test_a_flagged_answers_run_names_tier_1_as_its_reason(world: World, judge: Any) -> None:
+    text = "Der Behälter wird alle 5 Jahre geprüft."
+    answer = ingest(world.service, world.use_case, "markiert", text, flagged=True)
+    assert answer.sample_reason == "flagged"
+    judge.script(text, [(text, "GEDECKT")])
+    execute_pending(answer)
+    lead = client_for(world, "lead")
+    section = judging_section(lead.get(f"/answers/{answer.pk}/").content.decode())
+    facts = {text_of(k): text_of(v)
+             for k, v in re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", section, re.DOTALL)}
+    assert facts["Anlass"] == "markiert (Stufe 1)"
+    page = text_of(lead.get(f"/use-cases/{world.use_case.slug}/judge/").content.decode())
+    assert "markiert (Stufe 1)" in page
 
 
 def test_a_lead_retries_every_failed_run_of_a_use_case_at_once(
@@ -413,7 +428,7 @@ def test_history_lists_earlier_runs_and_warns_that_models_differ(
     assert history is not None and "<details class=\"history\" open" not in section
     rows = [text_of(r) for r in re.findall(r"<tr>(.*?)</tr>", history.group(1), re.DOTALL)[1:]]
     assert len(rows) == 1
-    assert f"{JUDGE} {PROMPT_VERSION} Stichprobe fertig 0,50" in rows[0]
+    assert f"{JUDGE} {PROMPT_VERSION} Zufallsstichprobe fertig 0,50" in rows[0]
     assert first.pk != second.pk
     assert "1 weiterer Prüflauf" in text
     assert "Werte verschiedener Prüfmodelle/Prompt-Versionen sind nicht direkt vergleichbar." \

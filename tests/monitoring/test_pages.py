@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.staticfiles import finders
 from django.test import Client
 
 from monitoring import services
@@ -431,3 +432,13 @@ def test_health_is_ok_without_login(client: Client, db: None) -> None:
     # No worker runs here, so the overall status is "degraded" (tests/monitoring/test_health.py).
     assert response.json()["database"] == "ok"
     assert "no-cache" in response["Cache-Control"]
+
+
+def test_every_page_names_its_icon_which_the_static_files_hold(client: Client) -> None:
+    # Without one, browsers ask for /favicon.ico, a 404 in every page's console.
+    html = client.get("/login/").content.decode()
+    match = re.search(r'<link rel="icon" href="([^"]+)" type="image/svg\+xml">', html)
+    assert match, "the base template links an icon"
+    assert match.group(1).endswith("img/favicon.svg")
+    found = finders.find("img/favicon.svg")
+    assert found and Path(found).read_text().startswith("<svg")
