@@ -267,8 +267,7 @@ def review_item_reopen(*, item: ReviewItem, user) -> ReviewItem:
 def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
     """Submit the item: every claim needs a label. Writes a new immutable version."""
     with transaction.atomic():
-        item = (ReviewItem.objects.select_for_update()
-                .select_related("judge_run", "reviewer").get(pk=item.pk))
+        item = ReviewItem.objects.select_for_update().select_related("judge_run").get(pk=item.pk)
         if item.status == ReviewItem.Status.SUBMITTED:
             if item.reviewer_id == user.pk:
                 # A double click or a resent form: the submitted version stands, nothing new.
