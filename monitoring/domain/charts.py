@@ -122,10 +122,13 @@ def trend_figure(
 ) -> dict[str, Any]:
     """The weekly estimate with its 95 % band, the action threshold and judge changes.
 
-    `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y". `changes`:
-    (week, text) where the judge model or prompt version changed; a dotted vertical line each.
-    Traces, in order: band, estimate (one point per week, None where too few), too-few points
-    (one per week, None elsewhere), threshold line. Each trace says its role in `meta`.
+    `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y", and
+    "unknown" (optional). `changes`: (week, text) where the judge model or prompt version
+    changed; a dotted vertical line each. Traces, in order: band, estimate (one point per week,
+    None where too few), too-few points (one per week, None elsewhere), threshold line, and only
+    when some week has judged answers but no estimate (a stratum without a judged answer), a
+    grey cross at the foot of the chart for each such week, so that it reads as "too few", not
+    as no data. Each trace says its role in `meta`.
     """
     weeks = [p.x for p in points]
     reliable = [p.value if (p.value is not None and not p.too_few) else None for p in points]
@@ -158,9 +161,19 @@ def trend_figure(
     ]
     values = [v for p in points for v in (p.low, p.value) if v is not None and not p.too_few]
     low = min([threshold, *values]) if values else threshold
+    floor = max(0.0, min(low - 0.05, 0.8))
+    if any(p.value is None and p.n > 0 for p in points):
+        data.append({
+            "type": "scatter", "name": labels.get("unknown", labels["too_few"]), "x": weeks,
+            "y": [floor if p.value is None and p.n > 0 else None for p in points],
+            "mode": "markers", "marker": {"color": GREY, "size": 8, "symbol": "x-thin-open"},
+            "customdata": [[p.n] for p in points],
+            "hovertemplate": "%{x}<br>" + labels.get("unknown", labels["too_few"])
+            + "<br>n = %{customdata[0]}<extra></extra>",
+            "meta": {"role": "unknown"},
+        })
     layout = _layout(height=160 if compact else 360, separators=separators, y_title=labels["y"],
-                     y_range=[max(0.0, min(low - 0.05, 0.8)), 1.02], percent=False,
-                     compact=compact, categories=weeks)
+                     y_range=[floor, 1.02], percent=False, compact=compact, categories=weeks)
     weeks_set = set(weeks)
     shapes, notes = [], []
     for week, text in changes:

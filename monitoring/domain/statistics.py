@@ -87,7 +87,9 @@ class Estimate:
     n: int  # judged answers used (Σ n_h)
     population: int  # N
     n_by_stratum: tuple[int, ...]
-    too_few: bool  # n < MIN_JUDGED, or a non-empty stratum without a judged answer
+    # n < MIN_JUDGED, a non-empty stratum without a judged answer, or a stratum drawn at random
+    # with fewer than MIN_JUDGED judged (a stratum judged in full needs no minimum)
+    too_few: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +238,12 @@ def _estimate(
     unknown = Estimate(None, None, None, n, population, n_by, True)
     if population == 0 or any(size > 0 and not points for size, points, _ in cells):
         return unknown
-    too_few = n < MIN_JUDGED
+    # A stratum drawn at random speaks through its own judged answers only: twelve flagged
+    # answers judged in full and one random one are n = 13, but the unflagged majority of the
+    # week rests on that one answer. A sampled stratum needs MIN_JUDGED of its own.
+    too_few = n < MIN_JUDGED or any(
+        0 < len(points) < min(size, MIN_JUDGED) for size, points, _ in cells
+    )
 
     # (W_h, n_h, sampled, Σa, Σm) of the non-empty strata.
     parts = []

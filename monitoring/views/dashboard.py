@@ -59,6 +59,7 @@ def _trend_labels() -> dict[str, str]:
         "value": _("Treue (Schätzung)"),
         "band": _("95-%-Intervall"),
         "too_few": _("zu wenige geprüft"),
+        "unknown": _("keine Schätzung: zu wenige geprüft"),
         "threshold": _("Handlungsschwelle"),
         "y": _("Treue"),
     }

@@ -63,6 +63,21 @@ def test_trend_has_one_point_per_week_and_greys_the_too_few(
     assert figure["layout"]["xaxis"]["categoryorder"] == "array"
 
 
+def test_a_week_judged_but_without_an_estimate_is_a_grey_cross_at_the_foot() -> None:
+    # Week 2: flagged answers judged, no random one, so no estimate; week 4: no answers at all.
+    points = [P(1, 0.9), P(2, None, n=12, too_few=True), P(3, 0.95), P(4, None, n=0, too_few=True)]
+    figure = charts.trend_figure(points, threshold=0.85, labels={**LABELS, "unknown": "keine"})
+    valid(figure)
+    cross = trace(figure, "unknown")
+    floor = figure["layout"]["yaxis"]["range"][0]
+    assert cross["y"] == [None, floor, None, None]
+    assert cross["name"] == "keine" and "n = %{customdata[0]}" in cross["hovertemplate"]
+    assert [c[0] for c in cross["customdata"]] == [40, 12, 40, 0]
+    # Nothing of the kind when every week judged has its estimate.
+    plain = charts.trend_figure([P(1, 0.9), P(2, None, n=0)], threshold=0.85, labels=LABELS)
+    assert "unknown" not in [t["meta"]["role"] for t in plain["data"]]
+
+
 def test_threshold_line_spans_the_weeks() -> None:
     points = [P(w, 0.9) for w in range(1, 9)]
     figure = charts.trend_figure(points, threshold=0.85, labels=LABELS)
