@@ -53,6 +53,7 @@
   var revision = document.getElementById("revision");
 
   function save() {
+    pending = null;
     show(state.dataset.saving);
     saving = saving.then(function () {
       // Read when it is sent, after the save before it: with the revision that one returned.
@@ -83,6 +84,19 @@
     clearTimeout(pending);
     pending = setTimeout(save, delay);
   }
+
+  // Leaving the page (another answer, the queue, closing the tab) before a pending save has
+  // run: send it anyway, so that the last words of a comment are not lost.
+  // A form post (Abgeben, Speichern, a claim added) carries everything itself.
+  form.addEventListener("submit", function () { clearTimeout(pending); pending = null; });
+  window.addEventListener("pagehide", function () {
+    if (pending === null) return;
+    clearTimeout(pending);
+    pending = null;
+    var data = new FormData(form);
+    data.delete("new_claim");
+    navigator.sendBeacon(form.dataset.saveUrl, data);
+  });
 
   form.addEventListener("change", function (event) {
     if (event.target.name === "new_claim") return;

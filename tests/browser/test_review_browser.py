@@ -299,6 +299,28 @@ def test_expert_reviews_a_batch_with_the_keyboard_only(
     assert not errors, errors
 
 
+def test_a_comment_typed_just_before_leaving_the_page_is_kept(
+    page: Page, live_server: Any, review_world: ReviewWorld  # noqa: F811
+) -> None:
+    w = review_world
+    for external_id in ("k1", "k2"):
+        w.answer(external_id, week=SOURCE_WEEK, claims=claims_of(external_id, [G, G, G]))
+    call_command("create_review_batches", "--week", WEEK)
+    first, second = ReviewBatch.objects.get(week=WEEK).items.order_by("position")
+    log_in(page, live_server.url, f"/review/items/{first.pk}/", "expertin")
+    page.locator("#comment").click()
+    page.keyboard.type("Quelle fehlt")
+    # At once elsewhere (the back button, a bookmark), before the comment's save - 600 ms after
+    # the last key - has run, and without leaving the field first (which would save it).
+    page.goto(f"{live_server.url}/review/items/{second.pk}/")
+    for _ in range(50):
+        first.refresh_from_db()
+        if first.comment:
+            break
+        page.wait_for_timeout(100)
+    assert first.comment == "Quelle fehlt"
+
+
 def test_keys_label_the_claim_with_the_focus_and_a_save_over_anothers_work_is_refused(
     page: Page, live_server: Any, review_world: ReviewWorld  # noqa: F811
 ) -> None:
