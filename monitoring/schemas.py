@@ -74,6 +74,29 @@ def check_json(value: Any, max_chars: int) -> Any:
 
 # Native strict types: they run in pydantic's core, which matters for ~300 tokens per answer.
 Text = Annotated[str, Field(strict=True), AfterValidator(check_text)]
+
+
+def _bounded(*, min_length: int | None = None, max_length: int, pattern: str | None = None) -> Any:
+    """Text with length limits. The limits come before the validator: put after it (as
+    `Annotated[Text, Field(max_length=...)]`), pydantic checks them as a generic constraint and
+    says "Value should have at least 1 item after validation" instead of naming characters."""
+    return Annotated[
+        str,
+        Field(strict=True, min_length=min_length, max_length=max_length, pattern=pattern),
+        AfterValidator(check_text),
+    ]
+
+
+ChunkText = _bounded(max_length=MAX_CHUNK_CHARS)
+ChunkId = _bounded(max_length=200)
+SourceName = _bounded(max_length=500)
+AnswerText = _bounded(max_length=MAX_ANSWER_CHARS)
+ModelName = _bounded(min_length=1, max_length=200)
+ExternalId = _bounded(min_length=1, max_length=200)
+UseCaseSlug = _bounded(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")
+QuestionText = _bounded(min_length=1, max_length=MAX_QUESTION_CHARS)
+
+
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 LogProb = Annotated[
     float,
@@ -157,16 +180,16 @@ class Logprobs(BaseModel):
 class ChunkIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    text: Annotated[Text, Field(max_length=MAX_CHUNK_CHARS)]
-    id: Annotated[Text, Field(max_length=200)] | None = None
+    text: ChunkText
+    id: ChunkId | None = None
     score: Number | None = Field(default=None, description="retrieval similarity")
-    source: Annotated[Text, Field(max_length=500)] | None = None
+    source: SourceName | None = None
 
 
 class CompletionMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    content: Annotated[Text, Field(max_length=MAX_ANSWER_CHARS)] | None = None
+    content: AnswerText | None = None
 
 
 class CompletionChoice(BaseModel):
@@ -181,18 +204,18 @@ class Completion(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: Annotated[Text, Field(min_length=1, max_length=200)]
+    model: ModelName
     choices: list[CompletionChoice] = Field(min_length=1)
 
 
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    external_id: Annotated[Text, Field(min_length=1, max_length=200)]
-    use_case: Annotated[Text, Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")]
-    question: Annotated[Text, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
-    answer: Annotated[Text, Field(max_length=MAX_ANSWER_CHARS)] | None = None
-    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    external_id: ExternalId
+    use_case: UseCaseSlug
+    question: QuestionText
+    answer: AnswerText | None = None
+    model: ModelName | None = None
     chunks: list[ChunkIn] = Field(default_factory=list, max_length=MAX_CHUNKS)
     logprobs: Logprobs | None = None
     completion: Completion | None = None

@@ -1032,6 +1032,27 @@ def test_openapi_schema_describes_the_operations(client):
     # an id that is no integer or out of range is a 400, and documented as one
     detail = schema["paths"]["/api/v1/answers/{answer_id}"]["get"]["responses"]
     assert {"200", "400", "401", "404"} <= set(detail)
+    # The limits the API enforces are in the schema too.
+    props = answer_in["properties"]
+    assert (props["external_id"]["minLength"], props["external_id"]["maxLength"]) == (1, 200)
+    assert props["use_case"]["pattern"] == r"^[-a-zA-Z0-9_]+$"
+    assert props["question"]["maxLength"] == MAX_QUESTION_CHARS
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("external_id", "", "String should have at least 1 character"),
+        ("external_id", "x" * 201, "String should have at most 200 characters"),
+        ("question", "", "String should have at least 1 character"),
+        ("use_case", "a b", "String should match pattern '^[-a-zA-Z0-9_]+$'"),
+    ],
+)
+def test_a_string_out_of_its_limits_is_named_in_characters(api, make_answer, field, value,
+                                                             message):
+    response = api.post(URL, make_answer(**{field: value}))
+    assert response.status_code == 400
+    assert errors_of(response) == [{"field": field, "message": message}]
 
 
 # ----------------------------------------------------------------------- tier 1 wiring
