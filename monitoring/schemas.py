@@ -6,6 +6,7 @@ so that bad input becomes a 400 with the field named instead of a 500 at insert 
 """
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, NotRequired
 
@@ -106,10 +107,15 @@ TokenText = Annotated[str, Field(strict=True, max_length=MAX_TOKEN_CHARS)]
 Byte = Annotated[int, Field(ge=0, le=255, strict=True)]
 
 
+# A date and a time of day: pydantic would also take "1700000000" (as Unix seconds) and a bare
+# date (as midnight UTC), neither of which the contract's ISO 8601 date-time means.
+_ISO_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
 def _iso_only(value: Any) -> Any:
     # Pydantic would read a number as Unix seconds; a client sending 5 meant something else.
-    if not isinstance(value, str):
-        raise ValueError("must be an ISO 8601 string")
+    if not isinstance(value, str) or not _ISO_DATE_TIME.match(value):
+        raise ValueError("must be an ISO 8601 date and time, like 2026-12-01T09:30:00Z")
     return value
 
 

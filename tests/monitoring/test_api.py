@@ -360,6 +360,8 @@ BAD_CASES = [
      setp(["messages"], [{"role": "user", "content": nest(MAX_JSON_DEPTH + 2)}]), "messages"),
     # created_at
     ("created_at unparseable", setp(["created_at"], "gestern"), "created_at"),
+    ("created_at Unix seconds as a string", setp(["created_at"], "1700000000"), "created_at"),
+    ("created_at a date without a time", setp(["created_at"], "2026-12-01"), "created_at"),
     ("created_at month 13", setp(["created_at"], "2025-13-01T00:00:00Z"), "created_at"),
     ("created_at empty", setp(["created_at"], ""), "created_at"),
     ("created_at a number", setp(["created_at"], 1764633600), "created_at"),
