@@ -54,8 +54,16 @@ class BodyTooLarge(Exception):
         super().__init__(f"the body is larger than {limit} bytes")
 
 
+class BodyEncoded(Exception):
+    """A compressed body (Content-Encoding gzip, br, ...): Treue reads JSON as it is sent."""
+
+
 class StrictJSONParser(Parser):
     def parse_body(self, request: HttpRequest) -> Any:
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise BodyEncoded(f"Content-Encoding {encoding!r} is not read here; send the body "
+                              "uncompressed")
         limit = _body_limit(request)
         if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
             raise BodyTooLarge(limit)
@@ -217,6 +225,8 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     cause = exc.__cause__
     if isinstance(cause, BodyTooLarge | RequestDataTooBig):
         return errors(413, [{"field": "", "message": str(cause) or "the body is too large"}])
+    if isinstance(cause, BodyEncoded):
+        return errors(415, [{"field": "Content-Encoding", "message": str(cause)}])
     if isinstance(cause, decoding.BodyError):
         return errors(400, [{"field": cause.field, "message": str(cause)}])
     if isinstance(cause, ValueError):
@@ -275,7 +285,8 @@ def answer_to_dict(answer: Answer) -> dict[str, Any]:
 
 
 ERROR_RESPONSES = {
-    400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut, 429: ErrorOut, 503: ErrorOut,
+    400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut, 415: ErrorOut, 429: ErrorOut,
+    503: ErrorOut,
 }
 
 

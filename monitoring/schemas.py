@@ -17,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
@@ -228,6 +229,14 @@ class AnswerIn(BaseModel):
     messages: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
     created_at: IsoDateTime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("chunks", "metadata", mode="before")
+    @classmethod
+    def _null_is_none_given(cls, value: Any, info: ValidationInfo) -> Any:
+        # Many clients write null for an optional list or object they have nothing for.
+        if value is None:
+            return [] if info.field_name == "chunks" else {}
+        return value
 
     @model_validator(mode="after")
     def _complete(self) -> "AnswerIn":

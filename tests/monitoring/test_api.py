@@ -1,5 +1,6 @@
 """The ingest API through the Django test client: every status code it can answer with."""
 
+import gzip
 import json
 import math
 from datetime import timedelta
@@ -202,6 +203,17 @@ def test_identical_replay_is_200_and_duplicates_nothing(api, make_answer):
         assert again.json() == first.json()
     assert Answer.objects.count() == 1
     assert Chunk.objects.count() == 2
+
+
+def test_null_chunks_and_metadata_mean_none_given(api, make_answer):
+    response = api.post(URL, make_answer(chunks=None, metadata=None))
+    assert response.status_code == 201, response.content
+    answer = Answer.objects.get()
+    assert (answer.chunks.count(), answer.metadata) == (0, {})
+    # The same answer written with empty ones is the same content: a replay, 200.
+    again = api.post(URL, make_answer(chunks=[], metadata={}))
+    assert again.status_code == 200, again.content
+    assert Answer.objects.count() == 1
 
 
 @pytest.mark.parametrize(
@@ -479,6 +491,20 @@ def test_unknown_paths_and_wrong_methods_are_json_errors(api, method, path, stat
         assert error["message"] == f"method not allowed; allowed: {allow}"
     else:
         assert error["message"] == "no such endpoint"
+
+
+@pytest.mark.parametrize("url", [URL, BATCH_URL])
+def test_a_compressed_body_is_415_not_a_misleading_400(api, make_answer, url):
+    body = json.dumps(make_answer() if url == URL else {"answers": [make_answer()]}).encode()
+    response = api.client.post(url, gzip.compress(body), content_type="application/json",
+                               HTTP_CONTENT_ENCODING="gzip", **api._headers())
+    assert response.status_code == 415
+    assert errors_of(response)[0]["field"] == "Content-Encoding"
+    assert not Answer.objects.exists()
+    # "identity" is no encoding at all.
+    plain = api.client.post(url, body, content_type="application/json",
+                            HTTP_CONTENT_ENCODING="identity", **api._headers())
+    assert plain.status_code in (200, 201)
 
 
 def test_a_host_not_served_is_a_json_400(client, settings):
