@@ -103,8 +103,9 @@ fi
 .venv/bin/python manage.py migrate --noinput -v0
 .venv/bin/python manage.py seed_demo
 
+: >var/worker.log  # a new log each start; both writers below append, so neither overwrites
 .venv/bin/celery -A treue_site worker --beat --loglevel=INFO --pool=threads --concurrency=8 \
-  --schedule=var/celerybeat-schedule >var/worker.log 2>&1 &
+  --schedule=var/celerybeat-schedule >>var/worker.log 2>&1 &
 worker=$!
 echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
 # This week's review batch for the demo, once the worker has judged last week's answers (beat
@@ -112,6 +113,8 @@ echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
 .venv/bin/python manage.py create_review_batches --wait 300 >>var/worker.log 2>&1 &
 batcher=$!
 # In the background too, so that a TERM to this script (not only Ctrl-C) reaches the trap.
-.venv/bin/python manage.py runserver "0.0.0.0:${PORT:-8000}" &
+# Loopback only by default: the demo runs with DEBUG on and a login printed above. HOST=0.0.0.0
+# shows it to other machines.
+.venv/bin/python manage.py runserver "${HOST:-127.0.0.1}:${PORT:-8000}" &
 web=$!
 wait "$web"
