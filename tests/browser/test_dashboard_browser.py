@@ -120,6 +120,12 @@ def test_lead_lands_on_the_overview_and_its_chart_is_drawn(
     screenshot(page, "overview")
     assert errors == []
 
+    # On a phone the cards' week tables scroll inside their card, not the page.
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.reload()
+    expect(card).to_be_visible()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
+
 
 def test_use_case_page_draws_trend_shares_and_causes(
     page: Page, live_server: Any, world: DashWorld  # noqa: F811

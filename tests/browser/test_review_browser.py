@@ -474,6 +474,14 @@ def test_lead_sees_calibration_scatter_with_a_point_per_reviewed_answer(
     screenshot(page, "calibration")
     assert not errors, errors
 
+    # On a phone the figures stay on the screen: nothing makes the page scroll sideways.
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.reload()
+    expect(page.locator("#rolling-n")).to_be_visible()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
+    box = page.locator("#kappa").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 375
+
 
 def test_calibration_scatter_keeps_scores_between_0_and_1(
     page: Page, live_server: Any, review_world: ReviewWorld,  # noqa: F811
