@@ -223,19 +223,23 @@ class _UseCases:
                 for u in service.use_cases.filter(slug__in=set(slugs), active=True)
             }
         self.allowed = allowed
-        self.known: dict[str, bool] = {}
+        # slug -> None (no such use case), or whether it is active
+        self.known: dict[str, bool | None] = {}
 
     def resolve(self, slug: str) -> UseCase | IngestResult:
         if slug in self.allowed:
             return self.allowed[slug]
         if slug not in self.known:
-            self.known[slug] = UseCase.objects.filter(slug=slug).exists()
-        if not self.known[slug]:
+            found = UseCase.objects.filter(slug=slug).values_list("active", flat=True).first()
+            self.known[slug] = found
+        state = self.known[slug]
+        if state is None:
             return IngestResult(400, errors=[{"field": "use_case", "message": "unknown use case"}])
-        return IngestResult(
-            403,
-            errors=[{"field": "use_case", "message": "this key may not send to this use case"}],
+        # Inactive: no key may send to it, and saying so spares a search through the key's grants.
+        message = "this use case is inactive" if not state else (
+            "this key may not send to this use case"
         )
+        return IngestResult(403, errors=[{"field": "use_case", "message": message}])
 
 
 def _existing(service: Service, external_id: str, digest: str, raw: Any) -> IngestResult:
