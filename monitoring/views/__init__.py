@@ -241,6 +241,14 @@ def _use_case_or_404(request: HttpRequest, slug: str) -> UseCase:
     return use_case
 
 
+def _rescorable_use_case(request: HttpRequest, slug: str) -> UseCase:
+    """The use case, if the user may see it (else 404) and rescore its answers (else 403)."""
+    use_case = _use_case_or_404(request, slug)
+    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    return use_case
+
+
 def _judge_page(
     request: HttpRequest, use_case: UseCase, week_form: WeekRescoreForm | None = None
 ) -> HttpResponse:
@@ -281,9 +289,7 @@ def use_case_judge(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
-    use_case = _use_case_or_404(request, slug)
-    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
-        raise PermissionDenied
+    use_case = _rescorable_use_case(request, slug)
     result = rescoring.use_case_failed_retry(use_case=use_case, user=request.user)
     messages.success(request, ngettext(
         "%(count)s fehlgeschlagener Prüflauf wird wiederholt.",
@@ -304,9 +310,7 @@ def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def use_case_rescore_week(request: HttpRequest, slug: str) -> HttpResponse:
-    use_case = _use_case_or_404(request, slug)
-    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
-        raise PermissionDenied
+    use_case = _rescorable_use_case(request, slug)
     form = WeekRescoreForm(request.POST)
     if not form.is_valid():
         return _judge_page(request, use_case, week_form=form)

@@ -18,11 +18,17 @@ def responder(request: dict) -> str:
     return "GEDECKT" if CLAIMS[0] in last else "UNGEDECKT"
 
 
-@pytest.mark.django_db
-def test_scores_and_claims_are_returned(api, use_case, make_answer, openai_server) -> None:
+@pytest.fixture
+def every_answer_judged(use_case, openai_server) -> None:
     use_case.sample_rate = 1.0
     use_case.save()
     openai_server.responder = responder
+
+
+@pytest.mark.django_db
+def test_scores_and_claims_are_returned(
+    api, make_answer, openai_server, every_answer_judged
+) -> None:
     with override_settings(
         TREUE_JUDGE_BASE_URL=openai_server.base_url, TREUE_JUDGE_MODEL="judge-x"
     ):
@@ -46,10 +52,7 @@ def test_scores_and_claims_are_returned(api, use_case, make_answer, openai_serve
 
 
 @pytest.mark.django_db
-def test_a_failed_answer_says_why(api, use_case, make_answer, openai_server) -> None:
-    use_case.sample_rate = 1.0
-    use_case.save()
-    openai_server.responder = responder
+def test_a_failed_answer_says_why(api, make_answer, openai_server, every_answer_judged) -> None:
     # The judge refuses to judge an answer with the model that generated it.
     with override_settings(
         TREUE_JUDGE_BASE_URL=openai_server.base_url, TREUE_JUDGE_MODEL="gpt-4o-mini"
