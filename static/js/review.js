@@ -52,10 +52,16 @@
 
   var revision = document.getElementById("revision");
 
+  var unsent = 0;    // saves waiting for the one before them to be answered
+  var inFlight = 0;  // saves sent and not answered yet
+
   function save() {
     pending = null;
+    unsent += 1;
     show(state.dataset.saving);
     saving = saving.then(function () {
+      unsent -= 1;
+      inFlight += 1;
       // Read when it is sent, after the save before it: with the revision that one returned.
       var data = new FormData(form);
       data.delete("new_claim");  // a new claim is added with its button, not by autosave
@@ -75,7 +81,7 @@
         return response.json().then(function (body) {
           show((body.errors && body.errors.join(" ")) || state.dataset.failed);
         }, function () { show(state.dataset.failed); });
-      }, function () { show(state.dataset.failed); });
+      }, function () { show(state.dataset.failed); }).then(function () { inFlight -= 1; });
     });
     return saving;
   }
@@ -85,16 +91,19 @@
     pending = setTimeout(save, delay);
   }
 
-  // Leaving the page (another answer, the queue, closing the tab) before a pending save has
-  // run: send it anyway, so that the last words of a comment are not lost.
   // A form post (Abgeben, Speichern, a claim added) carries everything itself.
   form.addEventListener("submit", function () { clearTimeout(pending); pending = null; });
+  // Leaving the page (another answer, the queue, closing the tab) with a save not yet sent (the
+  // last words of a comment, a label changed while another save was answered): send the page's
+  // state anyway. A save of this page still in flight would change the revision under it, so
+  // then the beacon goes without one rather than be refused as someone else's.
   window.addEventListener("pagehide", function () {
-    if (pending === null) return;
+    if (pending === null && unsent === 0) return;
     clearTimeout(pending);
     pending = null;
     var data = new FormData(form);
     data.delete("new_claim");
+    if (inFlight) data.delete("revision");
     navigator.sendBeacon(form.dataset.saveUrl, data);
   });
 
