@@ -62,6 +62,10 @@ class Stratum:
 
     size: int  # N_h: answers in the stratum that week, judged or not
     values: Sequence[float]  # judged values in [0, 1] (scores, or 0/1 indicators)
+    # Drawn at random (the unflagged answers) rather than judged in full (the flagged ones,
+    # which may lack a few runs still pending or failed): only a drawn stratum needs MIN_JUDGED
+    # judged answers of its own before its week is an estimate and not "too few".
+    drawn: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class ClaimStratum:
 
     size: int  # N_h
     answers: Sequence[tuple[float, int]]  # GEDECKT = 1 and TEILWEISE = 0.5 points per claim
+    drawn: bool = True  # as Stratum.drawn
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,7 @@ class Estimate:
     population: int  # N
     n_by_stratum: tuple[int, ...]
     # n < MIN_JUDGED, a non-empty stratum without a judged answer, or a stratum drawn at random
-    # with fewer than MIN_JUDGED judged (a stratum judged in full needs no minimum)
+    # with fewer than MIN_JUDGED judged (Stratum.drawn; a stratum judged in full needs none)
     too_few: bool
 
 
@@ -146,7 +151,7 @@ def stratified_mean(strata: Sequence[Stratum], *, confidence: float = 0.95) -> E
     unjudged answers lie somewhere in [0, 1]: this only removes impossible values, so coverage
     is unchanged, and it makes a nearly fully judged week's interval as narrow as it really is.
     """
-    cells = [(s.size, _units(s.values), None) for s in strata]
+    cells = [(s.size, _units(s.values), None, s.drawn) for s in strata]
     return _estimate(cells, confidence, bounded=True)
 
 
@@ -191,7 +196,7 @@ def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> 
                 raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
             points.append(float(a))
             claims.append(float(m))  # Integral: numpy integers are fine too
-        cells.append((s.size, points, claims))
+        cells.append((s.size, points, claims, s.drawn))
     return _estimate(cells, confidence, bounded=False)
 
 
@@ -220,34 +225,35 @@ def _unit(value: float) -> float:
 
 
 def _estimate(
-    cells: list[tuple[int, list[float], list[float] | None]], confidence: float, bounded: bool
+    cells: list[tuple[int, list[float], list[float] | None, bool]], confidence: float,
+    bounded: bool,
 ) -> Estimate:
     """The shared machinery: a stratified ratio Σ W_h ā_h / Σ W_h m̄_h with its interval.
 
     ``claims`` None means one "claim" per answer (a plain mean); then the ratio is the mean.
     """
     z = z_value(confidence)
-    for size, points, _ in cells:
+    for size, points, _, _ in cells:
         if isinstance(size, bool) or not isinstance(size, Integral) or size < 0:
             raise ValueError(f"stratum size must be an integer of at least 0, not {size!r}")
         if len(points) > size:
             raise ValueError(f"{len(points)} judged answers in a stratum of {size}")
-    population = int(sum(size for size, _, _ in cells))
-    n_by = tuple(len(points) for _, points, _ in cells)
+    population = int(sum(size for size, _, _, _ in cells))
+    n_by = tuple(len(points) for _, points, _, _ in cells)
     n = sum(n_by)
     unknown = Estimate(None, None, None, n, population, n_by, True)
-    if population == 0 or any(size > 0 and not points for size, points, _ in cells):
+    if population == 0 or any(size > 0 and not points for size, points, _, _ in cells):
         return unknown
     # A stratum drawn at random speaks through its own judged answers only: twelve flagged
     # answers judged in full and one random one are n = 13, but the unflagged majority of the
     # week rests on that one answer. A sampled stratum needs MIN_JUDGED of its own.
     too_few = n < MIN_JUDGED or any(
-        0 < len(points) < min(size, MIN_JUDGED) for size, points, _ in cells
+        drawn and 0 < len(points) < min(size, MIN_JUDGED) for size, points, _, drawn in cells
     )
 
     # (W_h, n_h, sampled, Σa, Σm) of the non-empty strata.
     parts = []
-    for size, points, claims in cells:
+    for size, points, claims, _ in cells:
         if size:
             total_claims = float(len(points)) if claims is None else math.fsum(claims)
             parts.append((size / population, len(points), len(points) < size,
@@ -268,7 +274,7 @@ def _estimate(
     ratio = shrunk_num / shrunk_den
 
     terms = []
-    for size, points, claims in cells:
+    for size, points, claims, _ in cells:
         k = len(points)
         if not size or k == size:
             continue  # empty, or judged in full: the finite population correction is 0
@@ -294,7 +300,7 @@ def _estimate(
         low, high = _wilson(value, ratio * (1 - ratio) / variance, z)
     if bounded:
         # Unjudged answers score somewhere in [0, 1]; the mean cannot leave these bounds.
-        judged_sum = math.fsum(math.fsum(points) for _, points, _ in cells)
+        judged_sum = math.fsum(math.fsum(points) for _, points, _, _ in cells)
         unjudged = population - n
         # min/max with the value: the bounds and the weighted value differ in the last bit.
         low = min(max(low, judged_sum / population), value)
@@ -314,14 +320,16 @@ def week_strata(rows: Iterable[tuple[bool, float | None]]) -> list[Stratum]:
         sizes[h] += 1
         if score is not None:
             values[h].append(score)
-    return [Stratum(sizes[0], values[0]), Stratum(sizes[1], values[1])]
+    return [Stratum(sizes[0], values[0], drawn=False), Stratum(sizes[1], values[1])]
 
 
 def indicator_strata(
     strata: Sequence[Stratum], predicate: Callable[[float], bool]
 ) -> list[Stratum]:
     """The same strata with each value replaced by 1.0 where ``predicate`` holds, else 0.0."""
-    return [Stratum(s.size, [1.0 if predicate(v) else 0.0 for v in s.values]) for s in strata]
+    return [
+        Stratum(s.size, [1.0 if predicate(v) else 0.0 for v in s.values], s.drawn) for s in strata
+    ]
 
 
 def lift(

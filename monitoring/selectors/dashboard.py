@@ -401,7 +401,11 @@ def _strata(
     values = tuple(list(map(value or _SCORE, part)) for part in parts)
     # A stratum is never smaller than what was judged of it (an answer stored between the two
     # queries would otherwise make the domain refuse the group).
-    return [Stratum(max(size, len(v)), v) for size, v in zip(sizes, values, strict=True)]
+    # The flagged stratum (first) is judged in full; the unflagged one is drawn at random.
+    return [
+        Stratum(max(size, len(v)), v, drawn=h == 1)
+        for h, (size, v) in enumerate(zip(sizes, values, strict=True))
+    ]
 
 
 def _week_figures(
@@ -431,8 +435,8 @@ def _week_figures(
         rows = judged.get((use_case.pk, i), [])
         parts = _split(rows)
         strata = [
-            Stratum(max(size, len(part)), list(map(_SCORE, part)))
-            for size, part in zip(sizes, parts, strict=True)
+            Stratum(max(size, len(part)), list(map(_SCORE, part)), drawn=h == 1)
+            for h, (size, part) in enumerate(zip(sizes, parts, strict=True))
         ]
         estimate = statistics.stratified_mean(strata)
         below = abstention_share = claim_estimate = None
@@ -441,7 +445,7 @@ def _week_figures(
                 statistics.indicator_strata(strata, lambda s: s < threshold)
             )
             abstention_share = statistics.stratified_share([
-                Stratum(s.size, [1.0 if r.abstention else 0.0 for r in part])
+                Stratum(s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
                 for s, part in zip(strata, parts, strict=True)
             ])
             if claims is not None and i >= claims_from:
@@ -450,7 +454,7 @@ def _week_figures(
                     [claims.get(r.run_id, none) for r in part] for part in parts
                 )
                 claim_estimate = statistics.claim_share([
-                    statistics.ClaimStratum(s.size, a)
+                    statistics.ClaimStratum(s.size, a, s.drawn)
                     for s, a in zip(strata, per_answer, strict=True)
                 ])
         week_usage = usage.get((use_case.pk, i), Usage())

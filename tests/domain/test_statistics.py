@@ -215,9 +215,13 @@ EDGE_CASES = [
     # A stratum judged in full is exact however small; it needs no minimum of its own.
     ("a small census stratum", [Stratum(3, [0.0, 0.5, 1.0]), Stratum(300, [1.0] * MIN_JUDGED)],
      (1.5 + 300) / 303, 3 + MIN_JUDGED, 303, (3, MIN_JUDGED), False),
-    # A small stratum drawn from: all of it, or it is too few.
-    ("a small stratum partly judged", [Stratum(0, []), Stratum(6, [1.0] * 5)], 1.0, 5, 6,
-     (0, 5), True),
+    # A small stratum drawn from: all of it, or it is too few (n = 25 alone would be enough).
+    ("a small stratum partly judged", [Stratum(20, [1.0] * 20, drawn=False),
+                                       Stratum(6, [1.0] * 5)], 1.0, 25, 26, (20, 5), True),
+    # A stratum judged in full but for a run still pending or failed is no sample: no minimum.
+    ("the flagged census short of one run",
+     [Stratum(9, [0.5] * 8, drawn=False), Stratum(300, [1.0] * 40)],
+     (9 * 0.5 + 300 * 1.0) / 309, 48, 309, (8, 40), False),
 ]
 
 
