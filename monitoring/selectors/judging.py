@@ -353,13 +353,18 @@ def judge_run_counts(*, use_case: UseCase, days: int = USAGE_DAYS) -> RunCounts:
     return RunCounts(**counts)
 
 
-def judge_runs_failed_newest(*, use_case: UseCase) -> QuerySet[JudgeRun]:
-    """The use case's failed runs that are their answer's newest run: what a retry can take up
-    (an older failure has been overtaken by a later run)."""
+def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
+    """The use case's failed runs that a retry can take up: each its answer's newest (an older
+    failure has been overtaken by a later run), of an answer not anonymised, and not a refusal
+    to judge an answer with its own model (a retry would be refused the same way)."""
     newest = (JudgeRun.objects.filter(answer=OuterRef("answer"))
               .order_by("-created_at", "-id").values("pk")[:1])
-    return (JudgeRun.objects.filter(answer__use_case=use_case, status=JudgeRun.Status.FAILED)
-            .filter(pk=Subquery(newest)).order_by("pk"))
+    runs = (JudgeRun.objects.filter(answer__use_case=use_case, status=JudgeRun.Status.FAILED,
+                                    answer__anonymised_at__isnull=True)
+            .filter(pk=Subquery(newest)).select_related("answer")
+            .only("pk", "answer_id", "judge_model", "answer__model").order_by("pk"))
+    model = settings.TREUE_JUDGE_MODEL
+    return [r for r in runs if not same_model(r.judge_model or model, r.answer.model)]
 
 
 def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> QuerySet[JudgeRun]:

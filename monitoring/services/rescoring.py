@@ -106,7 +106,7 @@ def use_case_failed_retry(*, use_case: UseCase, user: AbstractBaseUser) -> Faile
     """Retry every failed run of the use case that is its answer's newest, as judge_run_retry
     does one: after an outage of the judge endpoint that outlasted the retries."""
     retried = refused = 0
-    for run in selectors.judge_runs_failed_newest(use_case=use_case):
+    for run in selectors.judge_runs_to_retry(use_case=use_case):
         try:
             judge_run_retry(run=run, user=user)
         except RescoreRefused:

@@ -274,7 +274,7 @@ def _judge_page(
         "weekly": selectors.use_case_weekly_cost(use_case=use_case),
         "may_rescore": may_rescore,
         "week_form": week_form,
-        "failed_to_retry": selectors.judge_runs_failed_newest(use_case=use_case).count()
+        "failed_to_retry": len(selectors.judge_runs_to_retry(use_case=use_case))
         if may_rescore else 0,
         "usage_days": selectors.USAGE_DAYS,
     })
@@ -291,6 +291,9 @@ def use_case_judge(request: HttpRequest, slug: str) -> HttpResponse:
 def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
     use_case = _rescorable_use_case(request, slug)
     result = rescoring.use_case_failed_retry(use_case=use_case, user=request.user)
+    if not result.retried and not result.refused:
+        messages.info(request, _("Kein fehlgeschlagener Prüflauf zu wiederholen."))
+        return redirect(reverse("monitoring:use_case_judge", args=[use_case.slug]))
     messages.success(request, ngettext(
         "%(count)s fehlgeschlagener Prüflauf wird wiederholt.",
         "%(count)s fehlgeschlagene Prüfläufe werden wiederholt.",

@@ -306,6 +306,9 @@ def test_a_lead_retries_every_failed_run_of_a_use_case_at_once(
     JudgeRun.objects.filter(answer=answers[0], status="pending").update(
         status="failed", error="judge unreachable")
     Answer.objects.filter(pk=answers[0].pk).update(status="failed")
+    # A refusal to judge an answer with its own model is not offered: a retry fails the same way.
+    own = ingest(world.service, world.use_case, "eigenes-modell", "Alle 5 Jahre.", model=JUDGE)
+    assert execute_pending(own).status == "failed"
 
     page = lead.get(f"/use-cases/{world.use_case.slug}/judge/").content.decode()
     assert "Bei 3 Antworten ist der letzte Prüflauf fehlgeschlagen" in text_of(page)
@@ -320,8 +323,11 @@ def test_a_lead_retries_every_failed_run_of_a_use_case_at_once(
         answer.refresh_from_db()
         assert answer.status == "queued"
     assert JudgeRun.objects.filter(answer__in=answers).count() == 7
+    assert own.judge_runs.count() == 1
     assert "Fehlgeschlagene Prüfläufe" not in lead.get(
         f"/use-cases/{world.use_case.slug}/judge/").content.decode()
+    nothing = lead.post(f"/use-cases/{world.use_case.slug}/judge/retry-failed/", follow=True)
+    assert "Kein fehlgeschlagener Prüflauf zu wiederholen." in nothing.content.decode()
 
 
 def test_failed_decomposition_shows_the_error_and_offers_a_retry(
