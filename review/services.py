@@ -204,6 +204,10 @@ def review_item_save(*, item: ReviewItem, user, data: ItemInput) -> ReviewItem:
     """Save the expert's work as it goes. Saving a submitted item starts a new version."""
     _check_input(data)
     item = ReviewItem.objects.select_for_update().get(pk=item.pk)
+    if item.status == ReviewItem.Status.SUBMITTED and item.reviewer_id == user.pk:
+        # The second request of a double click on "Abgeben", held here until the first one had
+        # submitted: what it carries was submitted already (review_item_submit then does nothing).
+        return item
     if data.revision is not None and data.revision != item_revision(item):
         # Two experts (or two windows) saving by turns would overwrite each other unnoticed.
         raise ReviewConflict(
@@ -267,7 +271,8 @@ def review_item_reopen(*, item: ReviewItem, user) -> ReviewItem:
 def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
     """Submit the item: every claim needs a label. Writes a new immutable version."""
     with transaction.atomic():
-        item = ReviewItem.objects.select_for_update().select_related("judge_run").get(pk=item.pk)
+        item = (ReviewItem.objects.select_for_update(of=("self",))
+                .select_related("judge_run").get(pk=item.pk))
         if item.status == ReviewItem.Status.SUBMITTED:
             if item.reviewer_id == user.pk:
                 # A double click or a resent form: the submitted version stands, nothing new.

@@ -91,8 +91,24 @@
     pending = setTimeout(save, delay);
   }
 
-  // A form post (Abgeben, Speichern, a claim added) carries everything itself.
-  form.addEventListener("submit", function () { clearTimeout(pending); pending = null; });
+  // A form post (Abgeben, Speichern, a claim added, removed) carries everything itself, with
+  // the revision the last save returned: so it waits for a save still under way, which would
+  // otherwise change the revision under it and make the post look like someone else's.
+  var resubmitting = false;
+  form.addEventListener("submit", function (event) {
+    clearTimeout(pending);
+    pending = null;
+    if (resubmitting || (inFlight === 0 && unsent === 0)) {
+      resubmitting = false;
+      return;
+    }
+    event.preventDefault();
+    var submitter = event.submitter;
+    saving.then(function () {
+      resubmitting = true;
+      form.requestSubmit(submitter);
+    });
+  });
   // Leaving the page (another answer, the queue, closing the tab) with a save not yet sent (the
   // last words of a comment, a label changed while another save was answered): send the page's
   // state anyway. A save of this page still in flight would change the revision under it, so
@@ -104,7 +120,12 @@
     var data = new FormData(form);
     data.delete("new_claim");
     if (inFlight) data.delete("revision");
-    navigator.sendBeacon(form.dataset.saveUrl, data);
+    // keepalive: the request outlives the page, and as JSON a refusal stays out of the next
+    // page's messages.
+    fetch(form.dataset.saveUrl, {
+      method: "POST", body: data, keepalive: true, credentials: "same-origin",
+      headers: { "Accept": "application/json" },
+    });
   });
 
   form.addEventListener("change", function (event) {

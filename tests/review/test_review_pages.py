@@ -537,6 +537,28 @@ def test_submitting_an_answer_another_expert_submitted_meanwhile_takes_nothing(
     assert ReviewSubmission.objects.filter(item=item).count() == 1
 
 
+def test_the_second_request_of_a_double_click_is_no_conflict(
+    review_world: ReviewWorld, batch: ReviewBatch
+) -> None:
+    # Both requests of a double click on "Abgeben" load the item before either has submitted;
+    # the second waits for the first's lock and then finds the item submitted by the same expert.
+    one, _ = experts(review_world)
+    item = item_of(batch, "a1")
+    seen = revision_on_page(one, item)
+    loaded_by_second = ReviewItem.objects.get(pk=item.pk)
+    assert one.post(url(item, "submit"), {"claim-1": G, "claim-2": G, "revision": seen}
+                    ).status_code == 302
+    data = services.ItemInput(labels={1: G, 2: G}, revision=seen)
+    user = review_world.users["expert"]
+    saved = services.review_item_save(item=loaded_by_second, user=user, data=data)
+    assert services.review_item_submit(item=saved, user=user).version == 1
+    assert ReviewSubmission.objects.filter(item=item).count() == 1
+    # Another expert with the same stale page is still told.
+    with pytest.raises(services.ReviewConflict):
+        services.review_item_save(item=loaded_by_second, user=review_world.users["expert2"],
+                                  data=data)
+
+
 def test_a_form_made_before_anothers_save_cannot_submit_over_it(
     review_world: ReviewWorld, batch: ReviewBatch
 ) -> None:
