@@ -119,7 +119,12 @@ def _is_batch(request: HttpRequest) -> bool:
 
 
 def _body_limit(request: HttpRequest) -> int:
-    if _is_batch(request):
+    return body_limit(request.path)
+
+
+def body_limit(path: str) -> int:
+    """The most an ingest endpoint takes, by its path: the batch endpoint has its own limit."""
+    if path.endswith("/batch"):
         return settings.TREUE_MAX_BATCH_BODY_BYTES
     return settings.TREUE_MAX_BODY_BYTES
 
@@ -353,10 +358,18 @@ def _judge_info(answer: Answer) -> dict[str, Any] | None:
 
 
 def _failure_reason(answer: Answer) -> str | None:
+    """Why judging failed, in words for the RAG service: the run's own error stays with the
+    operator (it can hold a provider's message or the name of a setting)."""
     if answer.status != Answer.Status.FAILED:
         return None
-    newest = answer.judge_runs.order_by("-created_at", "-id").only("error").first()
-    return (newest.error or None) if newest is not None else None
+    newest = (answer.judge_runs.order_by("-created_at", "-id")
+              .only("judge_model", "retryable").first())
+    if newest is not None and selectors.same_model(newest.judge_model, answer.model):
+        return ("the judge model is the model that generated the answer, and a model does not "
+                "judge itself; an operator can rescore it with another judge model")
+    if newest is not None and newest.retryable:
+        return "the judge was unavailable for longer than its retries; an operator can retry it"
+    return "judging failed; an operator can see why and retry it"
 
 
 @api.get(

@@ -3,13 +3,20 @@
 import gc
 import os
 
-from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from treue_site.request_body import ChunkedBodies
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
-application = ChunkedBodies(get_wsgi_application(), limit=settings.TREUE_MAX_BATCH_BODY_BYTES)
+
+
+def _api_body_limit(path: str) -> int:
+    from monitoring.api import body_limit  # once Django is set up
+
+    return body_limit(path)
+
+
+application = ChunkedBodies(get_wsgi_application(), limit=_api_body_limit)
 
 # An ingest request builds ~3,000 objects per answer (the parsed JSON); with the default
 # thresholds the collector re-scans them many times per batch. Freezing what import created and

@@ -65,5 +65,14 @@ def test_a_failed_answer_says_why(api, make_answer, openai_server, every_answer_
     data = api.get(f"/api/v1/answers/{created['id']}").json()
     assert data["status"] == "failed"
     run.refresh_from_db()
-    assert run.error and data["error"] == run.error
-    assert "gpt-4o-mini" in data["error"]
+    assert run.error and run.error != data["error"]  # the operator's text stays with the operator
+    assert data["error"].startswith("the judge model is the model that generated the answer")
+
+    # Any other failure: a plain sentence, not the run's error.
+    JudgeRun.objects.filter(pk=run.pk).update(judge_model="judge-x",
+                                              error="internal error: KeyError('x')")
+    data = api.get(f"/api/v1/answers/{created['id']}").json()
+    assert data["error"] == "judging failed; an operator can see why and retry it"
+    JudgeRun.objects.filter(pk=run.pk).update(retryable=True)
+    assert api.get(f"/api/v1/answers/{created['id']}").json()["error"].startswith(
+        "the judge was unavailable")

@@ -15,6 +15,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import RequestFactory
 
+from monitoring.api import body_limit
 from monitoring.models import Answer
 from treue_site.request_body import ChunkedBodies
 
@@ -56,7 +57,7 @@ def app() -> Iterator[ChunkedBodies]:
     for signal in (request_started, request_finished):
         signal.disconnect(close_old_connections)
     try:
-        yield ChunkedBodies(WSGIHandler(), limit=LIMIT)
+        yield ChunkedBodies(WSGIHandler(), limit=lambda path: LIMIT)
     finally:
         for signal in (request_started, request_finished):
             signal.connect(close_old_connections)
@@ -87,9 +88,9 @@ def test_a_chunked_body_over_what_any_endpoint_takes_is_read_no_further(make_ans
         return [b""]
 
     stream = io.BytesIO(b"x" * (LIMIT * 3))
-    environ = chunked_environ(b"", None)
+    environ = chunked_environ(b"", "some-key")
     environ["wsgi.input"] = stream
-    call(ChunkedBodies(inner, limit=LIMIT), environ)
+    call(ChunkedBodies(inner, limit=lambda path: LIMIT), environ)
     assert seen == {"length": str(LIMIT + 1), "body": b"x" * (LIMIT + 1)}
     assert stream.tell() == LIMIT + 1
 
@@ -100,7 +101,7 @@ def test_chunked_where_the_server_cannot_tell_its_end_is_411(service_and_key, ma
 
     body = json.dumps(make_answer()).encode()
     environ = chunked_environ(body, service_and_key[1], terminated=False)
-    response, content = call(ChunkedBodies(inner, limit=LIMIT), environ)
+    response, content = call(ChunkedBodies(inner, limit=lambda path: LIMIT), environ)
     assert response.status.startswith("411")
     assert response.headers["Content-Type"] == "application/json"
     assert "Content-Length" not in response.headers  # runserver closes the connection then
@@ -116,7 +117,31 @@ def test_a_body_with_its_length_passes_untouched():
         return [b""]
 
     stream = io.BytesIO(b"{}")
+    # Both headers: left to the server (gunicorn refuses such a request, a smuggling sign).
     environ = {"REQUEST_METHOD": "POST", "CONTENT_LENGTH": "2", "wsgi.input": stream,
-               "HTTP_TRANSFER_ENCODING": "chunked"}  # a length given wins, as in HTTP
-    call(ChunkedBodies(inner, limit=LIMIT), environ)
+               "HTTP_TRANSFER_ENCODING": "chunked", "PATH_INFO": "/api/v1/answers",
+               "HTTP_AUTHORIZATION": "Bearer k"}
+    call(ChunkedBodies(inner, limit=lambda path: LIMIT), environ)
     assert seen["input"] is stream and stream.tell() == 0
+
+
+@pytest.mark.parametrize(("path", "key"), [("/api/v1/answers", None), ("/login/", "a key")],
+                         ids=["no key: a 401 anyway", "a page: browsers send no chunked bodies"])
+def test_nothing_is_read_without_a_key_or_outside_the_api(path, key):
+    seen: dict[str, Any] = {}
+
+    def inner(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen["length"] = environ.get("CONTENT_LENGTH")
+        start_response("401 Unauthorized", [])
+        return [b""]
+
+    stream = io.BytesIO(b"x" * 1000)
+    environ = chunked_environ(b"", key)
+    environ.update({"wsgi.input": stream, "PATH_INFO": path})
+    call(ChunkedBodies(inner, limit=lambda path: LIMIT), environ)
+    assert seen["length"] is None and stream.tell() == 0
+
+
+def test_each_endpoint_reads_up_to_its_own_limit(settings):
+    settings.TREUE_MAX_BODY_BYTES, settings.TREUE_MAX_BATCH_BODY_BYTES = 100, 1000
+    assert (body_limit("/api/v1/answers"), body_limit("/api/v1/answers/batch")) == (100, 1000)
