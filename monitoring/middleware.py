@@ -41,7 +41,7 @@ class ApiErrorsAsJsonMiddleware:
     HTML otherwise, which an API client cannot read."""
 
     MESSAGES = {
-        400: "bad request (the Host header is not served here)",
+        400: "bad request",
         404: "no such endpoint",
         405: "method not allowed",
     }

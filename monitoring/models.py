@@ -377,7 +377,7 @@ class JudgeRun(models.Model):
             if self.answer.sample_reason == Answer.SampleReason.FLAGGED:
                 return str(_("markiert (Stufe 1)"))
             if self.answer.sample_reason == Answer.SampleReason.RANDOM:
-                return str(_("Zufallsstichprobe"))
+                return self.answer.get_sample_reason_display()
         return self.get_trigger_display()
 
 

@@ -167,6 +167,7 @@ def trend_figure(
             "type": "scatter", "name": labels.get("unknown", labels["too_few"]), "x": weeks,
             "y": [floor if p.value is None and p.n > 0 else None for p in points],
             "mode": "markers", "marker": {"color": GREY, "size": 8, "symbol": "x-thin-open"},
+            "cliponaxis": False,  # on the axis' floor: drawn whole, not cut in half
             "customdata": [[p.n] for p in points],
             "hovertemplate": "%{x}<br>" + labels.get("unknown", labels["too_few"])
             + "<br>n = %{customdata[0]}<extra></extra>",

@@ -208,15 +208,14 @@ def judge_run_retry(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
         raise Http404
     back = reverse("monitoring:answer_detail", args=[answer.pk])
     if "confirm" not in request.POST:
+        model = rescoring.retry_model(run)
         return _confirm(request, {
             "kind": "retry",
             "answer": answer,
             "use_case": answer.use_case,
             "run": run,
-            "judge_model": rescoring.retry_model(run),
-            "estimate": selectors.rescore_estimate_for_answer(
-                answer=answer, judge_model=rescoring.retry_model(run)
-            ),
+            "judge_model": model,
+            "estimate": selectors.rescore_estimate_for_answer(answer=answer, judge_model=model),
             "action": reverse("monitoring:judge_run_retry", args=[answer.pk, run.pk]),
             "fields": {},
             "back": back,
