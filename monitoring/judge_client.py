@@ -2,8 +2,8 @@
 investigations re-ask (any OpenAI-compatible endpoints).
 
 It turns the SDK's errors into two kinds the task understands: `JudgeUnavailable` (transient:
-timeouts, connection errors, 429, 5xx, a 200 whose body is not JSON — retry later, honouring
-Retry-After) and `JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run
+timeouts, connection errors, 429, 5xx, a 200 whose body is not a chat completion — a proxy's
+HTML page, JSON of another shape — retry later, honouring Retry-After) and `JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run
 fails with the reason shown). The SDK's own retries are off: the Celery task owns retrying,
 with backoff that survives a worker restart.
 """
@@ -154,7 +154,7 @@ class JudgeClient:
             max_tokens=max_tokens,
             timeout=timeout,
         )
-        return _result(completion, self.config.model, started)
+        return _result(completion, self.config.model, started, "judge")
 
 
 def _create(client: openai.OpenAI, who: str, **request: Any) -> Any:
@@ -181,18 +181,37 @@ def _create(client: openai.OpenAI, who: str, **request: Any) -> Any:
         raise JudgeUnavailable(f"{who} reply is not JSON: {e}"[:500]) from e
 
 
-def _result(completion: Any, model: str, started: float) -> CallResult:
+def _result(completion: Any, model: str, started: float, who: str) -> CallResult:
     latency_ms = int((time.monotonic() - started) * 1000)
-    choice = completion.choices[0] if completion.choices else None
-    text = (choice.message.content if choice else None) or ""
-    usage = completion.usage
+    try:
+        choice = completion.choices[0] if completion.choices else None
+        text = (choice.message.content if choice and choice.message else None) or ""
+        usage = completion.usage
+        prompt_tokens = (usage.prompt_tokens if usage else 0) or 0
+        completion_tokens = (usage.completion_tokens if usage else 0) or 0
+        reported = completion.model or model
+    except (AttributeError, TypeError, IndexError, KeyError) as e:
+        # The SDK hands back whatever a 200 carried: a str for a text/html page, a list, or a
+        # ChatCompletion built without validation from JSON of another shape. Like a 5xx, that
+        # is the endpoint's (or a proxy's) trouble: retried, and shown if it persists.
+        raise _not_a_completion(who, completion) from e
+    if not (
+        isinstance(text, str) and isinstance(reported, str)
+        and isinstance(prompt_tokens, int) and isinstance(completion_tokens, int)
+    ):
+        raise _not_a_completion(who, completion)
     return CallResult(
         text=text,
-        prompt_tokens=usage.prompt_tokens if usage else 0,
-        completion_tokens=usage.completion_tokens if usage else 0,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         latency_ms=latency_ms,
-        model=completion.model or model,
+        model=reported,
     )
+
+
+def _not_a_completion(who: str, reply: object) -> JudgeUnavailable:
+    kind = "text" if isinstance(reply, str) else type(reply).__name__
+    return JudgeUnavailable(f"{who} reply is not a chat completion ({kind})")
 
 
 @dataclass(frozen=True)
@@ -244,6 +263,11 @@ class GeneratorClient:
             logprobs=True,
             timeout=timeout,
         )
+        result = _result(completion, model, started, "generator")
         choice = completion.choices[0] if completion.choices else None
-        logprobs = choice.logprobs.model_dump(mode="json") if choice and choice.logprobs else None
-        return Generation(result=_result(completion, model, started), logprobs=logprobs)
+        logprobs = getattr(choice, "logprobs", None)
+        if logprobs is not None and not hasattr(logprobs, "model_dump"):
+            raise _not_a_completion("generator", completion)
+        return Generation(
+            result=result, logprobs=logprobs.model_dump(mode="json") if logprobs else None
+        )

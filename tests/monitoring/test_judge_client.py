@@ -11,6 +11,7 @@ from email.utils import format_datetime
 import pytest
 
 from monitoring.judge_client import (
+    GeneratorClient,
     JudgeClient,
     JudgeConfig,
     JudgeMisconfigured,
@@ -195,6 +196,44 @@ def test_a_reply_that_is_not_json_is_unavailable(openai_server, client):
 
     with pytest.raises(JudgeUnavailable, match="not JSON"):
         client.call(MESSAGES, max_tokens=16)
+
+
+# A 200 that is not a chat completion: a proxy's page served as text/html (the SDK hands it
+# back as a str), or JSON of another shape (the SDK builds a ChatCompletion from it unchecked).
+NOT_COMPLETIONS = [
+    ("<html><body>Wartung</body></html>", "text/html; charset=utf-8"),
+    ("Service temporarily unavailable", "text/plain"),
+    ("[1, 2, 3]", "application/json"),
+    ('"ok"', "application/json"),
+    ('{"choices": "x"}', "application/json"),
+    ('{"choices": [1]}', "application/json"),
+    ('{"choices": [{"message": {"content": 42}}]}', "application/json"),
+    ('{"choices": [], "usage": "lots"}', "application/json"),
+    ('{"choices": [], "model": ["m"]}', "application/json"),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type"), NOT_COMPLETIONS)
+def test_a_200_that_is_not_a_completion_is_unavailable(openai_server, client, body, content_type):
+    openai_server.fail_next(200, body=body, headers={"Content-Type": content_type})
+
+    with pytest.raises(JudgeUnavailable, match="judge reply is not a chat completion"):
+        client.call(MESSAGES, max_tokens=16)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [*NOT_COMPLETIONS, ('{"choices": [{"message": {"content": "x"}, "logprobs": 5}]}',
+                        "application/json")],
+)
+def test_the_generator_maps_a_200_that_is_not_a_completion_alike(
+    openai_server, settings, body, content_type
+):
+    settings.TREUE_GENERATOR_BASE_URL = openai_server.base_url
+    openai_server.fail_next(200, body=body, headers={"Content-Type": content_type})
+
+    with pytest.raises(JudgeUnavailable, match="generator reply is not a chat completion"):
+        GeneratorClient().generate(MESSAGES, model="gen-x", temperature=0.7)
 
 
 def test_an_empty_reply_is_empty_text_not_an_error(openai_server, client):

@@ -534,6 +534,21 @@ def test_an_unavailable_judge_gives_the_run_back_and_raises(judge, api, make_ans
     assert fresh(answer).status == Answer.Status.JUDGED
 
 
+def test_a_proxy_page_with_status_200_is_retried_like_a_5xx(judge, api, make_answer):
+    # Seen in an attack: an HTML page served with 200 failed the run at once, with an
+    # internal AttributeError as its reason.
+    judge.fail_next(200, body="<html>Gateway</html>", headers={"Content-Type": "text/html"})
+    answer = ingest(api, make_answer)
+
+    with pytest.raises(JudgeUnavailable, match="not a chat completion"):
+        execute(answer)
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.PENDING and run.retryable is True
+    assert run.error == "judge reply is not a chat completion (text)"
+    assert execute(answer) == "scored"
+
+
 def test_retry_after_sets_when_the_run_may_go_again(judge, api, make_answer):
     judge.fail_next(429, headers={"Retry-After": "30"})
     answer = ingest(api, make_answer)

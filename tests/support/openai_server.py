@@ -365,7 +365,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                if not any(name.lower() == "content-type" for name in headers or {}):
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
