@@ -3,8 +3,9 @@ investigations re-ask (any OpenAI-compatible endpoints).
 
 It turns the SDK's errors into two kinds the task understands: `JudgeUnavailable` (transient:
 timeouts, connection errors, 429, 5xx, a 200 whose body is not a chat completion — a proxy's
-HTML page, JSON of another shape — retry later, honouring Retry-After) and `JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run
-fails with the reason shown). The SDK's own retries are off: the Celery task owns retrying,
+HTML page, JSON of another shape — retry later, honouring Retry-After) and
+`JudgeMisconfigured` (400, 401, 403, 404, 422 — retrying cannot help; the run fails with the
+reason shown). The SDK's own retries are off: the Celery task owns retrying,
 with backoff that survives a worker restart.
 """
 
