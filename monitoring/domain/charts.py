@@ -8,6 +8,9 @@ The tests validate the dicts with graph_objects instead.
 
 No django here: the words on the chart come in as `labels` (already translated), numbers are
 formatted by Plotly with the `separators` of the page's language ("," decimal comma in German).
+Every string a figure draws (labels, week labels, series and bar names, judge changes: some of
+them from outside, such as a judge model's name) goes in as plain text and is escaped here with
+`plotly_text`, so Plotly never renders it as markup or a hover-template expression.
 
 What the trend chart promises (DESIGN.md, Statistics): the line is the stratified estimate, never
 the naive mean; every point carries its n; a week with too few judged answers is a grey point
@@ -17,8 +20,10 @@ outside the line and its band, so no line is drawn through noise.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from monitoring.domain.plotly_text import plotly_text
 
 BLUE = "#1f5fbf"
 BAND = "rgba(31, 95, 191, 0.15)"
@@ -45,6 +50,15 @@ class Point:
     high: float | None
     n: int
     too_few: bool
+
+
+def _drawn_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    return {key: plotly_text(text) for key, text in labels.items()}
+
+
+def _drawn_points(points: Sequence[Point]) -> list[Point]:
+    """The points with their week label as drawn (on the axis and in the hover)."""
+    return [replace(p, x=plotly_text(p.x)) for p in points]
 
 
 def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[float] | None,
@@ -130,6 +144,9 @@ def trend_figure(
     grey cross at the foot of the chart for each such week, so that it reads as "too few", not
     as no data. Each trace says its role in `meta`.
     """
+    points = _drawn_points(points)
+    labels = _drawn_labels(labels)
+    changes = [(plotly_text(week), plotly_text(text)) for week, text in changes]
     weeks = [p.x for p in points]
     reliable = [p.value if (p.value is not None and not p.too_few) else None for p in points]
     shaky = [p.value if (p.value is not None and p.too_few) else None for p in points]
@@ -213,6 +230,9 @@ def shares_figure(
     Too-few points of an estimated share are left out of its line (grey points instead), like
     on the trend chart. `labels`: "y", "too_few".
     """
+    labels = _drawn_labels(labels)
+    series = [replace(s, name=plotly_text(s.name), points=_drawn_points(s.points))
+              for s in series]
     data = []
     for s in series:
         weeks = [p.x for p in s.points]
@@ -262,7 +282,8 @@ def buckets_figure(
 ) -> dict[str, Any]:
     """Faithfulness per bucket (e.g. best-chunk similarity) as bars with 95 % error bars, the
     action threshold across; too-few buckets grey. `labels`: "value", "threshold", "x", "y"."""
-    shown = [b for b in bars if b.value is not None]
+    labels = _drawn_labels(labels)
+    shown = [replace(b, label=plotly_text(b.label)) for b in bars if b.value is not None]
     xs = [b.label for b in shown]
     data = [
         {

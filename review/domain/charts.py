@@ -1,7 +1,9 @@
 """Plotly figures of the calibration page, built from plain series (no database here).
 
 The words on the axes come in as arguments, already translated by the caller, so this module
-stays plain Python and the page can speak German or English.
+stays plain Python and the page can speak German or English. Every string a figure draws
+(labels, week labels) is escaped here with `plotly_text`, so Plotly never renders it as markup
+or a hover-template expression; the callers pass plain text.
 """
 
 from collections.abc import Mapping, Sequence
@@ -9,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
+
+from monitoring.domain.plotly_text import plotly_text
 
 # A qualitative palette that stays readable when weeks are many: Plotly's default ten.
 _PALETTE = (
@@ -46,21 +50,25 @@ def calibration_scatter(
     Each point carries its answer's URL in `customdata`, so a click can open the answer.
     `labels` needs: x, y, diagonal, threshold, hover (a format with {answer}).
     """
+    # Escaped before {answer} in the hover is filled in (plotly_text leaves braces as they are);
+    # by replace, not str.format, which would read any other braces in the text as fields.
+    labels = {key: plotly_text(text) for key, text in labels.items()}
     fig = go.Figure()
     weeks = sorted({p.week for p in points})
     for i, week in enumerate(weeks):
         mine = [p for p in points if p.week == week]
+        shown_week = plotly_text(week)
         fig.add_trace(go.Scatter(
             x=[p.automatic for p in mine],
             y=[p.manual for p in mine],
             mode="markers",
-            name=week,
+            name=shown_week,
             marker={"color": _PALETTE[i % len(_PALETTE)], "size": 10, "opacity": 0.75},
             customdata=[[p.answer_id, p.url] for p in mine],
             hovertemplate=(
-                labels["hover"].format(answer="%{customdata[0]}")
+                labels["hover"].replace("{answer}", "%{customdata[0]}")
                 + "<br>" + labels["x"] + ": %{x:.2f}<br>" + labels["y"] + ": %{y:.2f}"
-                + f"<extra>{week}</extra>"
+                + f"<extra>{shown_week}</extra>"
             ),
         ))
     fig.add_trace(go.Scatter(
@@ -101,10 +109,12 @@ def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) ->
 
     `labels` needs: bias, mae, week, difference, too_few.
     """
+    labels = {key: plotly_text(text) for key, text in labels.items()}
     shown = [r for r in rows if r.bias is not None]
+    weeks = [plotly_text(r.week) for r in shown]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=[r.week for r in shown],
+        x=weeks,
         y=[r.bias for r in shown],
         mode="lines+markers",
         name=labels["bias"],
@@ -119,7 +129,7 @@ def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) ->
         hovertemplate="%{x}: %{y:+.3f}<br>%{text}<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
-        x=[r.week for r in shown],
+        x=weeks,
         y=[r.mae for r in shown],
         mode="lines+markers",
         name=labels["mae"],
