@@ -855,6 +855,39 @@ def test_an_item_no_parser_can_read_costs_only_itself(api, make_answer):
     assert set(Answer.objects.values_list("external_id", flat=True)) == {"ok-1", "ok-2"}
 
 
+@pytest.mark.parametrize("depth", [1_024, 100_000])
+def test_an_item_nested_too_deeply_costs_only_itself(api, make_answer, depth):
+    # Seen in an attack: one item nested 1,024 levels deep made the whole batch a body-level
+    # 400 (the fast decoder refuses such a body even where it only skips an item).
+    deep = b'{"a": ' * depth + b"1" + b"}" * depth
+    items = [
+        json.dumps(make_answer(external_id="ok-1")).encode(),
+        _with_raw_field(make_answer(external_id="deep-1"), "metadata", deep),
+        b"[" * depth + b"]" * depth,
+        json.dumps(make_answer(external_id="ok-2", question='Was heißt "[", und \\"?')).encode(),
+    ]
+    response = api.post(BATCH_URL, b'{"answers": [' + b", ".join(items) + b"]}", raw=True)
+    assert response.status_code == 200, response.content[:300]
+    results = response.json()["results"]
+    assert [r["status"] for r in results] == [201, 400, 400, 201]
+    assert results[1]["errors"] == [{"field": "", "message": "the item is nested too deeply"}]
+    assert results[2]["errors"]  # a list, or nested too deeply: not an answer either way
+    assert set(Answer.objects.values_list("external_id", flat=True)) == {"ok-1", "ok-2"}
+
+
+def test_a_deep_body_that_is_not_a_batch_envelope_is_still_the_bodys_400(api, make_answer):
+    deep = b"[" * 2_000 + b"]" * 2_000
+    for body in (
+        b'{"answers": [' + deep + b'], "extra": 1}',
+        b'{"answers": [' + deep + b"]",
+        b'{"answers": [' + deep + b', "unterminated]}',
+    ):
+        response = api.post(BATCH_URL, body, raw=True)
+        assert response.status_code == 400, (body[-30:], response.content[:300])
+        assert response.json()["errors"][0]["field"] in ("", "answers", "extra")
+    assert not Answer.objects.exists()
+
+
 @pytest.mark.parametrize("field", ["metadata", "messages", "chunks"])
 def test_a_number_python_cannot_read_is_400_naming_its_field(api, make_answer, field):
     item = make_answer()

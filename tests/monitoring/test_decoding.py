@@ -322,3 +322,26 @@ def test_a_replay_differing_only_in_what_treue_ignores_is_a_replay(api, use_case
         token["top_logprobs"] = []
     again = dict(reversed(list(again.items())))
     assert api.post("/api/v1/answers", dumps(again), raw=True).status_code == 200
+
+
+DEEP = b"[" * 2_000 + b"]" * 2_000  # deeper than msgspec goes: the flat splitter's case
+
+
+@pytest.mark.parametrize(
+    ("body", "items"),
+    [
+        (b'{"answers": [' + DEEP + b", 1]}", [DEEP, b"1"]),
+        (b' {\n"answers" : [ ' + DEEP + b' , {"q": "a]\\\\", "r": "\\"[,"} ] }\n',
+         [DEEP, b'{"q": "a]\\\\", "r": "\\"[,"}']),
+        (b'{"answers": [' + DEEP + b"]}", [DEEP]),
+        # not a batch envelope, or not JSON: the slow way answers for the whole body
+        (b'{"answers": [' + DEEP + b'], "x": 1}', None),
+        (b'{"answers": [' + DEEP + b", ]}", None),
+        (b'{"answers": [' + DEEP + b', "open]}', None),
+        (b'{"answers": [' + DEEP + b"]]}", None),
+        (b'{"other": [' + DEEP + b"]}", None),
+        (b'{"answers": [' + DEEP + b"]} x", None),
+    ],
+)
+def test_a_batch_too_deep_for_msgspec_is_split_by_its_brackets(body, items):
+    assert decoding.split_batch(body) == items
