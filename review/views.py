@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.domain.highlight import segments
@@ -47,7 +48,13 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
-def _item_input(request: HttpRequest) -> services.ItemInput:
+# Text fields of the review form. A NUL character cannot be typed, and PostgreSQL refuses it in
+# text: such a field is refused (and named) while everything else in the post is saved.
+_TEXT_FIELDS = {"comment": _lazy("Kommentar"), "new_claim": _lazy("Neue Aussage")}
+
+
+def _item_input(request: HttpRequest) -> tuple[services.ItemInput, list[str]]:
+    """The form's input, and the names of the text fields refused for holding a NUL."""
     post = request.POST
     labels = {}
     for key, value in post.items():
@@ -61,15 +68,25 @@ def _item_input(request: HttpRequest) -> services.ItemInput:
         remove_position = int(remove) if remove else None
     except ValueError as e:
         raise services.ReviewError(_("Unbekannte Aussage zum Entfernen.")) from e
+    refused = [str(name) for field, name in _TEXT_FIELDS.items() if "\x00" in post.get(field, "")]
+    comment = post.get("comment", "")
+    new_claim = post.get("new_claim", "")
     return services.ItemInput(
         labels=labels,
         decomposition_wrong=post.get("decomposition_wrong") in ("on", "true", "1"),
         problems=post.getlist("problems"),
-        comment=post.get("comment", ""),
-        new_claim=post.get("new_claim", ""),
+        comment=None if "\x00" in comment else comment,  # None: left as it was
+        new_claim="" if "\x00" in new_claim else new_claim,
         remove_claim=remove_position,
         revision=post.get("revision"),
-    )
+    ), refused
+
+
+def _refused_message(refused: list[str]) -> str:
+    return _(
+        "%(fields)s enthält ein unzulässiges Zeichen (NUL) und wurde nicht gespeichert; "
+        "alles andere ist gespeichert."
+    ) % {"fields": ", ".join(refused)}
 
 
 def _item_url(item: ReviewItem, anchor: str = "") -> str:
@@ -117,7 +134,8 @@ def item_save(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, message)
         return redirect(_item_url(item))
     try:
-        item = services.review_item_save(item=item, user=request.user, data=_item_input(request))
+        data, refused = _item_input(request)
+        item = services.review_item_save(item=item, user=request.user, data=data)
     except services.ReviewError as e:
         if _wants_json(request):
             status = 409 if isinstance(e, services.ReviewConflict) else 400
@@ -127,12 +145,16 @@ def item_save(request: HttpRequest, pk: int) -> HttpResponse:
     if _wants_json(request):
         verdicts = list(item.verdicts.all())
         return JsonResponse({
-            "saved": True,
+            "saved": not refused,
             "status": item.status,
             "labelled": sum(1 for v in verdicts if v.label),
             "claims": len(verdicts),
             "revision": services.item_revision(item),
-        })
+            **({"errors": [_refused_message(refused)]} if refused else {}),
+        }, status=400 if refused else 200)
+    if refused:
+        messages.error(request, _refused_message(refused))
+        return redirect(_item_url(item))
     changed_claims = request.POST.get("new_claim") or request.POST.get("remove_claim")
     anchor = "#aussagen" if changed_claims else ""
     return redirect(_item_url(item, anchor))
@@ -145,9 +167,12 @@ def item_submit(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         if item.status != ReviewItem.Status.SUBMITTED:
             # The form carries the latest state: without JavaScript this is the only save.
-            item = services.review_item_save(
-                item=item, user=request.user, data=_item_input(request)
-            )
+            data, refused = _item_input(request)
+            item = services.review_item_save(item=item, user=request.user, data=data)
+            if refused:
+                # Saved but for the refused field: not submitted, so it can be put right.
+                messages.error(request, _refused_message(refused))
+                return redirect(_item_url(item))
         services.review_item_submit(item=item, user=request.user)
     except services.ReviewError as e:
         messages.error(request, str(e))

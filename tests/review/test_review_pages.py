@@ -232,6 +232,55 @@ def test_invalid_input_is_a_400_and_nothing_is_lost(
     assert item.verdicts.count() == 2
 
 
+@pytest.mark.parametrize(
+    ("field", "name"), [("comment", "Kommentar"), ("new_claim", "Neue Aussage")]
+)
+def test_a_nul_in_a_text_field_refuses_that_field_and_keeps_the_rest(
+    review_world: ReviewWorld, batch: ReviewBatch, login: Any, field: str, name: str
+) -> None:
+    # Seen in an attack: a NUL in the comment was a 500 (PostgreSQL refuses it in text), and
+    # on submit the labels sent with it were lost.
+    client = login(review_world.users["expert"])
+    item = item_of(batch, "a1")
+    assert save_json(client, item, {"comment": "erst"}).status_code == 200
+
+    response = save_json(
+        client, item, {"claim-1": T, "claim-2": U, "comment": "erst", field: "a\x00b"}
+    )
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["saved"] is False and body["labelled"] == 2
+    assert len(body["errors"]) == 1 and body["errors"][0].startswith(name)
+    item.refresh_from_db()
+    assert labels(item) == [T, U]
+    assert item.comment == "erst"
+    assert item.verdicts.count() == 2  # no claim added
+
+
+def test_a_nul_in_a_submitted_comment_keeps_the_labels_and_does_not_submit(
+    review_world: ReviewWorld, batch: ReviewBatch, login: Any
+) -> None:
+    client = login(review_world.users["expert"])
+    item = item_of(batch, "a1")
+
+    response = client.post(
+        url(item, "submit"), {"claim-1": G, "claim-2": U, "comment": "\x00"}, follow=True
+    )
+
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == url(item)
+    assert "Kommentar enthält ein unzulässiges Zeichen" in response.content.decode()
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.IN_PROGRESS
+    assert labels(item) == [G, U]
+    assert not ReviewSubmission.objects.exists()
+    # Put right, it goes through.
+    client.post(url(item, "submit"), {"claim-1": G, "claim-2": U, "comment": "ok"})
+    item.refresh_from_db()
+    assert item.status == ReviewItem.Status.SUBMITTED and item.comment == "ok"
+
+
 def test_invalid_label_in_a_form_post_shows_the_message(
     review_world: ReviewWorld, batch: ReviewBatch, login: Any
 ) -> None:
