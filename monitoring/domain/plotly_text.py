@@ -2,7 +2,9 @@
 
 Plotly renders a subset of HTML in every text it draws (titles, annotations, tick labels,
 legend names, hover labels): `<a href>` becomes a link, `<span style>` restyles, `<br>` breaks
-the line; in a hover template `%{...}` is an expression it fills in. A model name, a week label
+the line. And `%{...}` is an expression it fills in, not only in a hover template: annotations,
+axis titles and trace names are filled from the figure's `meta` (an unknown one becomes "":
+a judge model named "x %{y}" was shown as "x " on the trend chart). A model name, a week label
 or any other string from outside must therefore reach a figure escaped. Plotly splits a text at
 its tags first and then decodes entities in the text between them (plotly.js
 svg_text_utils.convertEntities: `&amp; &lt; &gt;` and numeric entities; not `&quot;`), so the
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 # `&` first, or the entities written for the others would be escaped again. Quotes as numeric
 # entities because Plotly knows no `&quot;`; `%` so that `%{` in outside text cannot become a
-# template expression when the text is part of a hover template.
+# template expression (Plotly fills templates before it decodes entities).
 _ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&#34;"), ("'", "&#39;"),
             ("%", "&#37;"))
 

@@ -170,7 +170,8 @@ def test_use_case_page_draws_trend_shares_and_causes(
 
     bars = drawn(page.locator("#similarity-chart"))
     bar_data = traces(bars)
-    assert bar_data[0]["x"] == ["< 0,5", "0,8–0,9"]
+    assert bar_data[0]["x"] == ["&lt; 0,5", "0,8–0,9"], "escaped in the data, as all labels"
+    expect(bars.locator(".xtick text")).to_have_text(["< 0,5", "0,8–0,9"])
     expect(bars.locator(".barlayer .point")).to_have_count(2)
     assert bar_data[1]["role"] == "threshold" and bar_data[1]["y"] == [0.9, 0.9]
 
