@@ -94,13 +94,19 @@ def _answer_tokens(answer: Answer) -> tuple[int, int]:
 
 
 def selection_queryset(
-    *, use_case: UseCase, selection: str, answer_ids: Sequence[int] = ()
+    *, use_case: UseCase, selection: str, answer_ids: Sequence[int] = (),
+    user: User | None = None,
 ) -> QuerySet[Answer]:
+    """The answers a selection takes, newest first. Chosen by score, it leaves out the answers
+    `user` reviews blind: being picked as "below the threshold" would give their score away."""
     answers = Answer.objects.filter(use_case=use_case)
     if selection == Investigation.Selection.FLAGGED:
         answers = answers.filter(flagged=True)
     elif selection == Investigation.Selection.BELOW:
         answers = answers.filter(score__lt=use_case.action_threshold)
+        blind = monitoring_selectors.blind_answer_ids(user=user) if user is not None else set()
+        if blind:
+            answers = answers.exclude(pk__in=blind)
     elif selection == Investigation.Selection.CHOSEN:
         answers = answers.filter(pk__in=list(answer_ids))
     return answers.order_by("-created_at", "-pk")
@@ -115,6 +121,7 @@ def investigation_plan(
     temperature: float,
     generator_model: str = "",
     answer_ids: Sequence[int] = (),
+    user: User | None = None,
 ) -> Plan:
     if selection == Investigation.Selection.CHOSEN:
         ids = list(dict.fromkeys(answer_ids))
@@ -129,8 +136,9 @@ def investigation_plan(
         n = len(ids)
     limit = min(n, settings.TREUE_INVESTIGATION_MAX_QUESTIONS)
     chosen = list(
-        selection_queryset(use_case=use_case, selection=selection, answer_ids=answer_ids)
-        .defer("token_data")[:limit]
+        selection_queryset(
+            use_case=use_case, selection=selection, answer_ids=answer_ids, user=user
+        ).defer("token_data")[:limit]
     )
     plan = Plan(
         use_case=use_case,
@@ -268,6 +276,7 @@ class Report:
     by_flag: Table2x2
     by_score: Table2x2
     unscored: int
+    hidden: int  # answers the reader reviews blind: not in by_score, no score shown
     generator_calls: int
     judge_calls: int
     cost: Decimal | None
@@ -275,7 +284,10 @@ class Report:
     currency: str
 
 
-def investigation_report(*, investigation: Investigation) -> Report:
+def investigation_report(*, investigation: Investigation, user: User | None = None) -> Report:
+    """The report as `user` may see it: an answer that user reviews blind shows no score and
+    is left out of the table by score (`hidden` counts them), as on every other page."""
+    blind = monitoring_selectors.blind_answer_ids(user=user) if user is not None else set()
     questions = list(
         investigation.questions.select_related("answer").defer(
             "answer__token_data", "answer__messages"
@@ -291,14 +303,17 @@ def investigation_report(*, investigation: Investigation) -> Report:
     asked.sort(key=lambda q: (order[q.consistent], q.position))
     for q in asked:
         q.samples_view = _samples_view(q)
+        q.blind = q.answer_id in blind
     threshold = investigation.use_case.action_threshold
     flag = [[0, 0], [0, 0]]
     score = [[0, 0], [0, 0]]
-    unscored = 0
+    unscored = hidden = 0
     for q in decided:
         row = 0 if not q.consistent else 1
         flag[row][0 if q.answer.flagged else 1] += 1
-        if q.answer.score is None:
+        if q.answer_id in blind:
+            hidden += 1
+        elif q.answer.score is None:
             unscored += 1
         else:
             score[row][0 if q.answer.score < threshold else 1] += 1
@@ -312,6 +327,7 @@ def investigation_report(*, investigation: Investigation) -> Report:
         by_flag=Table2x2("markiert", "nicht markiert", _cells(flag)),
         by_score=Table2x2("unter Schwelle", "über Schwelle", _cells(score)),
         unscored=unscored,
+        hidden=hidden,
         generator_calls=sum(q.generator_calls for q in asked),
         judge_calls=sum(q.judge_calls for q in asked),
         cost=sum((c for c in costs if c is not None), Decimal(0)),

@@ -55,7 +55,7 @@ def investigation_list(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _form_data(request: HttpRequest) -> dict[str, str] | None:
+def _form_data(request: HttpRequest, use_cases: list[UseCase]) -> dict[str, str] | None:
     """The form's input; the explorer sends its chosen answers as repeated `answers`."""
     source = request.POST if request.method == "POST" else request.GET
     if not source:
@@ -70,8 +70,10 @@ def _form_data(request: HttpRequest) -> dict[str, str] | None:
         # From the explorer: the use case is the chosen answers' (one use case at a time).
         first = data["answers"].split(",")[0].strip()
         if first.isdigit():
+            # Only among the use cases the user leads: another tenant's answer reads exactly
+            # as one that does not exist (no slug, no hint that the id is taken).
             slug = (
-                Answer.objects.filter(pk=int(first))
+                Answer.objects.filter(pk=int(first), use_case__in=use_cases)
                 .values_list("use_case__slug", flat=True)
                 .first()
             )
@@ -86,7 +88,7 @@ def investigation_new(request: HttpRequest) -> HttpResponse:
     use_cases = _led_use_cases(request)
     if not use_cases:
         return render(request, "investigations/forbidden.html", status=403)
-    data = _form_data(request)
+    data = _form_data(request, use_cases)
     form = InvestigationForm(data, use_cases=use_cases) if data is not None else (
         InvestigationForm(use_cases=use_cases)
     )
@@ -101,6 +103,7 @@ def investigation_new(request: HttpRequest) -> HttpResponse:
                 temperature=form.cleaned_data["temperature"],
                 generator_model=form.cleaned_data["generator_model"],
                 answer_ids=form.cleaned_data["answers"],
+                user=request.user,
             )
         except selectors.SelectionError as e:
             form.add_error("answers", str(e))
@@ -121,7 +124,7 @@ def investigation_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 def investigation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     investigation = _investigation_or_404(request, pk)
-    report = selectors.investigation_report(investigation=investigation)
+    report = selectors.investigation_report(investigation=investigation, user=request.user)
     return render(request, "investigations/detail.html", {
         "report": report,
         "investigation": investigation,

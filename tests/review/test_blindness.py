@@ -236,3 +236,51 @@ def test_answer_list_judge_page_and_export_are_blind_for_an_expert_with_items_op
     export = lead.get(reverse("monitoring:answer_export"), {"use_case": "recht"})
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert [float(row["score"]) for row in rows] == [0.0, 0.0]
+
+
+def test_an_investigation_report_is_blind_for_an_expert_with_the_answers_open(
+    review_world: ReviewWorld, batch: ReviewBatch, login: Any
+) -> None:
+    # Seen in an attack: the report showed "Treue 0,00" and the table by judge score for the
+    # very answers the expert was reviewing blind.
+    from investigations import selectors as investigation_selectors
+    from investigations import services as investigation_services
+    from investigations.models import Investigation, Question
+    from monitoring.models import Answer
+
+    w = review_world
+    Answer.objects.filter(use_case=w.use_case).update(
+        messages=[{"role": "user", "content": "Wie oft muss der Behälter geprüft werden?"}]
+    )
+    plan = investigation_selectors.investigation_plan(
+        use_case=w.use_case, selection=Investigation.Selection.LATEST, n=5, samples=3,
+        temperature=0.7, generator_model="gpt-4o-mini",
+    )
+    assert {a.pk for a in plan.answers} == {i.answer_id for i in batch.items.all()}
+    investigation = investigation_services.investigation_start(plan=plan, user=w.users["lead"])
+    Question.objects.filter(investigation=investigation).update(
+        consistent=True, status=Question.Status.DONE
+    )
+    url = f"/investigations/{investigation.pk}/"
+
+    raw = login(w.users["expert"]).get(url).content.decode()
+    assert "Treue 0,00" not in raw and "0,00" not in raw
+    assert raw.count("Treue verborgen bis zur Abgabe Ihrer Wochenprüfung") == 2
+    assert "2 Fragen aus Ihrer offenen Wochenprüfung fehlen in der zweiten Tabelle" in raw
+
+    lead = login(w.users["lead"]).get(url).content.decode()
+    assert lead.count("Treue 0,00") == 2 and "verborgen" not in lead
+
+    # Picked as "below the threshold", an answer would give its score away just the same.
+    below = Investigation.Selection.BELOW
+    expert_sees = investigation_selectors.selection_queryset(
+        use_case=w.use_case, selection=below, user=w.users["expert"])
+    lead_sees = investigation_selectors.selection_queryset(
+        use_case=w.use_case, selection=below, user=w.users["lead"])
+    assert not expert_sees.exists() and lead_sees.count() == 2
+
+    # Once the expert has submitted them, the scores are there for the expert too.
+    expert = login(w.users["expert"])
+    for item in batch.items.all():
+        expert.post(f"/review/items/{item.pk}/submit/", {"claim-1": G, "claim-2": G})
+    assert login(w.users["expert"]).get(url).content.decode().count("Treue 0,00") == 2

@@ -19,6 +19,7 @@ and reports every wrong cell at once.
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.test import Client
@@ -33,6 +34,29 @@ ADMIN_LOGIN = "ADMIN_LOGIN"
 @dataclass(frozen=True)
 class Redirect:
     location: str
+
+
+# The blind answer's score (1/7) as a page, a CSV or JSON would write it (1/3 would not do:
+# Plotly's template holds 0.3333 in its colour scales).
+BLIND_SCORES = ("0,14", "0.14")
+
+
+@dataclass(frozen=True)
+class Blind:
+    """The status, and not a trace of the score of the answer the expert reviews blind."""
+
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class Sees:
+    """The status, and that score shown: the same URL is not blind for everyone (which also
+    proves the Blind check would find the score if it were there)."""
+
+    status: int = 200
+
+
+B, S = Blind(), Sees()
 
 
 ROLES = ("anonymous", "service", "expert_a", "lead_a", "expert_b", "lead_b", "nobody", "staff")
@@ -100,12 +124,18 @@ ROWS = [
                                                         (401, 403, 404, 404, 403, 200, 404, 200)),
     # --- monitoring pages
     Row("monitoring:home", "GET", "/",                  (L, L, 200, OV, 200, OV, 200, OV)),
-    Row("monitoring:answer_list", "GET", "/answers/",   (L, L, 200, 200, 200, 200, 200, 200)),
+    Row("monitoring:answer_list", "GET", "/answers/",   (L, L, B, S, 200, 200, 200, S)),
+    Row("monitoring:answer_list", "GET", "/answers/?sort=score",
+                                                        (L, L, B, S, 200, 200, 200, S)),
     Row("monitoring:overview", "GET", "/overview/",     (L, L, 200, 200, 200, 200, 200, 200)),
     Row("monitoring:answer_export", "GET", "/answers/export.csv",
-                                                        (L, L, 200, 200, 200, 200, 200, 200)),
+                                                        (L, L, B, S, 200, 200, 200, S)),
     Row("monitoring:answer_detail", "GET", "/answers/{answer_a}/",
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("monitoring:answer_detail", "GET", "/answers/{blind_a}/",
+                                                        (L, L, B, S, 404, 404, 404, S)),
+    Row("monitoring:answer_record", "GET", "/answers/{blind_a}/record.json",
+                                                        (L, L, B, S, 404, 404, 404, S)),
     Row("monitoring:answer_record", "GET", "/answers/{answer_a}/record.json",
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
     Row("monitoring:answer_record", "GET", "/answers/{answer_b}/record.json",
@@ -121,7 +151,7 @@ ROWS = [
     Row("monitoring:use_case", "GET", "/use-cases/{a}/",
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
     Row("monitoring:use_case_judge", "GET", "/use-cases/{a}/judge/",
-                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+                                                        (L, L, B, S, 404, 404, 404, S)),
     Row("monitoring:use_case_rescore_week", "POST", "/use-cases/{a}/judge/rescore/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}),
@@ -144,7 +174,7 @@ ROWS = [
                                                         (L, L, 302, 404, 404, 404, 404, 404),
         body={}),
     Row("review:calibration", "GET", "/review/calibration/{a}/",
-                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+                                                        (L, L, B, 200, 404, 404, 404, 200)),
     # --- self-consistency investigations: the use case's experts see them, its leads and staff
     # start and cancel them
     Row("investigations:list", "GET", "/investigations/",
@@ -155,9 +185,12 @@ ROWS = [
                                                         (L, L, 403, 400, 403, 400, 403, 400),
         body={}, note="an empty form is refused with its errors"),
     Row("investigations:detail", "GET", "/investigations/{inv_a}/",
-                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+                                                        (L, L, B, 200, 404, 404, 404, 200)),
     Row("investigations:progress", "GET", "/investigations/{inv_a}/progress.json",
-                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+                                                        (L, L, B, 200, 404, 404, 404, 200)),
+    Row("investigations:new", "GET", "/investigations/new/?use_case={a}&selection=below&n=5",
+                                                        (L, L, 403, 200, 403, 200, 403, 200),
+        note="the preview lists the answers below the threshold"),
     Row("investigations:cancel", "GET", "/investigations/{inv_a}/cancel/",
                                                         (L, L, 405, 405, 405, 405, 405, 405)),
     Row("investigations:cancel", "POST", "/investigations/{inv_a}/cancel/",
@@ -211,6 +244,7 @@ def fill(path: str, world: World) -> str:
     return path.format(
         answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
         item_a=world.item_a.pk, inv_a=world.investigation_a.pk, a=world.a.slug, b=world.b.slug,
+        blind_a=world.blind_a.pk,
     )
 
 
@@ -218,11 +252,17 @@ def check(response: Any, expected: Any, path: str) -> str | None:
     status = response.status_code
     location = response.get("Location")
     if expected == LOGIN:
-        ok = status == 302 and location == f"/login/?next={path}"
+        ok = status == 302 and location == f"/login/?next={quote(path, safe='/')}"
     elif expected == ADMIN_LOGIN:
         ok = status == 302 and location == f"/admin/login/?next={path}"
     elif isinstance(expected, Redirect):
         ok = status == 302 and location == expected.location
+    elif isinstance(expected, Blind | Sees):
+        body = b"".join(response) if response.streaming else response.content
+        shown = [s for s in BLIND_SCORES if s in body.decode()]
+        ok = status == expected.status and bool(shown) == isinstance(expected, Sees)
+        if not ok:
+            return f"expected {expected}, got {status} showing {shown}"
     else:
         ok = status == expected
     if ok:

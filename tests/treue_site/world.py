@@ -37,6 +37,7 @@ class World:
     key_b: str
     answer_a: Answer
     answer_b: Answer
+    blind_a: Answer  # in this week's review batch: expert_a reviews it blind (score 1/7)
     run_a: JudgeRun
     item_a: ReviewItem
     investigation_a: Investigation
@@ -79,13 +80,15 @@ def build_world(openai_server: Any, settings: Any) -> World:
     last_week = shift_week(this_week, -1)
     in_a = ReviewWorld(a, b, service_a, judge, users)
     in_b = ReviewWorld(a, b, service_b, judge, users)
-    in_a.answer("last-week-1", week=last_week, flagged=True,
-                claims=[("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
-                        ("Kleine Behälter jährlich.", "UNGEDECKT")])
+    blind_a = in_a.answer("last-week-1", week=last_week, flagged=True,
+                          claims=[("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
+                                  ("Kleine Behälter jährlich.", "UNGEDECKT"),
+                                  *((f"Behälter {n} nie.", "UNGEDECKT") for n in range(5))])
     in_a.answer("last-week-2", week=last_week)
     answer_a = in_a.answer("now-a", week=this_week)
     answer_b = in_b.answer("now-b", week=this_week, use_case=b)
     batch = review_services.review_batch_create(use_case=a, week=this_week).batch
+    assert batch.items.filter(answer=blind_a).exists()
     plan = investigation_selectors.investigation_plan(
         use_case=a, selection=Investigation.Selection.LATEST, n=2, samples=3, temperature=0.7,
         generator_model="gpt-4o-mini",
@@ -93,6 +96,6 @@ def build_world(openai_server: Any, settings: Any) -> World:
     investigation = investigation_services.investigation_start(plan=plan, user=users["lead_a"])
     return World(
         a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
-        answer_a=answer_a, answer_b=answer_b, run_a=answer_a.judge_runs.get(),
+        answer_a=answer_a, answer_b=answer_b, blind_a=blind_a, run_a=answer_a.judge_runs.get(),
         item_a=batch.items.order_by("pk").first(), investigation_a=investigation, users=users,
     )
