@@ -1,12 +1,34 @@
-"""Turns a lost database connection into a 503 with Retry-After instead of a 500, and keeps
-every error of the API in its JSON shape."""
+"""Turns a lost database connection into a 503 with Retry-After instead of a 500, keeps every
+error of the API in its JSON shape, and keeps every response out of caches."""
 
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import add_never_cache_headers
 
 RETRY_AFTER_SECONDS = 5
+
+
+class NoStoreMiddleware:
+    """`Cache-Control: no-store` (Django's never_cache headers) on every response Django makes.
+
+    Answers, verdicts, exports and the API's echoes must not stay in a browser's disk cache or a
+    proxy after the person has logged out. Nearly every page and API response carries answer
+    content, or a count or name that derives from it, so the rule is all of them rather than a
+    list that a new view could miss. Static files never get here: WhiteNoise, placed before this
+    middleware, answers them with its own caching. A view that set a Cache-Control of its own
+    (/health and /metrics are never_cache already) made that choice and keeps it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not response.has_header("Cache-Control"):
+            add_never_cache_headers(response)
+        return response
 
 
 class DatabaseUnavailableMiddleware:

@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -65,12 +66,16 @@ INSTALLED_APPS = [
     "monitoring",
     "review",
     "investigations",
+    # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.
+    "treue_site.apps.AxesConfig",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise, so static files keep their caching; every other response is no-store.
+    "monitoring.middleware.NoStoreMiddleware",
     "monitoring.middleware.DatabaseUnavailableMiddleware",
     "monitoring.middleware.ApiErrorsAsJsonMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -80,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a login refused for a lock into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "treue_site.urls"
@@ -143,6 +150,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+# django-axes first: it refuses a locked login before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "monitoring:home"  # leads land on the overview, experts on the answers
@@ -262,6 +274,45 @@ CACHES = {
 TREUE_API_RATE_LIMIT = envint("TREUE_API_RATE_LIMIT", 1200)
 if TREUE_API_RATE_LIMIT < 0:
     raise ImproperlyConfigured("TREUE_API_RATE_LIMIT must be 0 (off) or a positive number")
+
+# Login throttling (django-axes) on /login/ and /admin/login/. A username is locked from one
+# address after TREUE_LOGIN_FAILURE_LIMIT wrong passwords within TREUE_LOGIN_COOLOFF_MINUTES, for
+# that many minutes after the last one; the page (429) says how long and to ask an admin, who can
+# lift it in the admin (Anmeldesperren > Zugriffsversuche: delete) or with
+# `manage.py axes_reset_username USER`. Keyed by username and address together: an attacker
+# cannot lock a person out (from her own address she still logs in), nor colleagues behind the
+# attacker's address; trying many usernames from one address gets each only the limit. While
+# locked, no password is checked, and trying again does not push the end back (the page would
+# lie). A successful login starts the count afresh. Successful logins are kept (the admin's
+# access logs); failures only as long as they count.
+TREUE_LOGIN_FAILURE_LIMIT = envint("TREUE_LOGIN_FAILURE_LIMIT", 5)
+TREUE_LOGIN_COOLOFF_MINUTES = envint("TREUE_LOGIN_COOLOFF_MINUTES", 15)
+for _name, _value in (
+    ("TREUE_LOGIN_FAILURE_LIMIT", TREUE_LOGIN_FAILURE_LIMIT),
+    ("TREUE_LOGIN_COOLOFF_MINUTES", TREUE_LOGIN_COOLOFF_MINUTES),
+):
+    if _value < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1, not {_value}")
+# Behind a reverse proxy every request comes from the proxy's address, and all would share one
+# count per username. Name the header the proxy sets to the client's address (it must overwrite
+# or append to a client's own), e.g. HTTP_X_FORWARDED_FOR or HTTP_X_REAL_IP: its last entry is
+# then the client's address. Unset, a header the client could send is never trusted.
+TREUE_CLIENT_IP_HEADER = os.environ.get("TREUE_CLIENT_IP_HEADER", "")
+if TREUE_CLIENT_IP_HEADER and not re.fullmatch(r"HTTP_[A-Z0-9_]+", TREUE_CLIENT_IP_HEADER):
+    raise ImproperlyConfigured(
+        "TREUE_CLIENT_IP_HEADER must be a request header as Django names it, "
+        f"e.g. HTTP_X_FORWARDED_FOR, not {TREUE_CLIENT_IP_HEADER!r}"
+    )
+AXES_FAILURE_LIMIT = TREUE_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=TREUE_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_ENABLE_ACCESS_FAILURE_LOG = False
+AXES_VERBOSE = False  # no start-up banner from every manage.py command and worker
+AXES_HANDLER = "treue_site.login_throttling.DatabaseHandler"
+AXES_CLIENT_IP_CALLABLE = "treue_site.login_throttling.client_ip"
+AXES_LOCKOUT_CALLABLE = "treue_site.login_throttling.lockout_response"
 
 # Mail: alarms go to the use case's team leads. The console backend (the default) prints them,
 # so a demo or a machine without a mail server loses nothing and needs nothing.
