@@ -611,15 +611,15 @@ def get_estimates(
     caller = request.auth  # type: ignore[attr-defined]
     use_case = UseCase.objects.filter(slug=slug).first()
     if use_case is None or (
-        # A person does not learn of use cases they are not assigned to, as on the pages.
-        not isinstance(caller, Service)
-        and not selectors.use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
+        # Nobody learns of another tenant's use case: a key not allowed on it, or a person not
+        # assigned to it, gets exactly what a use case that does not exist gets.
+        not caller.use_cases.filter(pk=use_case.pk).exists() if isinstance(caller, Service)
+        else not selectors.use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
     ):
         return errors(404, [{"field": "slug", "message": "no such use case"}])
     if not _may_read(caller, use_case):
         return errors(403, [{"field": "slug", "message": (
-            "this key is not allowed on this use case" if isinstance(caller, Service)
-            else "only the use case's team leads may read its estimates"
+            "only the use case's team leads may read its estimates"
         )}])
     try:
         until, weeks = _week_span(first, last)

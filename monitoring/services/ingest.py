@@ -208,7 +208,10 @@ def answer_warnings(answer: Answer) -> list[str]:
 
 
 class _UseCases:
-    """Resolves use case slugs for one request: unknown is a 400, not allowed a 403.
+    """Resolves use case slugs for one request. A use case the key may not send to is a 403
+    that reads the same whether it belongs to another tenant (active or not) or does not exist
+    at all, so a key cannot probe other tenants' slugs; only the key's own inactive use case
+    says that it is inactive.
 
     `allowed` (slug -> use case) is what the key may send to, when the caller already has it
     (the API's authentication reads it with the service); only a slug outside it costs a query.
@@ -222,24 +225,23 @@ class _UseCases:
                 u.slug: u
                 for u in service.use_cases.filter(slug__in=set(slugs), active=True)
             }
+        self.service = service
         self.allowed = allowed
-        # slug -> None (no such use case), or whether it is active
-        self.known: dict[str, bool | None] = {}
+        self.refused: dict[str, IngestResult] = {}
 
     def resolve(self, slug: str) -> UseCase | IngestResult:
         if slug in self.allowed:
             return self.allowed[slug]
-        if slug not in self.known:
-            found = UseCase.objects.filter(slug=slug).values_list("active", flat=True).first()
-            self.known[slug] = found
-        state = self.known[slug]
-        if state is None:
-            return IngestResult(400, errors=[{"field": "use_case", "message": "unknown use case"}])
-        # Inactive: no key may send to it, and saying so spares a search through the key's grants.
-        message = "this use case is inactive" if not state else (
-            "this key may not send to this use case"
-        )
-        return IngestResult(403, errors=[{"field": "use_case", "message": message}])
+        if slug not in self.refused:
+            own_inactive = self.service.use_cases.filter(slug=slug, active=False).exists()
+            message = (
+                "this use case is inactive" if own_inactive
+                else "this key may not send to this use case"
+            )
+            self.refused[slug] = IngestResult(
+                403, errors=[{"field": "use_case", "message": message}]
+            )
+        return self.refused[slug]
 
 
 def _existing(service: Service, external_id: str, digest: str, raw: Any) -> IngestResult:

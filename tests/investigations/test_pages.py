@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -177,6 +178,22 @@ def test_answers_of_a_use_case_the_lead_does_not_lead_are_refused(world: World) 
     )
     assert response.status_code == 400
     assert Investigation.objects.count() == 0
+
+
+def test_another_tenants_answer_id_reads_as_one_that_does_not_exist(world: World) -> None:
+    # Seen in an attack: ?answers=<id> of another tenant's answer named its use case's slug
+    # ("... vertrieb ist keine gültige Auswahl"), so walking ids listed every slug.
+    foreign = world.answer("x1", "Fremd?", use_case=world.other)
+    lead = as_user(world, "lead")
+    pages = [
+        lead.get("/investigations/new/", {"answers": [answer_id]})
+        for answer_id in (foreign.pk, foreign.pk + 1000)
+    ]
+    assert [p.status_code for p in pages] == [200, 200]
+    bodies = [p.content.decode() for p in pages]
+    errors = [re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', b, re.S) for b in bodies]
+    assert errors[0] == errors[1]
+    assert "vertrieb" not in bodies[0] and "Vertrieb" not in bodies[0]
 
 
 def test_the_report_escapes_what_the_generator_wrote(world: World) -> None:

@@ -334,7 +334,6 @@ BAD_CASES = [
     ("model missing without completion", drop("model"), "model"),
     ("model null without completion", setp(["model"], None), "model"),
     # use case
-    ("unknown use case", setp(["use_case"], "gibt-es-nicht"), "use_case"),
     ("use case with a space", setp(["use_case"], "kunden service"), "use_case"),
     ("use case empty", setp(["use_case"], ""), "use_case"),
     # sizes
@@ -595,6 +594,23 @@ def test_use_case_not_allowed_is_403(api, make_answer, other_use_case):
     assert not Answer.objects.exists()
 
 
+def test_another_tenants_use_case_reads_exactly_as_one_that_does_not_exist(
+    api, make_answer, other_use_case
+):
+    # Seen in an attack: another tenant's slug was a 403, one that does not exist a 400, and
+    # another tenant's inactive use case said "inactive": a key could list every slug.
+    inactive = services.use_case_create(slug="stillgelegt", name="Stillgelegt")
+    UseCase.objects.filter(pk=inactive.pk).update(active=False)
+    answers = []
+    for slug in (other_use_case.slug, "stillgelegt", "gibt-es-nicht"):
+        response = api.post(URL, make_answer(use_case=slug))
+        answers.append((response.status_code, response.json()))
+    assert answers == [(403, {"errors": [
+        {"field": "use_case", "message": "this key may not send to this use case"}
+    ]})] * 3
+    assert not Answer.objects.exists()
+
+
 def test_inactive_use_case_is_403(api, make_answer, use_case):
     UseCase.objects.filter(pk=use_case.pk).update(active=False)
     response = api.post(URL, make_answer())
@@ -786,10 +802,10 @@ def test_batch_answers_each_item_in_order(api, make_answer, other_use_case):
         make_answer(external_id="b-4", answer="Andere Antwort."),  # 201
         make_answer(external_id="b-4", answer="Noch eine andere."),  # same id, other content: 409
         17,  # not an object: 400
-        make_answer(external_id="b-5", use_case="gibt-es-nicht"),  # unknown use case: 400
+        make_answer(external_id="b-5", use_case="gibt-es-nicht"),  # unknown use case: 403
         make_answer(external_id="b-6", extra_field=1),  # unknown field: 400
     ]
-    expected = [201, 400, 200, 403, 201, 409, 400, 400, 400]
+    expected = [201, 400, 200, 403, 201, 409, 400, 403, 400]
     response = api.post(BATCH_URL, {"answers": items})
     assert response.status_code == 200, response.content
     data = response.json()
@@ -820,7 +836,7 @@ def test_batch_answers_each_item_in_order(api, make_answer, other_use_case):
 
     # the same batch again: stored items are 200, the rest fail the same way
     again = api.post(BATCH_URL, {"answers": items}).json()
-    assert [r["status"] for r in again["results"]] == [200, 400, 200, 403, 200, 409, 400, 400, 400]
+    assert [r["status"] for r in again["results"]] == [200, 400, 200, 403, 200, 409, 400, 403, 400]
     assert again["results"][0]["answer"] == results[0]["answer"]
     assert Answer.objects.count() == 2
     assert Chunk.objects.count() == 4

@@ -87,8 +87,8 @@ OPERATIONS = sorted(
 # The checks that matter here: no 5xx, a documented status code, a documented content type
 # and a body that matches the schema of that status. Left out on purpose:
 # - negative_data_rejection / positive_data_acceptance: a schema-valid body can still be
-#   refused (an unknown use case is a 400, an external_id already used a 409, a use case not
-#   allowed for the key a 403), which JSON Schema cannot express; and a body that breaks the
+#   refused (an external_id already used is a 409, a use case the key may not send to - or
+#   one that does not exist - a 403), which JSON Schema cannot express; and a body that breaks the
 #   published schema can still be accepted where the schema is only a description (extra keys
 #   inside an OpenAI completion or logprobs object are allowed);
 # - ignored_auth and the stateful checks: authentication is covered table by table in

@@ -121,7 +121,8 @@ ROWS = [
     Row("api:get_estimates", "GET", "/api/v1/use-cases/{a}/estimates",
                                                         (401, 200, 403, 200, 404, 404, 404, 200)),
     Row("api:get_estimates", "GET", "/api/v1/use-cases/{b}/estimates",
-                                                        (401, 403, 404, 404, 403, 200, 404, 200)),
+                                                        (401, 404, 404, 404, 403, 200, 404, 200),
+        note="another tenant's use case reads as one that does not exist"),
     # --- monitoring pages
     Row("monitoring:home", "GET", "/",                  (L, L, 200, OV, 200, OV, 200, OV)),
     Row("monitoring:answer_list", "GET", "/answers/",   (L, L, B, S, 200, 200, 200, S)),
