@@ -27,13 +27,19 @@ class ReviewBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     due_at = models.DateTimeField(_("fällig am"))
     finished_at = models.DateTimeField(_("abgeschlossen"), null=True, blank=True)
+    # Expert scores brought in by `import_expert_labels` (an annotation tool, an earlier round)
+    # sit in a batch of their own per week: never in an expert's queue, never due, and never in
+    # the way of the week's own batch, which beat still draws.
+    imported = models.BooleanField(_("importiert"), default=False)
 
     class Meta:
         ordering = ["-week", "use_case__name"]
         verbose_name = _("Wochenprüfung")
         verbose_name_plural = _("Wochenprüfungen")
         constraints = [
-            models.UniqueConstraint(fields=["use_case", "week"], name="review_batch_unique_week"),
+            models.UniqueConstraint(
+                fields=["use_case", "week", "imported"], name="review_batch_unique_week"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -134,6 +140,8 @@ class ReviewSubmission(models.Model):
     decomposition_wrong = models.BooleanField(default=False)
     decomposition_problems = models.JSONField(default=list)
     comment = models.TextField(blank=True)
+    # Brought in by import_expert_labels rather than given on the review page; counts the same.
+    imported = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["item", "version"]

@@ -29,7 +29,7 @@ def expert_use_cases(*, user: User) -> QuerySet[UseCase]:
 
 def batches_for_expert(*, user: User) -> QuerySet[ReviewBatch]:
     return (
-        ReviewBatch.objects.filter(use_case__in=expert_use_cases(user=user))
+        ReviewBatch.objects.filter(use_case__in=expert_use_cases(user=user), imported=False)
         .select_related("use_case")
         .annotate(
             total=Count("items"),

@@ -73,7 +73,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
 
     Nothing is created when the week before has no judged answer (running the command again
     once the judge has caught up creates it then)."""
-    existing = ReviewBatch.objects.filter(use_case=use_case, week=week).first()
+    existing = ReviewBatch.objects.filter(use_case=use_case, week=week, imported=False).first()
     if existing is not None:
         return BatchResult(use_case, existing, False, existing.available)
     source = batches.shift_week(week, -1)
@@ -110,7 +110,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
     except IntegrityError:
         # Another process created the week's batch in the meantime: the unique constraint
         # makes sure there is only one.
-        batch = ReviewBatch.objects.get(use_case=use_case, week=week)
+        batch = ReviewBatch.objects.get(use_case=use_case, week=week, imported=False)
         return BatchResult(use_case, batch, False, batch.available)
     return BatchResult(use_case, batch, True, len(candidates))
 
@@ -388,7 +388,7 @@ def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> li
         alarm_clear(use_case=use_case, kind=Alarm.Kind.DECOMPOSITION)
 
     # Missed review: a batch past its due date that is not finished.
-    for batch in ReviewBatch.objects.filter(use_case=use_case):
+    for batch in ReviewBatch.objects.filter(use_case=use_case, imported=False):
         if batch.finished_at is None and batch.due_at <= now:
             done = batch.items.exclude(version=0).count()
             raised.append(alarm_raise(

@@ -1,0 +1,171 @@
+"""`python manage.py import_expert_labels`: expert scores from elsewhere become imported review
+submissions that calibration reads like the page's own; bad lines are reported by number and
+cost nothing else; a second run imports nothing twice."""
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from monitoring.models import Answer
+from review import selectors, services
+from review.models import ReviewBatch, ReviewItem, ReviewSubmission
+from tests.review.conftest import ReviewWorld, shift_week
+
+G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
+WEEK = "2026-W47"  # the answers' week; their review week is the one after
+
+
+def run(path: Path, *, use_case: str = "recht", reviewer: str = "expertin") -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("import_expert_labels", str(path), use_case=use_case, reviewer=reviewer,
+                     stdout=out, stderr=err)
+    except CommandError as e:
+        err.write(f"CommandError: {e}\n")
+    return out.getvalue(), err.getvalue()
+
+
+def write(tmp_path: Path, lines: list[Any]) -> Path:
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def answers(review_world: ReviewWorld) -> dict[str, Any]:
+    w = review_world
+    flagged = w.answer("a2", week=WEEK, flagged=True, claims=[("Dritte.", U)])
+    # The world samples everything; this one was judged for its flag alone.
+    Answer.objects.filter(pk=flagged.pk).update(in_random_sample=False)
+    return {
+        "a1": w.answer("a1", week=WEEK, claims=[("Erste.", G), ("Zweite.", G)]),
+        "a2": flagged,
+        "a3": w.answer("a3", week=WEEK, claims=[("Vierte.", G)]),
+        "other": w.answer("x1", week=WEEK, use_case=w.other),
+    }
+
+
+def test_scores_and_labels_become_imported_submissions(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    path = write(tmp_path, [
+        {"external_id": "a1", "labels": [G, U]},
+        {"external_id": "a2", "score": 0.25},
+    ])
+
+    out, err = run(path)
+
+    assert err == "" and "recht: 2 imported, 0 already there, 0 refused" in out
+    subs = {s.item.answer.external_id: s for s in ReviewSubmission.objects.select_related(
+        "item__answer", "item__batch")}
+    assert set(subs) == {"a1", "a2"}
+    a1, a2 = subs["a1"], subs["a2"]
+    assert (a1.manual_score, a1.automatic_score, a1.imported) == (0.5, 1.0, True)
+    assert [(v["label"], v["text"]) for v in a1.verdicts] == [(G, "Erste."), (U, "Zweite.")]
+    assert (a2.manual_score, a2.automatic_score, a2.verdicts) == (0.25, 0.0, [])
+    assert a1.reviewer == review_world.users["expert"]
+    review_week = shift_week(WEEK, 1)
+    assert {s.item.batch.week for s in subs.values()} == {review_week}
+    assert a1.item.stratum == ReviewItem.Stratum.RANDOM
+    assert a2.item.stratum == ReviewItem.Stratum.FLAGGED
+    batch = a1.item.batch
+    assert batch.imported and batch.finished_at is not None
+
+    # Calibration reads them like reviews given on the page (claim labels included).
+    data = selectors.calibration_data(use_case=review_world.use_case,
+                                      now=services._week_start(shift_week(review_week, 1)))
+    assert sorted((p.manual, p.automatic) for p in data.points) == [(0.25, 0.0), (0.5, 1.0)]
+    assert data.kappa_claims == 2
+    # Never in an expert's queue, and the week's own batch is still drawn by beat.
+    assert not selectors.batches_for_expert(user=review_world.users["expert"]).filter(
+        imported=True).exists()
+    own = services.review_batch_create(use_case=review_world.use_case, week=review_week)
+    assert own.created and not own.batch.imported
+    assert ReviewBatch.objects.filter(week=review_week).count() == 2
+
+
+def test_bad_lines_are_reported_by_number_and_the_rest_is_imported(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    path = write(tmp_path, [
+        "{not json",                                      # 1
+        {"external_id": "gibt-es-nicht", "score": 1},     # 2
+        {"external_id": "x1", "score": 1},                # 3 another use case's answer
+        {"external_id": "a1", "score": 1.5},              # 4
+        {"external_id": "a1", "score": "hoch"},           # 5
+        {"external_id": "a1", "labels": [G]},             # 6 the judge made 2 claims
+        {"external_id": "a1", "labels": [G, "JA"]},       # 7
+        {"external_id": "a1", "score": 1, "labels": [G, G]},  # 8
+        "",                                               # 9 blank: skipped
+        {"external_id": "a3", "labels": ["gedeckt"]},     # 10 fine (case is forgiven)
+        "[1, 2]",                                         # 11
+    ])
+
+    out, err = run(path)
+
+    lines = {int(line.split(":")[0].removeprefix("line ")): line
+             for line in err.splitlines() if line.startswith("line ")}
+    assert sorted(lines) == [1, 2, 3, 4, 5, 6, 7, 8, 11]
+    assert "not valid JSON" in lines[1]
+    assert "no answer with external_id 'gibt-es-nicht'" in lines[2]
+    assert "another use case" in lines[3]
+    assert "1.5 is not between 0 and 1" in lines[4]
+    assert "score: a number" in lines[5]
+    assert "1 labels for the judge's 2 claims" in lines[6]
+    assert "labels[2]: 'JA'" in lines[7]
+    assert "either score or labels" in lines[8]
+    assert "expected a JSON object" in lines[11]
+    assert "1 imported, 0 already there, 9 refused" in out
+    assert "CommandError: 9 line(s) refused" in err
+    (sub,) = ReviewSubmission.objects.all()
+    assert sub.item.answer.external_id == "a3" and sub.manual_score == 1.0
+
+
+def test_running_the_file_again_imports_nothing_twice(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    path = write(tmp_path, [{"external_id": "a1", "score": 0.5},
+                            {"external_id": "a1", "score": 0.75}])  # the same answer twice
+
+    first, _ = run(path)
+    again, err = run(path)
+
+    assert "1 imported, 1 already there" in first
+    assert "0 imported, 2 already there, 0 refused" in again and err == ""
+    assert ReviewSubmission.objects.count() == 1
+    assert ReviewItem.objects.count() == 1
+
+
+def test_an_answer_in_an_open_review_is_left_to_the_experts(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    services.review_batch_create(use_case=review_world.use_case, week=shift_week(WEEK, 1))
+    out, err = run(write(tmp_path, [{"external_id": "a1", "score": 1}]))
+    assert "open review of week" in err and "0 imported" in out
+    assert not ReviewSubmission.objects.exists()
+
+
+def test_unknown_use_case_reviewer_or_file_is_a_clear_error(
+    review_world: ReviewWorld, tmp_path: Path
+) -> None:
+    path = write(tmp_path, [])
+    assert "no use case 'nope'" in run(path, use_case="nope")[1]
+    assert "no user 'nobody-here'" in run(path, reviewer="nobody-here")[1]
+    assert "cannot read" in run(tmp_path / "missing.jsonl")[1]
+
+
+def test_a_line_that_is_not_utf8_costs_only_itself(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b'{"external_id": "a\xff1", "score": 1}\n{"external_id": "a3", "score": 1}\n')
+    out, err = run(path)
+    assert "line 1: no answer with external_id" in err
+    assert "1 imported" in out
