@@ -111,7 +111,13 @@ def similarity_cutoff(buckets: Sequence[Bucket], action_threshold: float) -> flo
     and the cause is elsewhere.
     """
     ranged = [b for b in buckets if b.low is not None or b.high is not None]
-    red = [b for b in ranged if traffic_light(b.estimate, action_threshold) == "red"]
+    # Too few answers never count, even with an interval wholly below the line: the cut-off
+    # costs users real answers, and a bucket of a handful is the likeliest to dip by chance
+    # among the several buckets looked at.
+    red = [
+        b for b in ranged
+        if not b.estimate.too_few and traffic_light(b.estimate, action_threshold) == "red"
+    ]
     if not red:
         return None
     highest = max(red, key=lambda b: -math.inf if b.low is None else b.low)

@@ -10,18 +10,27 @@ import numpy as np
 import pytest
 
 from monitoring.domain.statistics import (
+    DECISIVE_HALF_WIDTH,
     MIN_JUDGED,
+    UNDECIDED_WIDTH,
     ClaimStratum,
     Estimate,
     Lift,
     Stratum,
+    StratumSums,
     claim_share,
     indicator_strata,
     lift,
+    mean_from_sums,
+    pooled_mean,
+    sample_rate_for,
+    share_below,
     stratified_mean,
     stratified_share,
+    summarize,
     traffic_light,
     trend,
+    week_precision,
     week_strata,
     wilson,
     z_value,
@@ -99,24 +108,26 @@ def test_two_strata_by_hand():
     #                                = (108 + 546.75 + 2 + 420.5)/961 = 1077.25/961
     #   s̃² = 1077.25/961/31 = 0.0361603
     # V = 0.99² · (1 − 30/990) · s̃²/30 = 0.9801 · 0.969697 · 0.00120534 = 0.00114556
-    # p̃ = 0.01·0.7 + 0.99·29/31 = 0.9331290; n_eff = p̃(1 − p̃)/V = 0.0623992/0.00114556 = 54.47
-    # Wilson(0.9475, 54.47): z²/n = 0.070524; centre = (0.9475 + 0.035262)/1.070524 = 0.918019;
-    # half = 1.959964·√(0.00091324 + 0.00032370)/1.070524 = 0.064392 → (0.8536, 0.9824).
+    # The flagged stratum is the fixed part, 0.01·0.7 = 0.007; Wilson is taken on the drawn
+    # part's own mean p_S = 0.95 with p̃_S = 29/31 and W_S = 0.99:
+    # n_eff = p̃_S(1 − p̃_S)·W_S²/V = 0.0603538·0.9801/0.00114556 = 51.6367.
+    # Wilson(0.95, 51.6367): z²/n = 0.074394; centre = (0.95 + 0.037197)/1.074394 = 0.918841;
+    # half = 1.959964·√(0.00091997 + 0.00036017)/1.074394 = 0.065268 → (0.853573, 0.984109);
+    # back on the week's scale: 0.007 + 0.99·(0.853573, 0.984109) = (0.8520, 0.9813).
     e = stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
     assert e.value == approx(0.9475, abs=1e-12)
-    assert (e.low, e.high) == (approx(0.8536, abs=1e-4), approx(0.9824, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.8520, abs=1e-4), approx(0.9813, abs=1e-4))
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (40, 1000, (10, 30), False)
 
 
 def test_all_ones_never_collapse():
     # Same sizes, every judged value 1.0: estimate 1.0 (no bias from the prior).
-    # p̃_u = 30.5/31, s̃² = p̃(1 − p̃) = 30.5·0.5/961 = 0.0158689;
-    # V = 0.9504 · 0.0158689/30 = 0.00050273; p̃ = 0.01 + 0.99·30.5/31 = 0.9840323;
-    # n_eff = 0.9840323·0.0159677/0.00050273 = 31.255; at p = 1 Wilson's low is
-    # n/(n + z²) = 31.255/35.096 = 0.8905, high 1.
+    # Drawn part: p̃_S = 30.5/31, s̃² = p̃_S(1 − p̃_S), V = 0.99²·(1 − 30/990)·s̃²/30, so
+    # n_eff = p̃_S(1 − p̃_S)·0.99²/V = 30/(1 − 30/990) = 30.9375; at p = 1 Wilson's low is
+    # n/(n + z²) = 30.9375/34.7790 = 0.889546; on the week's scale 0.01 + 0.99·0.889546 = 0.8907.
     e = stratified_mean([Stratum(10, [1.0] * 10), Stratum(990, [1.0] * 30)])
     assert e.value == 1.0
-    assert e.low == approx(0.8905, abs=1e-4)
+    assert e.low == approx(0.8907, abs=1e-4)
     assert e.high == 1.0
 
 
@@ -275,14 +286,16 @@ def test_share_by_hand():
         [0.0] * 6 + [1.0] * 4,
         [0.0] * 27 + [1.0] * 3,
     ]
-    # Unflagged: p̃ = 3.5/31, s̃² = p̃(1 − p̃) = 3.5·27.5/961 = 0.1001561;
-    # V = 0.9504·0.1001561/30 = 0.00317295; p̃ = 0.004 + 0.99·3.5/31 = 0.1157742;
-    # n_eff = 0.1157742·0.8842258/0.00317295 = 32.263;
-    # Wilson(0.103, 32.263): z²/n = 0.119067; centre = (0.103 + 0.059533)/1.119067 = 0.145241;
-    # half = 1.959964·√(0.00286369 + 0.00092260)/1.119067 = 0.107768 → (0.0375, 0.2530).
+    # The flagged census is the fixed part, 0.01·0.4 = 0.004. The drawn part (unflagged,
+    # W_S = 0.99): 0/1 values, so s̃² = p̃(1 − p̃) and n_eff = 30/(1 − 30/990) = 30.9375.
+    # Wilson(0.1, 30.9375): z²/n = 0.124168; centre = (0.1 + 0.062084)/1.124168 = 0.144181;
+    # half = 1.959964·√(0.00290909 + 0.00100346)/1.124168 = 0.109054 → (0.035127, 0.253236);
+    # on the week's scale 0.004 + 0.99·(0.035127, 0.253236) = (0.0388, 0.2547). (Taken on the
+    # whole week, as before, the interval was (0.0375, 0.2530): its top was pulled down toward
+    # the flagged stratum's share, and the truth lay above it too often.)
     e = stratified_share(strata)
     assert e.value == approx(0.103)
-    assert (e.low, e.high) == (approx(0.0375, abs=1e-4), approx(0.2530, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.0388, abs=1e-4), approx(0.2547, abs=1e-4))
 
 
 def test_week_strata():
@@ -322,10 +335,12 @@ def test_claim_share_by_hand():
 
 
 def test_claim_share_with_one_claim_per_answer_is_the_mean():
+    # Without a stratum judged in full both are Wilson on the whole ratio. (With one, the mean
+    # takes the census as a fixed part and Wilson on the drawn part; a ratio has no such part.)
     pairs = [(v, 1) for v in UNFLAGGED_30]
     flagged = [(v, 1) for v in FLAGGED_10]
-    assert claim_share([ClaimStratum(10, flagged), ClaimStratum(990, pairs)]) == approx_estimate(
-        stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
+    assert claim_share([ClaimStratum(20, flagged), ClaimStratum(990, pairs)]) == approx_estimate(
+        stratified_mean([Stratum(20, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
     )
 
 
@@ -450,15 +465,22 @@ def est(value, low, high, too_few=False):
     return Estimate(value, low, high, 100, 1000, (20, 80), too_few)
 
 
-# (id, estimate, threshold, colour)
+# (id, estimate, threshold, colour). Grey only when the interval straddles the line AND is
+# wider than UNDECIDED_WIDTH (0.10); how many answers it rests on does not grey it.
 LIGHT_CASES = [
     ("interval below the line", est(0.80, 0.75, 0.84), 0.85, "red"),
     ("interval touches the line", est(0.80, 0.75, 0.85), 0.85, "amber"),
-    ("estimate below, interval reaches over", est(0.84, 0.78, 0.90), 0.85, "amber"),
+    ("estimate below, interval narrowly over", est(0.84, 0.80, 0.89), 0.85, "amber"),
+    ("estimate below, interval 0.12 wide over the line", est(0.84, 0.78, 0.90), 0.85, "grey"),
     ("estimate on the line", est(0.85, 0.80, 0.90), 0.85, "green"),
-    ("estimate above, interval reaches under", est(0.88, 0.80, 0.93), 0.85, "green"),
+    ("straddling exactly 0.10 wide is still decided", est(0.86, 0.80, 0.90), 0.85, "green"),
+    ("estimate above, interval 0.13 wide under the line", est(0.88, 0.80, 0.93), 0.85, "grey"),
+    ("estimate above, interval at the line", est(0.88, 0.85, 0.93), 0.85, "green"),
     ("well above", est(0.95, 0.92, 0.97), 0.85, "green"),
-    ("too few, even if far below", est(0.30, 0.10, 0.50, too_few=True), 0.85, "grey"),
+    # Too few answers, but the whole wide interval is below: that is evidence, it is red.
+    ("too few, far below", est(0.30, 0.10, 0.50, too_few=True), 0.85, "red"),
+    ("too few, wholly above", est(0.97, 0.86, 1.0, too_few=True), 0.85, "green"),
+    ("too few and undecided", est(0.90, 0.60, 0.99, too_few=True), 0.85, "grey"),
     ("no estimate", Estimate(None, None, None, 0, 0, (0, 0), True), 0.85, "grey"),
 ]
 
@@ -522,3 +544,153 @@ def test_lift_interval_never_has_zero_width_when_a_part_is_pure() -> None:
     # Independent groups, both entirely unfaithful: Katz's variance would be 0.
     katz = lift(flagged_bad=12, flagged_n=12, random_bad=20, random_n=20)
     assert katz.low < 1.0 < katz.high
+
+
+# --- sufficient statistics -----------------------------------------------------------------
+
+
+def test_sums_give_the_same_estimate_as_the_values():
+    strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
+    sums = [summarize(s) for s in strata]
+    # FLAGGED_10: Σ = 7, mean 0.7, Σ(y − 0.7)² = 6·0.09 + 2·0.04 + 2·0.49 = 1.6.
+    assert sums[0] == StratumSums(10, 10, 7.0, approx(1.6), drawn=False)
+    assert mean_from_sums(sums) == stratified_mean(strata)
+    # What a database would hand over: Σy² − (Σy)²/n.
+    from_db = StratumSums(990, 30, 28.5, 27 + 3 * 0.25 - 28.5**2 / 30)
+    assert mean_from_sums([sums[0], from_db]) == approx_estimate(stratified_mean(strata))
+
+
+@pytest.mark.parametrize(
+    "sums",
+    [
+        StratumSums(10, 11, 5.0, 0.0),  # more judged than the stratum has
+        StratumSums(10, 5, 5.5, 0.0),  # a sum of 5 values in [0, 1] above 5
+        StratumSums(10, 5, -0.1, 0.0),
+        StratumSums(10, 5, 2.5, -0.1),
+        StratumSums(10, 4, 2.0, 1.5),  # Σ(y − ȳ)² of 4 values in [0, 1] is at most 1
+        StratumSums(10, 5, math.nan, 0.0),
+        StratumSums(10, 2.5, 1.0, 0.0),
+    ],
+)
+def test_sums_reject_nonsense(sums):
+    with pytest.raises(ValueError):
+        mean_from_sums([sums])
+
+
+# --- share below the action line ------------------------------------------------------------
+
+
+def test_share_below_is_the_share_of_the_indicators():
+    strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
+    e = share_below(strata, 0.85)
+    assert e == stratified_share(indicator_strata(strata, lambda v: v < 0.85))
+    assert (e.value, e.low, e.high) == (approx(0.103), approx(0.0388, abs=1e-4),
+                                        approx(0.2547, abs=1e-4))
+    # On the line is not below it.
+    assert share_below([Stratum(4, [0.85, 0.85, 0.9, 0.5], drawn=False)], 0.85).value == 0.25
+    with pytest.raises(ValueError):
+        share_below(strata, math.nan)
+
+
+# --- pooled weeks -----------------------------------------------------------------------------
+
+POOL_WEEK_1 = [Stratum(5, [1.0, 0.5, 0.5, 1.0, 0.0], drawn=False),
+               Stratum(95, [1.0] * 4 + [0.5])]
+POOL_WEEK_2 = [Stratum(5, [1.0] * 5, drawn=False), Stratum(95, [1.0] * 5)]
+
+
+def test_pooled_two_weeks_by_hand():
+    # N = 200; cells W = 0.025 (flagged, judged in full: 0.6 and 1.0) and 0.475 (unflagged,
+    # 5 of 95 judged each: 0.9 and 1.0). Value = 0.015 + 0.4275 + 0.025 + 0.475 = 0.9425.
+    # The unflagged stratum has ONE pseudo-answer over the two weeks, half in each cell:
+    #   week 1: p̃ = (4.5 + 0.25)/5.5 = 0.863636; spread = [0.2 + 5·0.036364² + 0.25·(0.136364² +
+    #           0.863636²)]/5.5 = 0.0723140; term = 0.475²·(1 − 5/95)·0.0723140/5 = 0.00309143
+    #   week 2: p̃ = 5.25/5.5 = 0.954545; spread = [5·0.045455² + 0.25·(0.045455² +
+    #           0.954545²)]/5.5 = 0.0433884; term = 0.00185486
+    # V = 0.00494628. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.909091;
+    # n_eff = 0.909091·0.090909·0.95²/V = 15.0794. Wilson(0.95, 15.0794): z²/n = 0.254749;
+    # centre 0.858637, half 0.134130 → (0.724507, 0.992768) → 0.04 + 0.95·… = (0.7283, 0.9831).
+    e = pooled_mean([POOL_WEEK_1, POOL_WEEK_2])
+    assert e.value == approx(0.9425, abs=1e-12)
+    assert (e.low, e.high) == (approx(0.7283, abs=1e-4), approx(0.9831, abs=1e-4))
+    # Each week alone is too few (5 random answers); pooled, the stratum has its ten.
+    assert (e.n, e.population, e.n_by_stratum, e.too_few) == (20, 200, (10, 10), False)
+    assert stratified_mean(POOL_WEEK_2).too_few
+
+
+def test_pooling_one_week_is_the_week():
+    assert pooled_mean([POOL_WEEK_1]) == stratified_mean(POOL_WEEK_1)
+    sums = [[summarize(s) for s in week] for week in (POOL_WEEK_1, POOL_WEEK_2)]
+    assert pooled_mean(sums) == pooled_mean([POOL_WEEK_1, POOL_WEEK_2])
+
+
+def test_pooled_week_without_a_random_answer_collapses_its_stratum():
+    # Week 2's unflagged stratum was not hit by the draw: its mean is taken as week 1's
+    # (collapsed: one cell of 190 answers, 5 judged) rather than losing the pooled estimate.
+    e = pooled_mean([POOL_WEEK_1, [POOL_WEEK_2[0], Stratum(95, [])]])
+    assert e.value == approx(0.025 * 0.6 + 0.025 * 1.0 + 0.95 * 0.9)
+    assert (e.n, e.n_by_stratum, e.too_few) == (15, (10, 5), True)
+    assert 0 <= e.low < e.value < e.high <= 1
+    # With no judged answer of a stratum in any week, there is nothing to borrow.
+    none = pooled_mean([[POOL_WEEK_1[0], Stratum(95, [])], [POOL_WEEK_2[0], Stratum(95, [])]])
+    assert none.value is None and none.low is None and none.too_few
+
+
+def test_pooled_weeks_need_the_same_strata():
+    with pytest.raises(ValueError):
+        pooled_mean([POOL_WEEK_1, POOL_WEEK_2[:1]])
+    empty = pooled_mean([])
+    assert (empty.value, empty.n, empty.population) == (None, 0, 0)
+
+
+# --- what would make a week decisive -------------------------------------------------------
+
+
+def test_undecided_width_is_stated():
+    assert UNDECIDED_WIDTH == 0.10
+    assert DECISIVE_HALF_WIDTH == 0.05
+
+
+def test_sample_rate_for_by_hand():
+    # The unflagged stratum's spread s̃² = 0.0361603 (test_two_strata_by_hand), W = 0.99,
+    # N = 990; the flagged census adds nothing: A = 0.99²·0.0361603/990 = 3.57986e-5.
+    # (w/z)² = (0.05/1.959964)² = 6.50794e-4 → r = A/(A + (w/z)²) = 0.052140: at this week's
+    # volume and spread, a sample rate of 5.2 % instead of 3 % would give ±0.05.
+    strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
+    assert sample_rate_for(strata) == approx(0.052140, abs=1e-6)
+    # Check: at that rate, n = 51.6 and V = 0.9801·(1 − r)·s̃²/n = (w/z)².
+    r = sample_rate_for(strata)
+    n = r * 990
+    assert 1.959964 * math.sqrt(0.9801 * (1 - r) * 0.0361603 / n) == approx(0.05, abs=1e-5)
+    # A wider target needs a lower rate; the rate never exceeds 1.
+    assert sample_rate_for(strata, half_width=0.1) < r
+    assert sample_rate_for(strata, half_width=1e-6) <= 1.0
+
+
+def test_sample_rate_for_without_a_drawn_stratum():
+    assert sample_rate_for([Stratum(10, FLAGGED_10, drawn=False)]) is None
+    assert sample_rate_for([Stratum(10, FLAGGED_10, drawn=False), Stratum(90, [])]) is None
+    # Every value 1.0 still gives a rate: the spread includes the pseudo-answer.
+    assert 0 < sample_rate_for([Stratum(990, [1.0] * 30)]) < 1
+    with pytest.raises(ValueError):
+        sample_rate_for([Stratum(990, [1.0] * 30)], half_width=0)
+
+
+def test_week_precision():
+    strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
+    pooled = Estimate(0.95, 0.93, 0.97, 160, 4000, (40, 120), False)
+    # (0.8520, 0.9813) is wholly above 0.85: green and decided, however wide.
+    above = week_precision(strata, action_threshold=0.85, pooled=pooled)
+    assert (above.light, above.decisive) == ("green", True)
+    assert above.half_width == approx((0.9813 - 0.8520) / 2, abs=1e-4)
+    assert above.pooled_half_width == approx(0.02)
+    assert above.pooled_weeks == 4
+    # Against 0.90 the same interval straddles the line and is 0.13 wide: grey, and the page
+    # can say "a sample rate of 5.2 % (now 3.0 %) or the 4-week view gives ±0.02".
+    undecided = week_precision(strata, action_threshold=0.90, pooled=pooled)
+    assert (undecided.light, undecided.decisive) == ("grey", False)
+    assert undecided.sample_rate == approx(0.052140, abs=1e-6)
+    assert undecided.current_rate == approx(30 / 990)
+    assert undecided.target_half_width == DECISIVE_HALF_WIDTH
+    alone = week_precision(strata, action_threshold=0.90)
+    assert alone.pooled_half_width is None

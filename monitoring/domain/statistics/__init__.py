@@ -1,0 +1,72 @@
+"""Statistics for the dashboard: stratified weekly and pooled estimates with intervals
+(`estimates`), what a week's interval can decide (`precision`), the trigger's lift (`lift`).
+
+One import path for callers: everything public is re-exported here.
+"""
+
+from monitoring.domain.statistics.estimates import (
+    MIN_JUDGED,
+    ClaimStratum,
+    Estimate,
+    Fit,
+    Stratum,
+    StratumSums,
+    claim_share,
+    fit_mean,
+    fit_pooled,
+    indicator_strata,
+    interval,
+    mean_from_sums,
+    pooled_mean,
+    share_below,
+    stratified_mean,
+    stratified_share,
+    summarize,
+    week_strata,
+    wilson,
+    wilson_interval,
+    z_value,
+)
+from monitoring.domain.statistics.lift import Lift, lift
+from monitoring.domain.statistics.precision import (
+    DECISIVE_HALF_WIDTH,
+    UNDECIDED_WIDTH,
+    Precision,
+    sample_rate_for,
+    traffic_light,
+    trend,
+    week_precision,
+)
+
+__all__ = [
+    "DECISIVE_HALF_WIDTH",
+    "MIN_JUDGED",
+    "UNDECIDED_WIDTH",
+    "ClaimStratum",
+    "Estimate",
+    "Fit",
+    "Lift",
+    "Precision",
+    "Stratum",
+    "StratumSums",
+    "claim_share",
+    "fit_mean",
+    "fit_pooled",
+    "indicator_strata",
+    "interval",
+    "lift",
+    "mean_from_sums",
+    "pooled_mean",
+    "sample_rate_for",
+    "share_below",
+    "stratified_mean",
+    "stratified_share",
+    "summarize",
+    "traffic_light",
+    "trend",
+    "week_precision",
+    "week_strata",
+    "wilson",
+    "wilson_interval",
+    "z_value",
+]

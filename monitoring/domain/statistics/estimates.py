@@ -1,0 +1,550 @@
+"""Estimates for the team-lead dashboard: faithfulness of a use case per week, with intervals.
+
+Tier 2 judges answers with unequal inclusion probabilities: every flagged answer (π = 1) and a
+random share of the others (π = sample rate). The judged answers are therefore a stratified
+sample, and the mean over them overweights the flagged ones, which are much less faithful. Every
+estimate here is stratified: per stratum h (flagged, unflagged) the judged answers are a simple
+random sample of n_h from the stratum's N_h answers (the hash draw is independent of the flag
+and of the answer; judge failures are assumed to miss at random), and the population mean is
+
+    ŷ = Σ_h W_h · ȳ_h,    W_h = N_h / N.
+
+The interval ("stratified Wilson", after Kott & Liu 2009) is a Wilson score interval with an
+effective sample size n_eff = p̃(1 − p̃) / V, where V is the stratified variance
+
+    V = Σ_h W_h² · (1 − n_h/N_h) · s̃_h² / n_h.
+
+A Wald or t interval (ŷ ± z·√V with the plain sample variance) is useless here: most answers
+score exactly 1.0, so a small random stratum often has s_h² = 0 and the interval collapses to
+a point; in simulation such intervals cover the truth in about 57-75 % of small weeks. Three
+things keep this one honest:
+
+- s̃_h² is the variance of the stratum's judged values plus one Jeffreys pseudo-answer (half a
+  supported claim, half an unsupported one, i.e. Beta(½, ½) prior counts), taken about the
+  shrunk mean p̃_h = (Σy + ½)/(n_h + 1) and divided by n_h + 1. With all values 1.0 it is
+  p̃_h(1 − p̃_h) > 0, not 0; with a real spread of scores the pseudo-answer adds O(1/n_h) and
+  vanishes on large samples. For 0/1 values in one stratum it is exactly p̃(1 − p̃), so the
+  interval reduces to the textbook Wilson interval for k of n.
+- Wilson rather than ŷ ± z·√V: the score interval is asymmetric near 1, where the weekly
+  estimates live, and never leaves [0, 1].
+- For means and shares, the strata judged in full (the flagged ones) are a fixed part: their
+  contribution Σ W_h·ȳ_h is known, and only the part drawn at random is uncertain. The Wilson
+  interval is taken on the drawn part's own mean, whose skew near 0 or 1 is what the interval
+  must follow, and the fixed part is added back. Taken on the whole week instead, a share of
+  bad answers near 0 is pulled toward the flagged stratum's larger share and its upper end is
+  too low (the truth lay above the interval in up to 8 % of simulated weeks).
+
+A stratum judged in full (n_h = N_h) has no sampling error: the finite population correction
+removes its variance and its values enter p̃ unshrunk.
+
+Everything here runs on each stratum's sufficient statistics (`StratumSums`: size, judged
+count, sum, sum of squared deviations), which a database can aggregate and a simulation can
+produce for thousands of weeks without building lists; the list-taking functions reduce their
+values to them first. Coverage, bias and width are measured by `bench/statistics.py`.
+
+Plain Python on purpose (no django, no openai): the selectors feed it plain values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from statistics import NormalDist
+
+# A drawn stratum with fewer than ten judged answers is a statement of low precision, not a
+# hidden point: at 9 of 10 supported the 95 % Wilson interval is 0.60-0.98, and one answer moves
+# the estimate by a tenth. `Estimate.too_few` says so; the value and interval are still there,
+# and the light (`traffic_light`) is grey only where the interval cannot decide.
+MIN_JUDGED = 10
+
+# Jeffreys prior Beta(½, ½): half a supported and half an unsupported pseudo-claim per stratum.
+_PRIOR = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Stratum:
+    """One stratum of a week: its size N_h and the values of its judged answers."""
+
+    size: int  # N_h: answers in the stratum that week, judged or not
+    values: Sequence[float]  # judged values in [0, 1] (scores, or 0/1 indicators)
+    # Drawn at random (the unflagged answers) rather than judged in full (the flagged ones,
+    # which may lack a few runs still pending or failed): only a drawn stratum needs MIN_JUDGED
+    # judged answers of its own before its week is an estimate and not "too few".
+    drawn: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StratumSums:
+    """One stratum by its sufficient statistics: what the estimators need of its values.
+
+    ``total`` = Σ y and ``sq_dev`` = Σ (y − ȳ)² over the ``n`` judged values in [0, 1]; for a
+    database, sq_dev = Σy² − (Σy)²/n (clip a rounding negative to 0).
+    """
+
+    size: int
+    n: int
+    total: float
+    sq_dev: float
+    drawn: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimStratum:
+    """One stratum for the claim-level share: per judged answer (supported points, claims)."""
+
+    size: int  # N_h
+    answers: Sequence[tuple[float, int]]  # GEDECKT = 1 and TEILWEISE = 0.5 points per claim
+    drawn: bool = True  # as Stratum.drawn
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A stratified estimate with its interval and sample sizes.
+
+    ``value``, ``low`` and ``high`` are None when the week cannot be estimated: nothing judged,
+    or a non-empty stratum without a single judged answer (its mean is then unknown, and
+    leaving it out would bias the estimate toward the other stratum).
+    """
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int  # judged answers used (Σ n_h)
+    population: int  # N
+    n_by_stratum: tuple[int, ...]
+    # A precision flag, not a verdict: n < MIN_JUDGED, a non-empty stratum without a judged
+    # answer, or a stratum drawn at random with fewer than MIN_JUDGED judged (Stratum.drawn; a
+    # stratum judged in full needs none). The value and interval are still given.
+    too_few: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Cell:
+    """A stratum as the core sees it: a ratio Σa/Σm (m = 1 per answer for a plain mean)."""
+
+    size: int
+    n: int
+    a: float  # Σ a
+    m: float  # Σ m
+    aa: float  # Σ (a − ā)²
+    mm: float  # Σ (m − m̄)²
+    am: float  # Σ (a − ā)(m − m̄)
+    drawn: bool
+    # Pseudo-answers in this cell: 1 per stratum of a week; a stratum pooled over weeks shares
+    # its one pseudo-answer out over its week cells in proportion to their judged answers.
+    prior: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """The estimator's working parts, for the functions built on it (pooling, the expert
+    scale, precision): the point, the variance, and what the interval is taken on."""
+
+    value: float
+    variance: float  # V, the stratified variance of the value
+    ratio: float  # p̃, the shrunk value (Jeffreys pseudo-answer in each sampled stratum)
+    fixed: float  # Σ W_h·ȳ_h over the strata judged in full (means only; 0 for a ratio)
+    drawn_weight: float  # W_S = Σ W_h over the other strata (1 for a ratio)
+    drawn_ratio: float  # p̃_S, the shrunk mean of those strata (the ratio for a ratio)
+    floor: float  # what the value can be at least and at most, given the unjudged answers
+    ceiling: float
+    # Per stratum: (W_h, s̃_h², N_h, n_h, drawn and sampled) - what the stratum adds to V.
+    spreads: tuple[tuple[float, float, int, int, bool], ...]
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided standard normal quantile for ``confidence`` (1.96 at 0.95)."""
+    if not 0.0 < confidence < 1.0:  # also false for NaN
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson(successes: float, n: float, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for ``successes`` of ``n``; fractional counts allowed; n=0 → (0, 1).
+
+    Fractional counts are what effective sample sizes give; the formula does not need integers.
+    """
+    if not (n >= 0 and math.isfinite(n)):
+        raise ValueError(f"n must be a finite number of at least 0, not {n!r}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be between 0 and n={n}, not {successes!r}")
+    z = z_value(confidence)
+    if n == 0:
+        return 0.0, 1.0
+    return wilson_interval(successes / n, n, z)
+
+
+def wilson_interval(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's interval for a share ``p`` of a (possibly effective, fractional) ``n`` > 0."""
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    # The formula gives exactly 0 (1) at p = 0 (1) up to rounding; say so exactly.
+    low = 0.0 if p <= 0 else max(0.0, centre - half)
+    high = 1.0 if p >= 1 else min(1.0, centre + half)
+    return low, high
+
+
+def summarize(stratum: Stratum) -> StratumSums:
+    """A stratum's judged values reduced to their sufficient statistics (values checked)."""
+    values = _units(stratum.values)
+    n = len(values)
+    total = math.fsum(values)
+    mean = total / n if n else 0.0
+    sq_dev = math.fsum([(v - mean) ** 2 for v in values]) if n else 0.0
+    return StratumSums(stratum.size, n, total, sq_dev, stratum.drawn)
+
+
+def stratified_mean(strata: Sequence[Stratum], *, confidence: float = 0.95) -> Estimate:
+    """Population mean of the values (e.g. faithfulness scores) with a stratified Wilson interval.
+
+    The interval is also cut to what the population mean can be at all, given that the
+    unjudged answers lie somewhere in [0, 1]: this only removes impossible values, so coverage
+    is unchanged, and it makes a nearly fully judged week's interval as narrow as it really is.
+    """
+    return mean_from_sums([summarize(s) for s in strata], confidence=confidence)
+
+
+def mean_from_sums(strata: Sequence[StratumSums], *, confidence: float = 0.95) -> Estimate:
+    """`stratified_mean` from each stratum's sufficient statistics."""
+    return _estimate([_mean_cell(s) for s in strata], confidence)
+
+
+def stratified_share(strata: Sequence[Stratum], *, confidence: float = 0.95) -> Estimate:
+    """Population share of 0/1 indicators (e.g. score below the action threshold).
+
+    The same estimator as ``stratified_mean``: Wilson on the strata drawn at random, the strata
+    judged in full added as a fixed part. With one stratum and no finite population correction
+    the interval is exactly ``wilson(k, n)``.
+    """
+    for s in strata:
+        try:
+            fine = set(s.values) <= {0, 1}  # the same test as below, at C speed
+        except TypeError:
+            fine = False
+        if fine:
+            continue
+        for v in s.values:
+            if v not in (0, 1):
+                raise ValueError(f"a share needs 0/1 values, not {v!r}")
+    return stratified_mean(strata, confidence=confidence)
+
+
+def share_below(
+    strata: Sequence[Stratum], threshold: float, *, confidence: float = 0.95
+) -> Estimate:
+    """Share of the week's answers scoring below ``threshold`` (the action line)."""
+    if math.isnan(threshold):
+        raise ValueError("threshold is NaN")
+    return stratified_share(
+        indicator_strata(strata, lambda v: v < threshold), confidence=confidence
+    )
+
+
+def pooled_mean(
+    weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+    *,
+    confidence: float = 0.95,
+) -> Estimate:
+    """One estimate over several weeks (e.g. a week and the 3 before it): the mean of all their
+    answers, stratified over week × stratum cells, with the same fields as a week's.
+
+    Every week gives its strata in the same order ([flagged, unflagged] as `week_strata`). A
+    week whose stratum h is not empty but has no judged answer (a small week whose random draw
+    hit nothing) would leave the pooled estimate undefined; instead, that stratum is collapsed
+    over the weeks (one cell of all their stratum-h answers), assuming its mean does not differ
+    from the other weeks' - the usual collapsed-strata remedy, and what pooling assumes anyway.
+    ``too_few`` asks MIN_JUDGED of each drawn stratum over the pooled weeks, not of each week.
+    Answers of the same sample rate in the same stratum could be pooled in one cell; cells per
+    week also keep a change of the sample rate within the window unbiased.
+    """
+    cells, n_by, short = _pooled_cells(weeks)
+    estimate = _estimate(cells, confidence)
+    too_few = estimate.too_few if estimate.value is None else (
+        estimate.n < MIN_JUDGED or short
+    )
+    return Estimate(
+        estimate.value, estimate.low, estimate.high, estimate.n, estimate.population,
+        n_by, too_few,
+    )
+
+
+def fit_pooled(
+    weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+) -> Fit | None:
+    """The working parts behind `pooled_mean` (None when it is unknown)."""
+    return _fit(_pooled_cells(weeks)[0], ratio=False)
+
+
+def _pooled_cells(
+    weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+) -> tuple[list[_Cell], tuple[int, ...], bool]:
+    """The week × stratum cells (collapsed where a stratum has an unjudged week), the judged
+    answers per stratum, and whether a drawn stratum has fewer than MIN_JUDGED of them."""
+    layout = {len(week) for week in weeks}
+    if len(layout) > 1:
+        raise ValueError(f"every week needs the same strata, not {sorted(layout)} of them")
+    columns = list(zip(*[[_as_sums(s) for s in week] for week in weeks], strict=True))
+    cells: list[_Cell] = []
+    n_by: list[int] = []
+    short = False
+    for column in columns:
+        stratum = [_mean_cell(s) for s in column]
+        if any(c.size > 0 and c.n == 0 for c in stratum):
+            stratum = [_merge(stratum)]
+        n = sum(c.n for c in stratum)
+        if n:
+            stratum = [dataclasses.replace(c, prior=c.n / n) for c in stratum]
+        cells += stratum
+        size = sum(c.size for c in stratum)
+        n_by.append(n)
+        short = short or (column[0].drawn and 0 < n < min(size, MIN_JUDGED))
+    return cells, tuple(n_by), short
+
+
+def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> Estimate:
+    """Claim-level share of supported claims as a stratified (combined) ratio estimator.
+
+    R = Σ_h W_h·ā_h / Σ_h W_h·m̄_h, with ā_h the mean supported points and m̄_h the mean number
+    of claims per judged answer of stratum h: the estimated population totals of points and of
+    claims, divided. Answers are the sampling units, so claims of one answer are not treated as
+    independent. The variance is the usual linearisation: the stratified variance of the
+    residuals z_i = (a_i − R·m_i)/m̄, with the same Jeffreys pseudo-answer per sampled stratum
+    (one claim, half supported and half unsupported) so that a sample in which every claim is
+    supported still gets an interval. Answers without claims (abstentions) count in N_h but
+    add no claims. ``value`` is None when no judged answer has a claim. The interval is Wilson
+    on the whole ratio (a ratio has no fixed part to split off).
+    """
+    cells = []
+    for s in strata:
+        points, claims = [], []
+        for a, m in s.answers:
+            if not (isinstance(m, Integral) and m >= 0):
+                raise ValueError(f"number of claims must be an integer of at least 0, not {m!r}")
+            if not 0 <= a <= m:
+                raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
+            points.append(float(a))
+            claims.append(float(m))  # Integral: numpy integers are fine too
+        _check_size(s.size, len(points))
+        n = len(points)
+        a_sum, m_sum = math.fsum(points), math.fsum(claims)
+        a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
+        cells.append(_Cell(
+            int(s.size), n, a_sum, m_sum,
+            math.fsum([(a - a_mean) ** 2 for a in points]),
+            math.fsum([(m - m_mean) ** 2 for m in claims]),
+            math.fsum([(a - a_mean) * (m - m_mean) for a, m in zip(points, claims, strict=True)]),
+            s.drawn,
+        ))
+    return _estimate(cells, confidence, ratio=True)
+
+
+def fit_mean(
+    strata: Sequence[Stratum] | Sequence[StratumSums], *, confidence: float = 0.95
+) -> tuple[Estimate, Fit | None]:
+    """The estimate of the mean and the working parts behind it (None when it is unknown)."""
+    cells = [_mean_cell(_as_sums(s)) for s in strata]
+    return _estimate(cells, confidence), _fit(cells, ratio=False)
+
+
+def interval(fit: Fit, z: float, *, extra_variance: float = 0.0) -> tuple[float, float]:
+    """Wilson on the drawn part of ``fit`` with ``extra_variance`` added, fixed part added back.
+
+    `extra_variance` is the variance of a correction to be added to the value afterwards (the
+    expert-scale rectifier); the interval is then still the skewed Wilson shape of the judged
+    part, widened by it.
+    """
+    variance = fit.variance + extra_variance
+    if variance <= 0:
+        return fit.value, fit.value  # every stratum judged in full: the value is known
+    w, p_tilde = fit.drawn_weight, fit.drawn_ratio
+    if w > 0 and 0 < p_tilde < 1:
+        part = min(1.0, max(0.0, (fit.value - fit.fixed) / w))
+        low, high = wilson_interval(part, p_tilde * (1 - p_tilde) * w * w / variance, z)
+        low, high = fit.fixed + w * low, fit.fixed + w * high
+    elif 0 < fit.ratio < 1:
+        low, high = wilson_interval(fit.value, fit.ratio * (1 - fit.ratio) / variance, z)
+    else:
+        half = z * math.sqrt(variance)
+        low, high = max(0.0, fit.value - half), min(1.0, fit.value + half)
+    return min(low, fit.value), max(high, fit.value)
+
+
+def _as_sums(stratum: Stratum | StratumSums) -> StratumSums:
+    return stratum if isinstance(stratum, StratumSums) else summarize(stratum)
+
+
+def _mean_cell(s: StratumSums) -> _Cell:
+    _check_size(s.size, s.n)
+    if not (isinstance(s.n, Integral) and not isinstance(s.n, bool)):
+        raise ValueError(f"n must be an integer, not {s.n!r}")
+    if not (isinstance(s.total, Real) and 0 <= s.total <= s.n):
+        raise ValueError(f"the sum of {s.n} values in [0, 1] cannot be {s.total!r}")
+    # Σ(y − ȳ)² of values in [0, 1] is at most n/4 (half at 0, half at 1); a little rounding
+    # slack above, none below 0.
+    if not (isinstance(s.sq_dev, Real) and 0 <= s.sq_dev <= s.n / 4 + 1e-9):
+        raise ValueError(f"Σ(y − ȳ)² of {s.n} values in [0, 1] cannot be {s.sq_dev!r}")
+    return _Cell(int(s.size), int(s.n), float(s.total), float(s.n), float(s.sq_dev), 0.0, 0.0,
+                 s.drawn)
+
+
+def _merge(cells: Sequence[_Cell]) -> _Cell:
+    """One cell of several (of a plain mean): sizes and sums added, deviations pooled."""
+    n = sum(c.n for c in cells)
+    a = math.fsum(c.a for c in cells)
+    mean = a / n if n else 0.0
+    aa = math.fsum(c.aa + (c.n * (c.a / c.n - mean) ** 2 if c.n else 0.0) for c in cells)
+    return _Cell(sum(c.size for c in cells), n, a, float(n), aa, 0.0, 0.0,
+                 any(c.drawn for c in cells))
+
+
+def _check_size(size: int, n: int) -> None:
+    if isinstance(size, bool) or not isinstance(size, Integral) or size < 0:
+        raise ValueError(f"stratum size must be an integer of at least 0, not {size!r}")
+    if n > size:
+        raise ValueError(f"{n} judged answers in a stratum of {size}")
+    if n < 0:
+        raise ValueError(f"judged answers cannot be {n!r}")
+
+
+def _units(values: Sequence[float]) -> list[float]:
+    """The values as floats in [0, 1], as `_unit` checks them one by one.
+
+    A fast path for the usual case, a list of floats in range, checked at C speed: every value
+    a float (no bool, int, Decimal or subclass), none below 0 or above 1, and no NaN (a NaN
+    makes the sum NaN; an infinity is out of range already). Anything else goes through
+    `_unit`, which converts or raises exactly as before.
+    """
+    out = values if type(values) is list else list(values)
+    if not out:
+        return []
+    if set(map(type, out)) == {float} and min(out) >= 0 and max(out) <= 1:
+        total = sum(out)
+        if total == total:
+            return out
+    return [_unit(v) for v in out]
+
+
+def _unit(value: float) -> float:
+    if not 0 <= value <= 1:  # also false for NaN
+        raise ValueError(f"values must lie in [0, 1], not {value!r}")
+    return float(value)
+
+
+def _estimate(cells: Sequence[_Cell], confidence: float, *, ratio: bool = False) -> Estimate:
+    z = z_value(confidence)
+    population = int(sum(c.size for c in cells))
+    n_by = tuple(c.n for c in cells)
+    n = sum(n_by)
+    fit = _fit(cells, ratio=ratio)
+    if fit is None:
+        return Estimate(None, None, None, n, population, n_by, True)
+    # A stratum drawn at random speaks through its own judged answers only: twelve flagged
+    # answers judged in full and one random one are n = 13, but the unflagged majority of the
+    # week rests on that one answer. A sampled stratum needs MIN_JUDGED of its own.
+    too_few = n < MIN_JUDGED or any(
+        c.drawn and 0 < c.n < min(c.size, MIN_JUDGED) for c in cells
+    )
+    low, high = interval(fit, z)
+    # Unjudged answers score somewhere in [0, 1]; the mean cannot leave these bounds.
+    # min/max with the value: the bounds and the weighted value differ in the last bit.
+    low = min(max(low, fit.floor), fit.value)
+    high = max(min(high, fit.ceiling), fit.value)
+    return Estimate(fit.value, low, high, n, population, n_by, too_few)
+
+
+def _fit(cells: Sequence[_Cell], *, ratio: bool) -> Fit | None:
+    """The shared machinery: a stratified ratio Σ W_h ā_h / Σ W_h m̄_h and its variance.
+
+    For a plain mean m = 1 per answer, so the ratio is the mean. None when the value is
+    unknown (nothing judged, a non-empty stratum without a judged answer, no claim at all).
+    """
+    population = sum(c.size for c in cells)
+    if population == 0 or any(c.size > 0 and c.n == 0 for c in cells):
+        return None
+    live = [c for c in cells if c.size]
+    weights = [c.size / population for c in live]
+    sampled = [c.n < c.size for c in live]
+    numerator = math.fsum(w * c.a / c.n for w, c in zip(weights, live, strict=True))
+    denominator = math.fsum(w * c.m / c.n for w, c in zip(weights, live, strict=True))
+    if denominator == 0:
+        return None  # no judged answer has a claim: a claim share is undefined
+    value = min(1.0, numerator / denominator)
+
+    # Shrunk ratio: Jeffreys counts in the sampled strata only; a census stratum is exact.
+    pairs = list(zip(live, sampled, strict=True))
+    shrunk_a = [(c.a + _PRIOR * c.prior) / (c.n + c.prior) if s else c.a / c.n
+                for c, s in pairs]
+    shrunk_m = [(c.m + 2 * _PRIOR * c.prior) / (c.n + c.prior) if s else c.m / c.n
+                for c, s in pairs]
+    d = math.fsum(w * m for w, m in zip(weights, shrunk_m, strict=True))
+    r = math.fsum(w * a for w, a in zip(weights, shrunk_a, strict=True)) / d
+
+    spreads = []
+    terms = []
+    for w, c, s in zip(weights, live, sampled, strict=True):
+        if not s:
+            spreads.append((w, 0.0, c.size, c.n, False))
+            continue
+        # Residuals z_i = (a_i − R·m_i)/D and the pseudo-answer: one claim, weight ½ supported
+        # (residual (1 − R)/D) and ½ unsupported (−R/D). Their spread about their centre is
+        # Σ(z − z̄)² + k(z̄ − c)² + the pseudo-answer's part, over k + 1.
+        mean_z = (c.a - r * c.m) / (c.n * d)
+        spread_z = (c.aa - 2 * r * c.am + r * r * c.mm) / (d * d)
+        supported, unsupported = (1 - r) / d, -r / d
+        weight = c.prior
+        centre = (c.n * mean_z + _PRIOR * weight * (supported + unsupported)) / (c.n + weight)
+        spread = (
+            max(0.0, spread_z) + c.n * (mean_z - centre) ** 2
+            + _PRIOR * weight * ((supported - centre) ** 2 + (unsupported - centre) ** 2)
+        ) / (c.n + weight)
+        spreads.append((w, spread, c.size, c.n, c.drawn))
+        terms.append(w * w * (1 - c.n / c.size) * spread / c.n)
+    variance = math.fsum(terms)
+
+    if ratio:
+        fixed, drawn_weight, drawn_ratio = 0.0, 1.0, r
+    else:
+        # The fixed part: strata judged in full or by design (flagged, maybe short of a few
+        # failed runs, whose small variance stays in V); the rest is the drawn part.
+        part = [not (s and c.drawn) for c, s in zip(live, sampled, strict=True)]
+        fixed = math.fsum(w * c.a / c.n for w, c, f in zip(weights, live, part, strict=True) if f)
+        drawn_weight = math.fsum(w for w, f in zip(weights, part, strict=True) if not f)
+        drawn_ratio = (
+            math.fsum(w * a for w, a, f in zip(weights, shrunk_a, part, strict=True) if not f)
+            / drawn_weight if drawn_weight > 0 else r
+        )
+    judged_a = math.fsum(c.a for c in cells)
+    unjudged = population - sum(c.n for c in cells)
+    floor, ceiling = (judged_a / population, (judged_a + unjudged) / population) if not ratio \
+        else (0.0, 1.0)
+    return Fit(value, variance, r, fixed, drawn_weight, drawn_ratio, floor, ceiling,
+               tuple(spreads))
+
+
+def week_strata(rows: Iterable[tuple[bool, float | None]]) -> list[Stratum]:
+    """[flagged stratum, unflagged stratum] from (flagged, score or None) of EVERY answer.
+
+    Unjudged answers (not sampled, pending or failed) count in the stratum size only.
+    """
+    sizes = [0, 0]
+    values: list[list[float]] = [[], []]
+    for flagged, score in rows:
+        h = 0 if flagged else 1
+        sizes[h] += 1
+        if score is not None:
+            values[h].append(score)
+    return [Stratum(sizes[0], values[0], drawn=False), Stratum(sizes[1], values[1])]
+
+
+def indicator_strata(
+    strata: Sequence[Stratum], predicate: Callable[[float], bool]
+) -> list[Stratum]:
+    """The same strata with each value replaced by 1.0 where ``predicate`` holds, else 0.0."""
+    return [
+        Stratum(s.size, [1.0 if predicate(v) else 0.0 for v in s.values], s.drawn) for s in strata
+    ]
