@@ -49,13 +49,14 @@ def free_port() -> int:
 
 class Proxy:
     """An HTTP proxy to ``target`` on a fixed port: closed until ``start()``, then forwarding
-    every request, or answering the next ones with a scripted failure (``fail_next``)."""
+    every request, or answering the next ones with a scripted failure (``fail_next``) or reply
+    (``reply_next``)."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self.port = free_port()
         self.requests: list[tuple[float, str]] = []
-        self._failures: list[tuple[int, dict[str, str]]] = []
+        self._failures: list[tuple[int, dict[str, str], bytes]] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -64,8 +65,14 @@ class Proxy:
         return f"http://127.0.0.1:{self.port}"
 
     def fail_next(self, status: int, headers: dict[str, str] | None = None, times: int = 1):
+        self.reply_next(status, b'{"errors": []}', headers, times)
+
+    def reply_next(
+        self, status: int, body: bytes, headers: dict[str, str] | None = None, times: int = 1
+    ) -> None:
+        """Answer the next requests with this status and body instead of forwarding them."""
         with self._lock:
-            self._failures.extend([(status, dict(headers or {}))] * times)
+            self._failures.extend([(status, dict(headers or {}), body)] * times)
 
     def start(self) -> Proxy:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), _proxy_handler(self))
@@ -81,7 +88,7 @@ class Proxy:
             self._httpd.server_close()
             self._httpd = None
 
-    def _take_failure(self) -> tuple[int, dict[str, str]] | None:
+    def _take_failure(self) -> tuple[int, dict[str, str], bytes] | None:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
 
@@ -99,8 +106,8 @@ def _proxy_handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
                 proxy.requests.append((time.monotonic(), self.path))
             failure = proxy._take_failure()
             if failure is not None:
-                status, headers = failure
-                self._reply(status, b'{"errors": []}', headers)
+                status, headers, payload = failure
+                self._reply(status, payload, headers)
                 return
             response = httpx.post(
                 proxy.target + self.path,

@@ -224,6 +224,8 @@ def test_a_broken_treue_client_never_breaks_the_call(
     assert completion.choices[0].message.content
     assert json.loads(completion.model_dump_json())["model"] == "m"
     assert client.stats()["queued"] == 0
+    # The answer is lost, but not silently: it is counted.
+    assert client.stats()["rejected"] == 1
 
 
 def test_the_example_runs_and_its_answer_arrives(

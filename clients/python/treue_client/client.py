@@ -1,15 +1,20 @@
 """The recording client: a bounded in-memory queue and a background thread that sends batches.
 
 ``record()`` only builds a dict and puts it on the queue, so the caller's request never waits
-for Treue and never sees an error from it. The thread sends up to ``batch_size`` answers per
-``POST /api/v1/answers/batch``, retries what failed for a reason that may pass (network errors,
-429, 5xx) with capped exponential backoff and jitter, and gives up at once on answers Treue
-refused (4xx): sending them again cannot help.
+for Treue and never sees an error from it. The thread encodes each answer on its own, sends up
+to ``batch_size`` answers per ``POST /api/v1/answers/batch``, retries what failed for a reason
+that may pass (network errors, 429, 5xx) with capped exponential backoff and jitter, and gives
+up at once on answers Treue refused (4xx) or that cannot be encoded as JSON: sending them again
+cannot help.
+
+No answer is lost silently: every answer given to ``record()`` ends up in exactly one of the
+counters of ``stats()``, and is logged whenever it is not sent.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import queue
@@ -40,6 +45,9 @@ CHUNK_FIELDS = ("text", "id", "score", "source")
 
 # Put on the queue by flush() and close(): ends the batch being gathered at once.
 _WAKE = object()
+
+# An answer ready to send: its external_id (for the log) and its JSON.
+_Item = tuple[Any, bytes]
 
 
 class TreueClient:
@@ -79,8 +87,12 @@ class TreueClient:
             timeout=timeout,
         )
         self._lock = threading.Lock()
-        # Answers accepted by record() and not yet sent, rejected or given up on.
+        # Answers accepted by record() and not yet sent, rejected or given up on; of those, the
+        # ones still on the queue; and how many the thread has settled so far (it tells what
+        # part of a batch is still unaccounted for when something unexpected happens).
         self._pending = 0
+        self._queued = 0
+        self._settled_total = 0
         self._settled = threading.Condition(self._lock)
         self._counts = {"sent": 0, "retried": 0, "dropped": 0, "rejected": 0, "failed": 0}
         self._closed = False
@@ -105,50 +117,95 @@ class TreueClient:
         metadata: Mapping[str, Any] | None = None,
         use_case: str | None = None,
     ) -> str | None:
-        """Queue one answer; return its external_id, or None when it was not queued."""
+        """Queue one answer; return its external_id, or None when it was not queued (counted
+        as dropped, or as rejected when its arguments cannot be read, and logged)."""
         try:
             if self._closed:
                 self._count("dropped")
                 return None
             external_id = external_id or uuid.uuid4().hex
-            body: dict[str, Any] = {
-                "external_id": external_id,
-                "use_case": use_case or self.use_case,
-                "question": question,
-                "answer": answer,
-                "model": model,
-                "chunks": [_chunk(c) for c in chunks or ()],
-            }
-            if logprobs is not None:
-                body["logprobs"] = _logprobs(logprobs)
-            if messages is not None:
-                body["messages"] = list(messages)
-            if created_at is not None:
-                body["created_at"] = (
-                    created_at.isoformat() if isinstance(created_at, datetime) else created_at
-                )
-            if metadata:
-                body["metadata"] = dict(metadata)
+            body = self._body(
+                question=question, answer=answer, chunks=chunks, model=model,
+                logprobs=logprobs, messages=messages, external_id=external_id,
+                created_at=created_at, metadata=metadata, use_case=use_case,
+            )
+        except Exception as error:
+            self._count("rejected")
+            self._log_not_sent(external_id, "its arguments could not be read", error)
+            return None
+        # Not encoded here but in the thread: encoding costs about 1.4 ms for an answer of 1,000
+        # tokens with log-probabilities, which would be the caller's to wait for.
+        try:
             with self._lock:
+                if self._closed:
+                    self._counts["dropped"] += 1
+                    return None
                 self._queue.put_nowait(body)
                 self._pending += 1
+                self._queued += 1
             return external_id
         except queue.Full:
             dropped = self._count("dropped")
             if dropped == 1 or dropped % DROP_LOG_EVERY == 0:
-                logger.warning(
-                    "treue: queue full (%d answers), %d dropped", self.max_queue, dropped
-                )
+                with contextlib.suppress(Exception):
+                    logger.warning(
+                        "treue: queue full (%d answers), %d dropped", self.max_queue, dropped
+                    )
         except Exception:
-            logger.exception("treue: could not record an answer")
+            with contextlib.suppress(Exception):
+                logger.exception("treue: could not record an answer")
         return None
+
+    def _body(
+        self,
+        *,
+        question: str | None,
+        answer: str | None,
+        chunks: Iterable[Any] | None,
+        model: str | None,
+        logprobs: Any,
+        messages: list[Any] | None,
+        external_id: str,
+        created_at: Any,
+        metadata: Mapping[str, Any] | None,
+        use_case: str | None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "external_id": external_id,
+            "use_case": use_case or self.use_case,
+            "question": question,
+            "answer": answer,
+            "model": model,
+            "chunks": [_chunk(c) for c in chunks or ()],
+        }
+        if logprobs is not None:
+            body["logprobs"] = _logprobs(logprobs)
+        if messages is not None:
+            body["messages"] = list(messages)
+        if created_at is not None:
+            body["created_at"] = (
+                created_at.isoformat() if isinstance(created_at, datetime) else created_at
+            )
+        if metadata:
+            body["metadata"] = dict(metadata)
+        return body
+
+    @staticmethod
+    def _log_not_sent(external_id: Any, reason: str, error: BaseException) -> None:
+        # A caller's log handler that raises must not make record() raise; in the thread, the
+        # answer is counted before this.
+        with contextlib.suppress(Exception):
+            logger.error(
+                "treue: answer %s not sent: %s (%s: %s)",
+                external_id, reason, type(error).__name__, error,
+            )
 
     def stats(self) -> dict[str, int]:
         """sent, retried (answers sent again), dropped (queue full or client closed),
-        rejected (refused by Treue with 4xx), failed (given up after retries or at close),
-        queued (waiting now)."""
+        rejected (refused by Treue with 4xx, or not readable or not encodable as JSON), failed
+        (given up after retries, at close or after an unexpected error), queued (waiting now)."""
         with self._lock:
-            return {**self._counts, "queued": self._queue.qsize()}
+            return {**self._counts, "queued": self._queued}
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every answer recorded so far is sent or settled; False on timeout."""
@@ -165,9 +222,11 @@ class TreueClient:
     def close(self, timeout: float = 5.0) -> bool:
         """Flush for up to ``timeout`` seconds, then stop the thread; answers still unsent count
         as failed. Safe to call twice; runs at interpreter exit as well."""
-        if self._closed:
-            return True
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return True
+            # Under the lock: an answer is either on the queue before this, or dropped.
+            self._closed = True
         try:
             atexit.unregister(self.close)
             flushed = self.flush(timeout)
@@ -191,37 +250,54 @@ class TreueClient:
     # The background thread.
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                batch = self._gather()
-                if batch:
-                    self._send(batch)
-            except Exception:
-                logger.exception("treue: unexpected error in the sending thread")
-        # Stopped: whatever is still queued will not be sent.
-        left = 0
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _WAKE:
-                left += 1
-        if left:
-            self._settle(left, "failed")
-            logger.warning("treue: closed with %d answers unsent", left)
+        try:
+            while not self._stop.is_set():
+                batch: list[dict[str, Any]] = []
+                settled_before = self._settled_total
+                try:
+                    self._gather(batch)
+                    items = self._encode_each(batch)
+                    if items:
+                        self._send(items)
+                except BaseException as error:
+                    # Whatever it was (a caller's log handler can raise anything here), the
+                    # answers of the batch not yet accounted for are given up, so that flush()
+                    # does not wait for them forever; and the thread goes on, being the only
+                    # one that sends.
+                    unsettled = len(batch) - (self._settled_total - settled_before)
+                    self._settle(unsettled, "failed")
+                    with contextlib.suppress(BaseException):
+                        logger.error(
+                            "treue: unexpected error in the sending thread; %d answers given up",
+                            unsettled, exc_info=error,
+                        )
+        finally:
+            # Stopped: whatever is still queued will not be sent.
+            left = 0
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _WAKE:
+                    left += 1
+            if left:
+                with self._lock:
+                    self._queued -= left
+                self._settle(left, "failed")
+                logger.warning("treue: closed with %d answers unsent", left)
 
-    def _gather(self) -> list[dict[str, Any]]:
-        """Wait for a first answer, then collect more until batch_size, flush_interval or a
-        wake-up, whichever comes first."""
-        batch: list[dict[str, Any]] = []
+    def _gather(self, batch: list[dict[str, Any]]) -> None:
+        """Wait for a first answer, then collect more into ``batch`` until batch_size,
+        flush_interval or a wake-up, whichever comes first. Each answer goes into ``batch`` as
+        soon as it leaves the queue, so that none is unaccounted for if something raises."""
         try:
             first = self._queue.get(timeout=self.flush_interval)
         except queue.Empty:
-            return batch
+            return
         if first is _WAKE:
-            return batch
-        batch.append(first)
+            return
+        self._take(batch, first)
         deadline = time.monotonic() + self.flush_interval
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
@@ -234,15 +310,34 @@ class TreueClient:
                 break
             if item is _WAKE:
                 break
-            batch.append(item)
-        return batch
+            self._take(batch, item)
 
-    def _send(self, items: list[dict[str, Any]]) -> None:
+    def _take(self, batch: list[dict[str, Any]], item: dict[str, Any]) -> None:
+        batch.append(item)
+        with self._lock:
+            self._queued -= 1
+
+    def _encode_each(self, batch: list[dict[str, Any]]) -> list[_Item]:
+        """Each answer on its own: one that cannot be encoded costs only itself, and is counted
+        as rejected and logged. Encoded once, so that every retry sends the same bytes."""
+        items: list[_Item] = []
+        for body in batch:
+            external_id = body.get("external_id")
+            try:
+                items.append((external_id, _encode(body)))
+            except BaseException as error:
+                # BaseException too: a value's __str__ may raise anything, and there is no one
+                # in this thread it would be meant for.
+                self._settle(1, "rejected")
+                self._log_not_sent(external_id, "it cannot be encoded as JSON", error)
+        return items
+
+    def _send(self, items: list[_Item]) -> None:
         attempt = 0
         while items:
             retry_after: float | None = None
             try:
-                response = self._http.post(BATCH_PATH, content=_encode(items))
+                response = self._http.post(BATCH_PATH, content=_batch_body(items))
             except httpx.HTTPError as error:
                 reason = f"{type(error).__name__}: {error}"
             else:
@@ -261,18 +356,19 @@ class TreueClient:
                     reason = f"HTTP {status}"
                     retry_after = _retry_after(response.headers.get("Retry-After"))
                 else:
-                    # 400/401/403/413: the same request would be refused again.
+                    # 400/401/403/413: the same request would be refused again. Counted before
+                    # anything else is done, here and below, so that nothing can come between.
+                    self._settle(len(items), "rejected")
                     logger.error(
                         "treue: %d answers refused with HTTP %d: %s",
                         len(items), status, response.text[:500],
                     )
-                    self._settle(len(items), "rejected")
                     return
             if self._stop.is_set() or (
                 self.max_retries is not None and attempt >= self.max_retries
             ):
-                logger.warning("treue: giving up on %d answers (%s)", len(items), reason)
                 self._settle(len(items), "failed")
+                logger.warning("treue: giving up on %d answers (%s)", len(items), reason)
                 return
             delay = min(self.backoff_max, self.backoff_base * 2**attempt)
             delay *= random.uniform(0.5, 1.0)
@@ -281,37 +377,50 @@ class TreueClient:
             attempt += 1
             logger.info("treue: %s; retrying %d answers in %.2f s", reason, len(items), delay)
             if self._stop.wait(delay):
-                logger.warning("treue: closed while retrying; %d answers unsent", len(items))
                 self._settle(len(items), "failed")
+                logger.warning("treue: closed while retrying; %d answers unsent", len(items))
                 return
             self._count("retried", len(items))
 
-    def _settle_results(
-        self, items: list[dict[str, Any]], response: httpx.Response
-    ) -> list[dict[str, Any]]:
-        """Count the batch's per-item results; return the items to retry (5xx and 429)."""
-        try:
-            results = response.json()["results"]
-        except Exception:
-            logger.warning("treue: unreadable batch response; assuming it was stored")
+    def _settle_results(self, items: list[_Item], response: httpx.Response) -> list[_Item]:
+        """Count the batch's per-item results; return the items to retry (5xx and 429).
+
+        A 200 means Treue took the batch: what its reply does not make clear (not JSON, not
+        the expected shape, no result for an answer) is assumed stored, and logged."""
+        results = _results(response, len(items))
+        if results is None:
             self._settle(len(items), "sent")
+            logger.warning(
+                "treue: unreadable batch response; assuming its %d answers were stored",
+                len(items),
+            )
             return []
-        sent = rejected = 0
-        retry = []
-        for result in results:
-            index, status = result.get("index"), result.get("status", 0)
+        sent = unknown = 0
+        retry: list[_Item] = []
+        refused: list[tuple[str, int, Any]] = []
+        # (Not zip(strict=True): the package still runs on Python 3.9; the lengths are equal.)
+        for (external_id, data), result in zip(items, results):  # noqa: B905
+            if result is None:
+                unknown += 1
+                continue
+            status, errors = result
             if status < 400:
                 sent += 1
             elif status == 429 or status >= 500:
-                retry.append(items[index])
+                retry.append((external_id, data))
             else:
-                rejected += 1
-                logger.error(
-                    "treue: answer %s refused with HTTP %d: %s",
-                    items[index].get("external_id"), status, result.get("errors"),
-                )
-        self._settle(sent, "sent")
-        self._settle(rejected, "rejected")
+                refused.append((external_id, status, errors))
+        self._settle(sent + unknown, "sent")
+        self._settle(len(refused), "rejected")
+        if unknown:
+            logger.warning(
+                "treue: the batch response names no result for %d answers; assuming they "
+                "were stored", unknown,
+            )
+        for external_id, status, errors in refused:
+            logger.error(
+                "treue: answer %s refused with HTTP %d: %s", external_id, status, errors
+            )
         return retry
 
     # Bookkeeping.
@@ -327,6 +436,7 @@ class TreueClient:
         with self._settled:
             self._counts[name] += n
             self._pending -= n
+            self._settled_total += n
             self._settled.notify_all()
 
     def _wake(self) -> None:
@@ -353,10 +463,39 @@ def _logprobs(logprobs: Any) -> Any:
     return logprobs
 
 
-def _encode(items: list[dict[str, Any]]) -> bytes:
-    # default=str: an odd value inside metadata or messages becomes text rather than costing
-    # the whole batch.
-    return json.dumps({"answers": items}, default=str, ensure_ascii=False).encode()
+def _encode(body: dict[str, Any]) -> bytes:
+    """One answer as JSON; raises when it cannot be encoded (ValueError for a circular
+    reference or NaN, RecursionError for deep nesting, UnicodeEncodeError for a lone surrogate,
+    RuntimeError for a dict the caller changes meanwhile, or whatever a value's ``__str__``
+    raises)."""
+    # default=str: a value JSON has no type for (a datetime, a Decimal, a set) inside metadata
+    # or messages becomes text rather than costing the answer. allow_nan=False: NaN and
+    # Infinity are not JSON, and Treue refuses them.
+    return json.dumps(body, default=str, ensure_ascii=False, allow_nan=False).encode()
+
+
+def _batch_body(items: list[_Item]) -> bytes:
+    return b'{"answers":[' + b",".join(data for _, data in items) + b"]}"
+
+
+def _results(response: httpx.Response, n: int) -> list[tuple[int, Any] | None] | None:
+    """(status, errors) of each of the batch's n answers (None for one the reply does not
+    name), or None when the reply is not what Treue sends: it is read, not trusted."""
+    try:
+        results = response.json()["results"]
+    except Exception:
+        return None
+    if not isinstance(results, list):
+        return None
+    by_index: list[tuple[int, Any] | None] = [None] * n
+    for result in results:
+        if not isinstance(result, dict):
+            return None
+        index, status = result.get("index"), result.get("status")
+        if type(index) is not int or not 0 <= index < n or type(status) is not int:
+            return None
+        by_index[index] = (status, result.get("errors"))
+    return by_index
 
 
 def _retry_after(value: str | None) -> float | None:

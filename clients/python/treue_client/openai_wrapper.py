@@ -10,6 +10,7 @@ their answer only exists once the caller has consumed the stream.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -118,7 +119,12 @@ class _Recorder:
                 use_case=self.use_case,
             )
         except Exception:
-            logger.exception("treue: could not record a chat completion")
+            # Lost, but not silently: counted with the answers the client could not read. Both
+            # guarded: recording must never raise into the caller's chat call.
+            with contextlib.suppress(Exception):
+                self.treue._count("rejected")
+            with contextlib.suppress(Exception):
+                logger.exception("treue: could not record a chat completion")
 
 
 def _ask_for_logprobs(kwargs: dict[str, Any]) -> bool:
