@@ -1,0 +1,259 @@
+"""Faithfulness on the experts' scale, by prediction-powered inference.
+
+The judge's stratified estimate is on the judge's scale: a judge that is strict by 0.02 puts
+every week 0.02 low, and its interval is about the judge's mean, not the experts'. The weekly
+expert review (tier 3) labels about 20 judged answers a week, too few for an estimate of their
+own but enough to measure the judge's error. Prediction-powered inference (Angelopoulos et
+al., Science 2023) adds that error back:
+
+    θ̂ = Ĵ + Δ̂,    Ĵ the judge-scale stratified estimate,
+                  Δ̂ = Σ_h W_h · mean_h(expert − judge) over the reviewed answers,
+    V = V(Ĵ) + V(Δ̂).
+
+Both parts are pooled over the same weeks (the week and the 3 before it by default, fewer
+since a drift alarm restarted the pool: the judge's error after a drift is not the one before),
+so Ĵ and Δ̂ estimate the same population and θ̂ its mean expert score.
+
+Which reviewed answers may enter Δ̂: a review batch draws at random from the week's answers
+in the random sample (independent of the flag), and tops up with flagged answers drawn at
+random from the rest when the random sample is short. Within the flagged stratum the reviewed
+answers are then still a simple random sample (the random-sample split of the flagged answers
+is itself random, and each part is drawn from uniformly), and within the unflagged stratum they
+are one anyway. So Δ̂ is stratified by the flag, each stratum weighted by its size: a reviewed
+answer counts with 1/π within its stratum, and the top-ups are no longer taken as a random
+sample of all traffic (which biased the calibration by −0.07 at 500 answers a week). A stratum
+without a reviewed answer in the pool borrows the mean difference of all reviews (collapsed
+strata) rather than leaving the estimate undefined.
+
+The floor: the variance of the differences in a stratum is taken with one pseudo-review
+RECTIFIER_SPREAD off the mean (half above, half below), s̃² = (Σ(d − d̄)² + spread²)/n, so 20
+identical differences (typically 20 answers where expert and judge agree) still give an
+interval: the next review could disagree. Its share of s̃² shrinks as 1/n.
+
+The interval is the judge part's Wilson interval (`statistics.interval`, skewed near 1 as the
+scores are) with V(Δ̂) added to its variance, shifted by Δ̂ and kept in [0, 1]. V(Δ̂) is scaled
+by (t/z)² with the Student t of the reviews' degrees of freedom, as the spread comes from a few
+dozen reviews. The covariance of the two parts (the reviewed answers are judged answers too) is
+left out: with the judge's error not growing with the judge's score it is ≤ 0, so leaving it out
+errs on the wide side. Coverage is measured in `bench/statistics.py`.
+
+Plain values in, plain values out: the selectors feed it strata and reviewed pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+from monitoring.domain.statistics import (
+    Estimate,
+    Stratum,
+    StratumSums,
+    fit_pooled,
+    pooled_mean,
+    summarize,
+    wilson_interval,
+    z_value,
+)
+
+# One pseudo-review a quarter point off the mean (half above, half below): the size of one
+# claim of four judged a label differently, the commonest disagreement. With 20 identical
+# differences the rectifier's standard deviation is then 0.25/√20 ≈ 0.056 per answer, ±0.025
+# on the mean; with a real spread it adds 0.0625/n to s², 5 % of a typical 0.015 at n = 80.
+RECTIFIER_SPREAD = 0.25
+# A week's batch: below it the correction rests on part of one week's review, and the page
+# shows the judge's number as the headline (the expert-scale one is still computed).
+MIN_REVIEWS = 20
+POOLED_WEEKS = 4
+# p̃ kept this far inside (0, 1): a correction can push the shrunk judge value past an edge.
+_EDGE = 0.001
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """One reviewed answer: the expert's and the judge's score, and the answer's stratum."""
+
+    expert: float
+    judge: float
+    flagged: bool  # the answer's tier-1 flag (not how it got into the batch)
+
+    def __post_init__(self) -> None:
+        for name in ("expert", "judge"):
+            value = getattr(self, name)
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (numeric and 0.0 <= value <= 1.0):
+                raise ValueError(f"{name} score must be in [0, 1], got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewSums:
+    """The reviews of one stratum by their sufficient statistics: n, Σd and Σ(d − d̄)² of
+    d = expert − judge."""
+
+    n: int
+    total: float
+    sq_dev: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
+            raise ValueError(f"n must be an integer of at least 0, not {self.n!r}")
+        if not -self.n <= self.total <= self.n:
+            raise ValueError(f"Σd of {self.n} differences in [-1, 1] cannot be {self.total!r}")
+        if not 0 <= self.sq_dev <= self.n + 1e-9:
+            raise ValueError(f"Σ(d − d̄)² of {self.n} differences cannot be {self.sq_dev!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rectifier:
+    """The judge's error, expert − judge, as a stratified mean over reviewed answers."""
+
+    value: float | None  # Δ̂; None without any review
+    variance: float | None  # V(Δ̂), floor and (t/z)² included
+    low: float | None  # Δ̂ ± z·√V at the confidence asked
+    high: float | None
+    n: int
+    n_by_stratum: tuple[int, int]  # (flagged, unflagged)
+    degrees_of_freedom: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertScale:
+    """Faithfulness on the experts' scale over the pooled weeks."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n_reviews: int
+    weeks_pooled: int
+    judge: Estimate  # the judge-scale pooled estimate it corrects
+    correction: float | None  # Δ̂ added to the judge's value
+    too_few: bool  # fewer than MIN_REVIEWS reviews, or no value
+
+
+def review_sums(reviews: Sequence[Review]) -> tuple[ReviewSums, ReviewSums]:
+    """(flagged, unflagged) sufficient statistics of the reviews' differences."""
+    out = []
+    for flagged in (True, False):
+        d = [r.expert - r.judge for r in reviews if r.flagged is flagged]
+        total = math.fsum(d)
+        mean = total / len(d) if d else 0.0
+        out.append(ReviewSums(len(d), total, math.fsum([(x - mean) ** 2 for x in d])))
+    return out[0], out[1]
+
+
+def rectifier(
+    sizes: tuple[int, int],
+    reviews: tuple[ReviewSums, ReviewSums] | Sequence[Review],
+    *,
+    confidence: float = 0.95,
+) -> Rectifier:
+    """Δ̂ = Σ_h W_h·d̄_h with its variance Σ_h W_h²(1 − n_h/N_h)s̃_h²/n_h.
+
+    ``sizes`` are the (flagged, unflagged) answers of the pooled weeks, ``reviews`` the
+    reviewed answers of those weeks (or their `review_sums`).
+    """
+    z = z_value(confidence)
+    flagged, unflagged = _as_sums(reviews)
+    n = flagged.n + unflagged.n
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in sizes):
+        raise ValueError(f"stratum sizes must be integers of at least 0, not {sizes!r}")
+    population = sum(sizes)
+    if n == 0 or population == 0:
+        return Rectifier(None, None, None, None, n, (flagged.n, unflagged.n), 0)
+    everyone = _merge(flagged, unflagged)
+    value = variance = 0.0
+    for size, own in zip(sizes, (flagged, unflagged), strict=True):
+        if size == 0:
+            continue
+        if own.n > size:
+            raise ValueError(f"{own.n} reviews in a stratum of {size} answers")
+        part = own if own.n else everyone
+        # A borrowed mean is not a sample of this stratum: no finite population correction.
+        fpc = max(0.0, 1 - own.n / size)
+        w = size / population
+        value += w * part.total / part.n
+        # One pseudo-review for the whole rectifier, shared out over the strata by their
+        # reviews: a stratum with 3 of 60 reviews gets a twentieth of it, not a whole one.
+        spread = (part.sq_dev + RECTIFIER_SPREAD**2 * part.n / everyone.n) / part.n
+        variance += w * w * fpc * spread / part.n
+    df = max(1, n - 1)
+    variance *= (float(stats.t.ppf(0.5 + confidence / 2, df)) / z) ** 2
+    half = z * math.sqrt(variance)
+    return Rectifier(value, variance, value - half, value + half, n,
+                     (flagged.n, unflagged.n), df)
+
+
+def expert_scale(
+    weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+    reviews: tuple[ReviewSums, ReviewSums] | Sequence[Review],
+    *,
+    confidence: float = 0.95,
+) -> ExpertScale:
+    """θ̂ = Ĵ + Δ̂ over ``weeks`` (each [flagged, unflagged], as `statistics.week_strata`),
+    with the ``reviews`` of the answers of those weeks (see the module's docstring)."""
+    z = z_value(confidence)
+    weeks = [[_stratum_sums(s) for s in week] for week in weeks]
+    if any(len(week) != 2 for week in weeks):
+        raise ValueError("every week needs its [flagged, unflagged] strata")
+    judge = pooled_mean(weeks, confidence=confidence)
+    sizes = (sum(w[0].size for w in weeks), sum(w[1].size for w in weeks))
+    fix = rectifier(sizes, reviews, confidence=confidence)
+    fit = fit_pooled(weeks)
+    if fix.value is None or fix.variance is None or fit is None or judge.value is None:
+        return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
+    value = min(1.0, max(0.0, fit.value + fix.value))
+    variance = fit.variance + fix.variance
+    # Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
+    # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
+    # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
+    shrunk = min(1 - _EDGE, max(_EDGE, fit.ratio + fix.value))
+    low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
+    low, high = min(low, value), max(high, value)
+    return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
+                       fix.n < MIN_REVIEWS)
+
+
+def pooling_weeks(
+    weeks: Sequence[str], *, restart: str | None = None, count: int = POOLED_WEEKS
+) -> list[str]:
+    """The last ``count`` of ``weeks`` (ISO weeks, oldest first), none before ``restart``.
+
+    ``restart`` is the first week of answers after a drift alarm (the source week of the batch
+    whose reviews crossed the CUSUM's limit): reviews before it measured a judge that has
+    since changed. ISO weeks "YYYY-Www" compare as text in calendar order.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, not {count!r}")
+    chosen = list(weeks)[-count:]
+    if restart is not None:
+        chosen = [w for w in chosen if w >= restart]
+    return chosen
+
+
+def _stratum_sums(s: Stratum | StratumSums) -> StratumSums:
+    return s if isinstance(s, StratumSums) else summarize(s)
+
+
+def _as_sums(
+    reviews: tuple[ReviewSums, ReviewSums] | Sequence[Review],
+) -> tuple[ReviewSums, ReviewSums]:
+    if len(reviews) == 2 and all(isinstance(r, ReviewSums) for r in reviews):
+        return reviews[0], reviews[1]  # type: ignore[return-value]
+    if not all(isinstance(r, Review) for r in reviews):
+        raise ValueError("reviews must be Review items or a (flagged, unflagged) ReviewSums pair")
+    return review_sums(reviews)  # type: ignore[arg-type]
+
+
+def _merge(a: ReviewSums, b: ReviewSums) -> ReviewSums:
+    n = a.n + b.n
+    if n == 0:
+        return ReviewSums(0, 0.0, 0.0)
+    mean = (a.total + b.total) / n
+    sq = a.sq_dev + b.sq_dev
+    for part in (a, b):
+        if part.n:
+            sq += part.n * (part.total / part.n - mean) ** 2
+    return ReviewSums(n, a.total + b.total, sq)
