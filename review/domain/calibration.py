@@ -10,11 +10,17 @@ turns those reviews into the numbers the calibration page and the drift alarm ne
   the expert marked as wrong;
 - per claim: linearly weighted Cohen's kappa over the three ordered labels, with a bootstrap
   interval that can resample whole answers;
-- a Bernoulli CUSUM over the reviewed answers' threshold disagreements, the drift alarm.
+- a Bernoulli CUSUM over the reviewed answers' threshold disagreements, the drift alarm, with
+  its in-control rate estimated per use case (`in_control_rate`) and its limit computed for a
+  run length between false alarms (`cusum_arl`, a Markov chain; `cusum_params_for`);
+- a one-sided test of the judge's bias against the tolerance (`bias_beyond_tolerance`), with
+  the bias stratified by the answers' flag so that flagged top-ups of a batch count with their
+  weight (`monitoring.domain.expert_scale.rectifier`).
 
 Plain values in, plain values out: no Django, no model client.
 """
 
+import functools
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from monitoring.domain.expert_scale import Review, ReviewSums, rectifier
 from review.domain.batches import parse_week, shift_week
 
 # -- paired scores ---------------------------------------------------------------------------
@@ -364,3 +371,166 @@ def bernoulli_cusum(observations: Sequence[bool], params: CusumParams) -> CusumR
 # For comparison h = 4.3 gives an in-control ARL of about 1,030 (one year), but a false alarm in
 # 39 % of half-years per use case, too many for several use cases; h = 5.0 still 22 %.
 DEFAULT_CUSUM = CusumParams(p0=0.10, p1=0.30, limit=6.0)
+
+
+# -- drift alarm per use case: its in-control rate and its limit ------------------------------
+#
+# One in-control rate for every use case does not fit: how often judge and expert land on
+# different sides of the line depends on how many answers score near it. At a true 0.15 the
+# fixed p0 = 0.10 raised a false alarm every 22 weeks. So p0 is estimated per use case from its
+# own reviewed answers, and the limit h is computed for that p0 (Markov chain, below) so that
+# the run length between false alarms is long enough.
+
+# Beta prior on the in-control disagreement rate: mean 0.15, the weight of one week's batch
+# (20 reviews). Its 80 % quantile is 0.21, so a use case without history starts insensitive
+# (p0 about 0.2, the top of the rates seen) rather than alarming every few weeks; the data take
+# over within a few weeks.
+CUSUM_PRIOR = (3.0, 17.0)
+# p0 is the posterior's 80 % quantile, not its mean: an underestimated p0 makes the CUSUM run
+# at a rate above its p0 and raise false alarms, an overestimated one only delays a true alarm.
+CUSUM_P0_QUANTILE = 0.8
+# The alarm should catch a rise of the disagreement rate by 0.2 (one reviewed answer in five
+# more on the other side of the line; 0.10 → 0.30 as before) quickly.
+CUSUM_SHIFT = 0.2
+REVIEWS_PER_WEEK = 20
+# Mean weeks between false alarms the limit is computed for, at the estimated p0. Above the
+# 30 weeks asked for, as the true rate can lie above the estimate.
+CUSUM_TARGET_WEEKS = 52.0
+# Grid of the Markov chain approximation: the run lengths it gives are within about 1 % of
+# simulated ones at 2,000 states (bench/statistics.py compares them).
+_ARL_STATES = 2000
+
+
+def in_control_rate(
+    *,
+    disagreements: int,
+    reviews: int,
+    prior: tuple[float, float] = CUSUM_PRIOR,
+    quantile: float = CUSUM_P0_QUANTILE,
+) -> float:
+    """The in-control disagreement rate p0 of a use case from its own reviewed answers.
+
+    Count the reviews of weeks the judge is believed in control (before the weeks the CUSUM is
+    watching, since its last restart): the ``quantile`` of the Beta posterior.
+    """
+    if not (isinstance(reviews, int) and isinstance(disagreements, int)
+            and 0 <= disagreements <= reviews):
+        raise ValueError(f"need integers 0 <= disagreements <= reviews, not "
+                         f"{disagreements!r} of {reviews!r}")
+    a, b = prior
+    return float(stats.beta.ppf(quantile, a + disagreements, b + reviews - disagreements))
+
+
+def cusum_arl(params: CusumParams, rate: float, *, states: int = _ARL_STATES) -> float:
+    """Mean number of observations from S = 0 to an alarm when disagreements occur at ``rate``.
+
+    Brook & Evans' Markov chain: S on a grid of ``states`` points in [0, h), each step moves it
+    up by ln(p1/p0) with probability ``rate`` or down by ln((1 − p1)/(1 − p0)), rounded to the
+    grid, floored at 0, absorbed at h. ARL = ((I − Q)⁻¹·1)₀. A sparse solve: milliseconds.
+    """
+    from scipy.sparse import csr_matrix, identity
+    from scipy.sparse.linalg import spsolve
+
+    if not 0.0 < rate < 1.0:
+        raise ValueError(f"rate must be in (0, 1), got {rate!r}")
+    step = params.limit / states
+    up = math.log(params.p1 / params.p0) / step
+    down = math.log((1.0 - params.p1) / (1.0 - params.p0)) / step
+    index = np.arange(states)
+    to_up = np.rint(index + up).astype(np.int64)
+    to_down = np.maximum(0, np.rint(index + down)).astype(np.int64)
+    keep = to_up < states  # a step to h or beyond is the alarm, out of the chain
+    rows = np.concatenate([index[keep], index])
+    cols = np.concatenate([to_up[keep], to_down])
+    data = np.concatenate([np.full(keep.sum(), rate), np.full(states, 1.0 - rate)])
+    q = csr_matrix((data, (rows, cols)), shape=(states, states))
+    arl = spsolve((identity(states, format="csr") - q).tocsc(), np.ones(states))
+    return float(arl[0])
+
+
+def cusum_limit(p0: float, p1: float, *, arl: float) -> float:
+    """A limit h whose in-control ARL at ``p0`` is at least ``arl``, at most 0.01 above one
+    whose ARL falls short (bisection). The ARL of a Bernoulli CUSUM rises with h in steps
+    with small dips (the two increments are fixed, so what counts is how many of them reach
+    h), so "the smallest" such h is not well defined; this one is within 0.01 of a crossing.
+    p0 and p1 are taken to 4 decimals (`cusum_params_for` returns them so)."""
+    if not arl > 1:
+        raise ValueError(f"arl must be above 1, got {arl!r}")
+    return _limit(round(p0, 4), round(p1, 4), float(arl))
+
+
+@functools.lru_cache(maxsize=256)
+def _limit(p0: float, p1: float, arl: float) -> float:
+    low, high = 0.01, 1.0
+    while cusum_arl(CusumParams(p0, p1, high), p0) < arl:
+        low, high = high, high * 2
+        if high > 1000:
+            raise ValueError(f"no limit reaches an ARL of {arl}")
+    while high - low > 0.005:
+        middle = (low + high) / 2
+        if cusum_arl(CusumParams(p0, p1, middle), p0) >= arl:
+            high = middle
+        else:
+            low = middle
+    # Up to the next hundredth, and on past a dip of the stepped ARL there.
+    limit = math.ceil(high * 100) / 100
+    while cusum_arl(CusumParams(p0, p1, limit), p0) < arl:
+        limit = round(limit + 0.01, 2)
+    return limit
+
+
+def cusum_params_for(
+    *,
+    disagreements: int,
+    reviews: int,
+    per_week: int = REVIEWS_PER_WEEK,
+    target_weeks: float = CUSUM_TARGET_WEEKS,
+) -> CusumParams:
+    """The drift CUSUM of a use case: p0 from its history (`in_control_rate`), p1 = p0 +
+    CUSUM_SHIFT, and the limit for ``target_weeks`` between false alarms at ``per_week``
+    reviews a week. Cached per rounded p0: fast enough for every review submission."""
+    p0 = in_control_rate(disagreements=disagreements, reviews=reviews)
+    # To 4 decimals, the precision the limit is cached and computed at: the run length
+    # depends on the exact increments.
+    p0 = round(min(max(p0, 0.005), 0.7), 4)
+    p1 = round(min(0.95, p0 + CUSUM_SHIFT), 4)
+    return CusumParams(p0, p1, cusum_limit(p0, p1, arl=target_weeks * per_week))
+
+
+# -- the judge's bias against the tolerance ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BiasTest:
+    bias: float | None  # stratified mean of manual − automatic (see expert_scale.rectifier)
+    low: float | None  # one-sided bounds at the confidence asked (a two-sided 2c − 1 interval)
+    high: float | None
+    n: int
+    beyond: bool  # evidence that |bias| exceeds the tolerance
+    direction: str | None  # "strict" (judge below the experts) or "lenient", when beyond
+
+
+def bias_beyond_tolerance(
+    *,
+    sizes: tuple[int, int],
+    reviews: Sequence[Review] | tuple[ReviewSums, ReviewSums],
+    tolerance: float,
+    confidence: float = 0.95,
+) -> BiasTest:
+    """Is the judge off by more than ``tolerance``? A one-sided test against the tolerance.
+
+    The old rule (|bias| > tolerance and a 4-week interval without 0) tested against 0 and
+    compared the point with the tolerance: it never fired before the CUSUM. This asks for the
+    evidence itself: the lower one-sided ``confidence`` bound of the bias above +tolerance, or
+    the upper one below −tolerance. The bias is stratified by the answers' flag, so top-ups of
+    flagged answers in a batch count with their weight (`expert_scale.rectifier`); ``sizes``
+    are the (flagged, unflagged) answers of the reviewed weeks.
+    """
+    _check_confidence(confidence)
+    if not tolerance >= 0:
+        raise ValueError(f"tolerance must be at least 0, got {tolerance!r}")
+    fix = rectifier(sizes, reviews, confidence=2 * confidence - 1)
+    if fix.value is None or fix.low is None or fix.high is None:
+        return BiasTest(None, None, None, fix.n, False, None)
+    direction = "strict" if fix.low > tolerance else "lenient" if fix.high < -tolerance else None
+    return BiasTest(fix.value, fix.low, fix.high, fix.n, direction is not None, direction)
