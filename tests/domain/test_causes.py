@@ -3,11 +3,17 @@ estimates, and the similarity cutoff rule."""
 
 import math
 
+import numpy as np
 import pytest
 
 from monitoring.domain.causes import (
+    CAUSES,
+    MIN_FOR_REGRESSION,
     Bucket,
+    adjusted_effects,
     chunk_count_buckets,
+    held_out_cutoff,
+    holm,
     multi_part_split,
     no_passing_chunk,
     similarity_buckets,
@@ -213,3 +219,102 @@ def test_no_passing_chunk():
     assert no_passing_chunk(rows, 0.0).value is None
     with pytest.raises(ValueError):
         no_passing_chunk(rows, math.nan)
+
+
+# --- causes adjusted for each other ----------------------------------------------------------
+
+
+def test_holm_by_hand():
+    # Sorted 0.01, 0.03, 0.04 → ×3, ×2, ×1 = 0.03, 0.06, 0.04 → step-down max: 0.03, 0.06, 0.06.
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
+
+
+def test_adjusted_effects_recover_an_exact_linear_score():
+    # score = 0.3 + 0.05 per 0.1 similarity − 0.02 per 10 chunks − 0.1 if multi-part, every
+    # answer judged: the fit is exact, the effects are the coefficients.
+    rows = []
+    for s in (0.5, 0.6, 0.7, 0.8, 0.9):
+        for c in (0, 5, 12, 30):
+            for m in (False, True):
+                score = 0.3 + 0.05 * s / 0.1 - 0.02 * c / 10 - 0.1 * m
+                rows.append((s, c, m, m, score))  # the multi-part ones flagged, all judged
+    got = adjusted_effects(rows)
+    assert [e.name for e in got.effects] == list(CAUSES)
+    similarity, chunks, multi = got.effects
+    assert similarity.estimate == pytest.approx(0.05)
+    assert chunks.estimate == pytest.approx(-0.02)
+    assert multi.estimate == pytest.approx(-0.1)
+    assert (got.n, got.too_few) == (40, False)
+    assert all(e.holds for e in got.effects)
+
+
+def test_a_correlated_cause_does_not_take_the_credit():
+    # Similarity alone drives the score; poor retrieval also returns more chunks. Bucketed
+    # alone, many chunks look bad; adjusted for similarity, chunk count has no effect, and
+    # multi-part (unrelated) none either. Flagged answers (all judged) are the poorly
+    # retrieved ones, the others sampled at 30 %: the weights matter.
+    rng = np.random.default_rng(7)
+    rows = []
+    for _ in range(3000):
+        s = float(rng.uniform(0.4, 1.0))
+        c = int(max(0, round(30 * (1 - s) + rng.normal(0, 3))))
+        m = bool(rng.random() < 0.3)
+        score = float(np.clip(0.3 + 0.7 * s + rng.normal(0, 0.1), 0, 1))
+        flagged = s < 0.55
+        judged = flagged or rng.random() < 0.3
+        rows.append((s, c, m, flagged, score if judged else None))
+    buckets = chunk_count_buckets([(c, f, y) for _, c, _, f, y in rows])
+    few, many = buckets[1].estimate, buckets[-2].estimate  # 1–2 chunks vs 11–20
+    assert few.low > many.high  # the raw association is clear
+    similarity, chunks, multi = adjusted_effects(rows).effects
+    assert similarity.holds and similarity.estimate == pytest.approx(0.07, abs=0.01)
+    assert not chunks.holds and chunks.low < 0 < chunks.high
+    assert not multi.holds
+
+
+def test_adjusted_effects_with_too_few_or_a_constant_cause():
+    rows = [(0.5 + 0.01 * i, i % 7, False, False, 0.5 + 0.01 * i) for i in range(40)]
+    got = adjusted_effects(rows[: MIN_FOR_REGRESSION - 1])
+    assert got.too_few and all(e.estimate is None for e in got.effects)
+    # No multi-part question at all: that cause is not fitted, the others are.
+    got = adjusted_effects(rows)
+    assert not got.too_few
+    assert got.effects[2].estimate is None and not got.effects[2].holds
+    assert got.effects[0].estimate == pytest.approx(0.1)
+    # Answers without a similarity or a score do not enter the fit.
+    more = rows + [(None, 3, True, False, 0.2), (0.7, 3, True, False, None)]
+    assert adjusted_effects(more).n == 40
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[(0.5, -1, False, False, 0.5)], [(0.5, 1, False, False, 1.5)]],
+)
+def test_adjusted_effects_refuse_nonsense(rows):
+    with pytest.raises(ValueError):
+        adjusted_effects(rows * MIN_FOR_REGRESSION)
+
+
+def week_rows(low_score: float) -> list:
+    """A week: 20 answers at similarity 0.3 scoring ``low_score`` and 20 at 0.95 scoring 1.0,
+    all judged (unflagged, but the whole stratum judged)."""
+    return ([(0.3, False, low_score)] * 20) + ([(0.95, False, 1.0)] * 20)
+
+
+def test_held_out_cutoff_keeps_a_cutoff_that_holds_on_the_other_weeks():
+    got = held_out_cutoff([week_rows(0.2)] * 4, 0.85)
+    assert got.cutoff == 0.5
+    assert got.test.value == pytest.approx(0.2)
+    assert got.holds
+
+
+def test_held_out_cutoff_drops_a_dip_seen_only_where_it_was_chosen():
+    # Low-similarity answers dipped in the weeks the cut-off was chosen on, not in the others.
+    got = held_out_cutoff([week_rows(0.2), week_rows(1.0)] * 2, 0.85)
+    assert got.cutoff == 0.5
+    assert got.test.value == pytest.approx(1.0)
+    assert not got.holds
+    none = held_out_cutoff([week_rows(1.0)] * 4, 0.85)
+    assert (none.cutoff, none.test, none.holds) == (None, None, False)

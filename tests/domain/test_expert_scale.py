@@ -1,8 +1,8 @@
 """Faithfulness on the experts' scale (monitoring.domain.expert_scale) against hand-computed values.
 
 z = 1.959964 at 95 %; t(0.975, 19) = 2.093024, so a rectifier from 20 reviews has its variance
-scaled by (t/z)² = 1.140387. The floor is one pseudo-review RECTIFIER_SPREAD = 0.25 off the mean,
-shared out over the strata by their reviews: it adds 0.0625·n_h/n to Σ(d − d̄)² of stratum h.
+scaled by (t/z)² = 1.140387. The floor is one pseudo-review RECTIFIER_SPREAD = 0.35 off the mean,
+shared out over the strata by their reviews: it adds 0.1225·n_h/n to Σ(d − d̄)² of stratum h.
 """
 
 import math
@@ -33,34 +33,34 @@ def reviews(flagged: list[tuple[float, float]], unflagged: list[tuple[float, flo
 
 
 def test_constants():
-    assert RECTIFIER_SPREAD == 0.25
+    assert RECTIFIER_SPREAD == 0.35
     assert MIN_REVIEWS == 20
 
 
 def test_rectifier_by_hand():
     # Sizes 100 flagged, 900 unflagged: W = 0.1, 0.9.
-    # Flagged d = 0.2, 0.0, 0.1: mean 0.1, Σ(d − d̄)² = 0.02, floor 0.0625·3/20 = 0.009375 →
-    #   s̃² = 0.029375/3 = 0.0097917; term 0.01·(1 − 3/100)·0.0097917/3 = 3.16597e-5.
-    # Unflagged d = 15×0, 2×0.25: mean 0.0294118, Σ(d − d̄)² = 0.1102941, floor 0.053125 →
-    #   s̃² = 0.1634191/17 = 0.0096129; term 0.81·(1 − 17/900)·0.0096129/17 = 4.49374e-4.
-    # Δ = 0.01 + 0.0264706 = 0.0364706; V = 4.81034e-4·1.140387 = 5.48565e-4; ±0.045905.
+    # Flagged d = 0.2, 0.0, 0.1: mean 0.1, Σ(d − d̄)² = 0.02, floor 0.1225·3/20 = 0.018375 →
+    #   s̃² = 0.038375/3 = 0.0127917; term 0.01·(1 − 3/100)·0.0127917/3 = 4.13597e-5.
+    # Unflagged d = 15×0, 2×0.25: mean 0.0294118, Σ(d − d̄)² = 0.1102941, floor 0.104125 →
+    #   s̃² = 0.2144191/17 = 0.0126129; term 0.81·(1 − 17/900)·0.0126129/17 = 5.89615e-4.
+    # Δ = 0.01 + 0.0264706 = 0.0364706; V = 6.30975e-4·1.140387 = 7.19556e-4; ±0.052575.
     got = rectifier(
         (100, 900),
         reviews([(0.7, 0.5), (1.0, 1.0), (0.6, 0.5)], [(1.0, 1.0)] * 15 + [(1.0, 0.75)] * 2),
     )
     assert got.value == approx(0.0364706, abs=1e-7)
-    assert got.variance == approx(5.48565e-4, rel=1e-5)
-    assert (got.low, got.high) == (approx(0.0364706 - 0.045905, abs=1e-6),
-                                   approx(0.0364706 + 0.045905, abs=1e-6))
+    assert got.variance == approx(7.19556e-4, rel=1e-5)
+    assert (got.low, got.high) == (approx(0.0364706 - 0.052575, abs=1e-6),
+                                   approx(0.0364706 + 0.052575, abs=1e-6))
     assert (got.n, got.n_by_stratum, got.degrees_of_freedom) == (20, (3, 17), 19)
 
 
 def test_twenty_identical_differences_still_have_an_interval():
     # 20 reviews where expert and judge agree exactly: Σ(d − d̄)² = 0. With the floor,
-    # s̃² = 0.0625/20 = 0.003125, V = (1 − 20/1000)·0.003125/20·1.140387 = 1.74622e-4: ±0.0259.
+    # s̃² = 0.1225/20 = 0.006125, V = (1 − 20/1000)·0.006125/20·1.140387 = 3.42259e-4: ±0.0363.
     got = rectifier((0, 1000), reviews([], [(1.0, 1.0)] * 20))
     assert got.value == 0.0
-    assert got.high - got.low == approx(2 * 0.025900, abs=1e-6)
+    assert got.high - got.low == approx(2 * 0.036260, abs=1e-6)
     # Twenty identical nonzero differences too: the interval is about the point, same width.
     shifted = rectifier((0, 1000), reviews([], [(0.9, 0.8)] * 20))
     assert shifted.value == approx(0.1)
@@ -103,17 +103,17 @@ def test_review_sums_match_the_reviews():
 def test_expert_scale_by_hand():
     # Judge part: the week of test_statistics.test_two_strata_by_hand: 0.9475, V_J = 0.00114556,
     # shrunk p̃ = 0.01·0.7 + 0.99·29/31 = 0.933129.
-    # Reviews, sizes (10, 990): flagged d = 0.2, 0 → term 0.0001·0.8·(0.02 + 0.00625)/2/2 =
-    # 5.25e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.05625 → s̃² = 0.0092978,
-    # term 0.9801·(1 − 18/990)·0.0092978/18 = 4.97062e-4.
-    # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 4.97587e-4·1.140387 = 5.67442e-4.
-    # θ = 0.976; p̃ + Δ = 0.961629; n_eff = 0.961629·0.038371/(0.00114556 + 0.00056744) = 21.5404.
-    # Wilson(0.976, 21.5404): z²/n = 0.178338; centre 0.903959, half 0.093462 → (0.8105, 0.9974).
+    # Reviews, sizes (10, 990): flagged d = 0.2, 0 → term 0.0001·0.8·(0.02 + 0.01225)/2/2 =
+    # 6.45e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.11025 → s̃² = 0.0122978,
+    # term 0.9801·(1 − 18/990)·0.0122978/18 = 6.57442e-4.
+    # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 6.58087e-4·1.140387 = 7.50474e-4.
+    # θ = 0.976; p̃ + Δ = 0.961629; n_eff = 0.961629·0.038371/(0.00114556 + 0.00075047) = 19.4610.
+    # Wilson(0.976, 19.4610): z²/n = 0.197393; centre 0.897530, half 0.100095 → (0.7974, 0.9976).
     got = expert_scale(
         [WEEK], reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2)
     )
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.8105, abs=1e-4), approx(0.9974, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.7974, abs=1e-4), approx(0.9976, abs=1e-4))
     assert got.correction == approx(0.0285)
     assert (got.n_reviews, got.weeks_pooled, got.too_few) == (20, 1, False)
     assert got.judge == stratified_mean(WEEK)
