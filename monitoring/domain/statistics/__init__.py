@@ -1,17 +1,17 @@
 """Statistics for the dashboard: stratified weekly and pooled estimates with intervals
-(`estimates`), what a week's interval can decide (`precision`), the trigger's lift (`lift`).
+(`estimates`), the claim-level share (`claims`), what a week's interval can decide
+(`precision`), the trigger's lift (`lift`).
 
 One import path for callers: everything public is re-exported here.
 """
 
+from monitoring.domain.statistics.claims import ClaimStratum, claim_share
 from monitoring.domain.statistics.estimates import (
     MIN_JUDGED,
-    ClaimStratum,
     Estimate,
     Fit,
     Stratum,
     StratumSums,
-    claim_share,
     fit_mean,
     fit_pooled,
     indicator_strata,
