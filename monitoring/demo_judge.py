@@ -4,13 +4,19 @@ The demo (``scripts/demo.sh``) has no model to call, yet tier 2 should visibly w
 sampled at ingest get judge runs, a Celery worker scores them in the background, the pages show
 claims and verdicts. This server stands in for the judge model. It speaks the OpenAI chat
 completions protocol, so the worker calls it through the real ``openai`` client exactly as it
-would call a real endpoint, and it answers both judge requests from the RAGTruth sample in
+would call a real endpoint, and it answers both judge requests from RAGTruth's QA answers in
 ``demo/``:
 
 - decomposition: the answer split into sentences (list markers, "Based on the given passages,"
   and pleasantries removed; "Unable to answer …" is an abstention, ``[]``);
 - verification: the claim is found in the demo answers and judged by the human hallucination
   spans over it — most of it labelled: UNGEDECKT, some of it: TEILWEISE, none: GEDECKT.
+
+The demo judge is deliberately a little lenient: it passes over the spans the annotators called
+"Subtle Baseless Info" (plausible details the passages do not state), which the experts of the
+demo count (``expert_labels``: all spans). So the judge scores about 0.025 above the experts, as
+a real judge model is off by a few hundredths, and the expert-scale estimate — the judge's
+figure corrected by the reviewed answers — has something to correct.
 
 No model is involved and nothing is random: the same request always gets the same reply. Text
 that is not a demo answer (a real service's answer sent to the demo) still gets well-formed
@@ -49,19 +55,19 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from monitoring.demo import (
     DEMO_JUDGE_MODEL,
-    SAMPLE_FILE,
     answer_logprobs,
     demo_messages,
+    load_rows,
     synthetic_logprobs,
 )
 from monitoring.domain import judge_prompt as prompts
 from monitoring.domain.consistency import prompt as consistency_prompts
-from monitoring.domain.judge_parse import Label
+from monitoring.domain.judge_parse import LABEL_POINTS, Label, parse_claims
+from monitoring.domain.scoring import score_labels
 
 logger = logging.getLogger("treue.demo_judge")
 
@@ -78,6 +84,10 @@ NOTICE = (
 HALLUCINATION_TYPES = frozenset({
     "Evident Baseless Info", "Subtle Baseless Info", "Evident Conflict", "Subtle Conflict",
 })
+# The span type the demo judge passes over (see the module docstring): details that "fit the
+# topic" but are not in the passages, the annotators' mildest finding and a judge's likeliest
+# miss. 845 of RAGTruth QA's 2,787 spans; 385 of its 1,607 labelled answers carry no other.
+LENIENT_TYPES = frozenset({"Subtle Baseless Info"})
 # Share of a claim's letters and digits inside labelled spans from which it counts as made up
 # as a whole ("most of the claim"); anything less but at least MIN_COVERED characters is
 # partly supported. The floor keeps a span that ends a character into the next sentence (the
@@ -186,27 +196,39 @@ class DemoAnswer:
     question: str = ""
     model: str = ""  # the generator that wrote it (RAGTruth's model name)
     prompt: str = ""  # its messages, as `_messages_key` writes them
-    logprobs: Any = None  # as the demo ingested them (`monitoring.demo.answer_logprobs`)
+    # The spans the (lenient) judge counts: `spans` but those of LENIENT_TYPES; None: all.
+    judged_spans: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def judge_spans(self) -> tuple[tuple[int, int], ...]:
+        return self.spans if self.judged_spans is None else self.judged_spans
+
+    @property
+    def logprobs(self) -> dict[str, Any]:
+        """As the demo ingested them (`monitoring.demo.answer_logprobs`): made when asked, as
+        4,000 answers' token lists would take the judge's memory for nothing."""
+        labels = [{"start": s, "end": e} for s, e in self.spans]
+        return answer_logprobs({"id": self.id, "response": self.response, "labels": labels})
 
 
-def load_answers(path: Path = SAMPLE_FILE) -> list[DemoAnswer]:
+def load_answers(rows: Sequence[dict[str, Any]] | None = None) -> list[DemoAnswer]:
+    """The demo answers (default: all of RAGTruth QA, `monitoring.demo.load_rows`)."""
     answers = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            answers.append(DemoAnswer(
-                id=str(row["id"]),
-                response=row["response"],
-                passages=tuple(p.strip() for p in row["passages"] if p.strip()),
-                spans=tuple(
-                    (label["start"], label["end"]) for label in row["labels"]
-                    if label["label_type"] in HALLUCINATION_TYPES
-                ),
-                question=row["question"],
-                model=row["model"],
-                prompt=_messages_key(demo_messages(row["question"], row["passages"])),
-                logprobs=answer_logprobs(row),
-            ))
+    for row in load_rows() if rows is None else rows:
+        spans = [label for label in row["labels"] if label["label_type"] in HALLUCINATION_TYPES]
+        answers.append(DemoAnswer(
+            id=str(row["id"]),
+            response=row["response"],
+            passages=tuple(p.strip() for p in row["passages"] if p.strip()),
+            spans=tuple((label["start"], label["end"]) for label in spans),
+            question=row["question"],
+            model=row["model"],
+            prompt=_messages_key(demo_messages(row["question"], row["passages"])),
+            judged_spans=tuple(
+                (label["start"], label["end"]) for label in spans
+                if label["label_type"] not in LENIENT_TYPES
+            ),
+        ))
     return answers
 
 
@@ -218,20 +240,44 @@ def _messages_key(messages: Sequence[Any]) -> str:
     )
 
 
-def label_for(answer: DemoAnswer, claim: str) -> Label:
-    """The verdict the human labels give ``claim``, a substring of ``answer.response``."""
+def label_for(answer: DemoAnswer, claim: str, *, strict: bool = False) -> Label:
+    """The verdict the human labels give ``claim``, a substring of ``answer.response``: by the
+    spans the demo judge counts, or with ``strict`` by all of them (the demo's experts)."""
+    spans = answer.spans if strict else answer.judge_spans
     best = Label.GEDECKT
     start = answer.response.find(claim)
     while start != -1:
         positions = [i for i in range(start, start + len(claim)) if answer.response[i].isalnum()]
-        covered = sum(any(s <= i < e for s, e in answer.spans) for i in positions)
+        covered = sum(any(s <= i < e for s, e in spans) for i in positions)
         if positions and covered / len(positions) > UNSUPPORTED_SHARE:
             return Label.UNGEDECKT
-        inside = any(start <= s and e <= start + len(claim) for s, e in answer.spans)
+        inside = any(start <= s and e <= start + len(claim) for s, e in spans)
         if covered >= MIN_COVERED or (covered and inside):
             best = Label.TEILWEISE
         start = answer.response.find(claim, start + 1)
     return best
+
+
+def claims_of(answer: DemoAnswer) -> list[str]:
+    """The claims the demo judge decomposes ``answer`` into, in its order."""
+    text = answer.response
+    return list(dict.fromkeys(text[s:e] for s, e in split_claims(text)))
+
+
+def expert_labels(answer: DemoAnswer, claims: Sequence[str]) -> list[Label]:
+    """The demo's experts' verdict on each of the judge's ``claims`` of ``answer``: the human
+    labels with every span counted, Subtle Baseless Info too (the judge passes over those)."""
+    return [label_for(answer, claim, strict=True) for claim in claims]
+
+
+def expert_score(answer: DemoAnswer) -> float:
+    """The answer's faithfulness on the experts' scale: its claims as the product reads the demo
+    judge's decomposition (at most MAX_CLAIMS), labelled as the experts label them, scored as
+    the product scores verdicts."""
+    claims = parse_claims(json.dumps(claims_of(answer))) or []
+    score = score_labels(expert_labels(answer, claims)).score
+    assert score is not None  # every label is a verdict, none unparseable
+    return score
 
 
 def _pattern(template: str, lazy: str = "") -> re.Pattern[str]:
@@ -283,6 +329,12 @@ class DemoJudge:
     def __init__(self, answers: Sequence[DemoAnswer]) -> None:
         self.answers = list(answers)
         self._by_text = {a.response.strip(): a for a in self.answers}
+        # Claims as this judge decomposes them, to the answers holding them: verification
+        # looks a claim up here instead of searching 4,000 answers for it.
+        self._by_claim: dict[str, list[DemoAnswer]] = {}
+        for answer in self.answers:
+            for claim in claims_of(answer):
+                self._by_claim.setdefault(claim, []).append(answer)
 
     def reply(self, messages: Sequence[Any]) -> tuple[str, str]:
         """The reply text and a short note for the log ("decompose 12794: 7 claims")."""
@@ -362,13 +414,19 @@ class DemoJudge:
         else:
             loose = _LOOSE_CLAIM.search(user)
             claim, context = (loose.group("claim").strip() if loose else ""), user
-        candidates = [a for a in self.answers if claim and claim in a.response]
+        # The same sentence can occur in several answers; their passages tell them apart.
+        candidates = self._by_claim.get(claim, [])
+        in_context = [a for a in candidates if all(p in context for p in a.passages)]
+        if not in_context:  # not a sentence as split here: any answer holding it
+            candidates = [a for a in self.answers if claim and claim in a.response]
+            in_context = [a for a in candidates if all(p in context for p in a.passages)]
         if not candidates:
             return Label.GEDECKT.value, "verify unknown claim: GEDECKT (fallback)"
-        # The same sentence can occur in several answers; their passages tell them apart.
-        in_context = [a for a in candidates if all(p in context for p in a.passages)]
-        answer = (in_context or candidates)[0]
-        label = label_for(answer, claim)
+        # Several models may say the same sentence to the same question, and annotators
+        # labelled it in one answer but not in another: the lenient judge takes the kinder
+        # verdict (so an answer without labels is never marked down).
+        label, answer = max(((label_for(a, claim), a) for a in in_context or candidates),
+                            key=lambda pair: LABEL_POINTS[pair[0]])
         return label.value, f"verify {answer.id}: {label.value}"
 
 

@@ -10,19 +10,25 @@ investigation over demo answers finds inconsistency exactly where humans labelle
 content.
 """
 
-import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
 import pytest
 from django.test import override_settings
-from django.utils import timezone
 
 from monitoring import services
-from monitoring.demo import DEMO_JUDGE_MODEL, SAMPLE_FILE, answer_logprobs, demo_answers
+from monitoring.demo import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from monitoring.demo import demo_messages as demo_messages_for
-from monitoring.demo_judge import DemoJudge, DemoJudgeServer, load_answers, vary
+from monitoring.demo_judge import (
+    LENIENT_TYPES,
+    DemoJudge,
+    DemoJudgeServer,
+    expert_labels,
+    load_answers,
+    vary,
+)
 from monitoring.domain import consistency
 from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.domain.judge_prompt import (
@@ -36,13 +42,17 @@ from monitoring.judge_client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from monitoring.models import Answer, JudgeRun
 from monitoring.services.judging import judge_run_execute
 
-ROWS = {row["id"]: row for row in map(json.loads, SAMPLE_FILE.read_text("utf-8").splitlines())}
+ROWS = {row["id"]: row for row in load_rows()}
+# Every 12th answer of RAGTruth QA: 330, 128 of them labelled, about the demo's first sample;
+# what the slower checks go through.
+SAMPLE = list(ROWS.values())[::12]
 
 # 14090: two "Evident Baseless Info" spans, each exactly one sentence.
 TRACT = ROWS["14090"]
 TRACT_INVENTED = 'For example, someone could "tract along" their thoughts in a conversation.'
 TRACT_SUPPORTED = "In contemporary usage, a duct is a pipe or tube that carries a fluid or gas."
-# 13757: one span over the second half of a sentence.
+# 13757: one span over the second half of a sentence, "Subtle Baseless Info": the lenient
+# judge passes over it, the experts do not.
 FRONTS = ROWS["13757"]
 FRONTS_CLAIMS = [
     "A cold front is the transition zone where a cold air mass is replacing a warmer air mass, "
@@ -57,6 +67,10 @@ FRONTS_CLAIMS = [
 ]
 # 12794: no labels; a numbered list after an introduction.
 EXHAUST = ROWS["12794"]
+# 11889: "Evident Baseless Info" over a part of a sentence (a keyboard shortcut).
+ROWS_WORD = ROWS["11889"]
+SHORTCUT = ('Alternatively, you can use the keyboard shortcut "Ctrl + Shift + Delete" to delete '
+            'the row.')
 
 UNKNOWN_ANSWER = (
     "Der Druckbehälter wird alle 5 Jahre geprüft. Änderungen gibt die Sicherheitsfachkraft frei. "
@@ -149,7 +163,8 @@ def test_an_answer_that_cannot_answer_has_no_claims(judge_api: openai.OpenAI) ->
     [
         (TRACT, TRACT_INVENTED, Label.UNGEDECKT),  # the sentence is a labelled span
         (TRACT, TRACT_SUPPORTED, Label.GEDECKT),  # no label touches it
-        (FRONTS, FRONTS_CLAIMS[1], Label.TEILWEISE),  # a span over its second half
+        (ROWS_WORD, SHORTCUT, Label.TEILWEISE),  # an evident span over a part of it
+        (FRONTS, FRONTS_CLAIMS[1], Label.GEDECKT),  # a subtle span: passed over (lenient)
         (FRONTS, FRONTS_CLAIMS[0], Label.GEDECKT),
         (EXHAUST, "Install the mufflers on either end of the exhaust pipe.", Label.GEDECKT),
     ],
@@ -159,6 +174,18 @@ def test_verification_replays_the_human_labels(
     judge_api: openai.OpenAI, row: dict[str, Any], claim: str, label: Label, language: str
 ) -> None:
     assert verify(judge_api, row, claim, language) is label
+
+
+def test_the_experts_count_the_spans_the_judge_passes_over() -> None:
+    """The demo's experts label with every span; the judge leaves out Subtle Baseless Info."""
+    answers = {a.id: a for a in load_answers()}
+    assert expert_labels(answers["13757"], FRONTS_CLAIMS) == [
+        Label.GEDECKT, Label.TEILWEISE, Label.GEDECKT, Label.GEDECKT,
+    ]
+    assert expert_labels(answers["14090"], [TRACT_INVENTED, TRACT_SUPPORTED]) == [
+        Label.UNGEDECKT, Label.GEDECKT,
+    ]
+    assert expert_labels(answers["11889"], [SHORTCUT]) == [Label.TEILWEISE]
 
 
 def test_retries_get_the_same_reply(judge_api: openai.OpenAI) -> None:
@@ -223,10 +250,14 @@ def test_another_model_name_is_refused_as_misconfiguration(demo_judge: DemoJudge
 
 
 def test_every_demo_answer_agrees_with_its_labels() -> None:
-    """Over the whole sample, without HTTP: an answer with a human hallucination label gets at
-    least one claim below GEDECKT, an answer without labels none (320 of 320 agree)."""
+    """Over all 3,956 answers, without HTTP: an answer without labels gets no claim below
+    GEDECKT, nor does one whose only labels are Subtle Baseless Info (the judge is lenient);
+    an answer with another label gets at least one. Measured: all 2,349 and 377 of the first
+    two kinds; 1,222 of 1,230 of the third (the other 8 have their spans in text that is no
+    claim, such as "Based on the passages," or a sentence that another model's answer to the
+    same question says unlabelled)."""
     judge = DemoJudge(load_answers())
-    disagree = []
+    marked: dict[str, list[bool]] = {"none": [], "subtle only": [], "other": []}
     for row in ROWS.values():
         reply, _ = judge.reply(decompose_messages(question=row["question"],
                                                   answer=row["response"], language="en"))
@@ -239,9 +270,12 @@ def test_every_demo_answer_agrees_with_its_labels() -> None:
             for c in claims
         }
         assert Label.UNPARSEABLE not in labels
-        if bool(row["labels"]) != bool(labels - {Label.GEDECKT}):
-            disagree.append(row["id"])
-    assert disagree == []
+        types = {label["label_type"] for label in row["labels"]}
+        kind = "none" if not types else "subtle only" if types <= LENIENT_TYPES else "other"
+        marked[kind].append(bool(labels - {Label.GEDECKT}))
+    assert not any(marked["none"]) and not any(marked["subtle only"])
+    assert len(marked["none"]) > 2000 and len(marked["subtle only"]) > 300
+    assert sum(marked["other"]) >= 0.99 * len(marked["other"])
 
 
 @pytest.mark.django_db
@@ -249,9 +283,9 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
     """Demo answers ingested as the demo does, each run executed as the worker does."""
     use_case = services.use_case_create(slug="demo", name="Demo", language="en", sample_rate=1.0)
     service, _ = services.service_create(name="demo-rag", use_cases=[use_case])
-    bodies = list(demo_answers(use_case=use_case.slug, now=timezone.now()))
+    bodies = demo_bodies(use_case.slug, SAMPLE)
     labelled = [b for b in bodies if b["metadata"]["human_labels"]][::16]  # 8 of 128
-    clean = [b for b in bodies if not b["metadata"]["human_labels"]][::24]  # 8 of 192
+    clean = [b for b in bodies if not b["metadata"]["human_labels"]][::26]  # 8 of 202
     with override_settings(TREUE_JUDGE_BASE_URL=demo_judge.base_url,
                            TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL, TREUE_JUDGE_API_KEY="demo"):
         results = services.answer_ingest_batch(service=service, items=labelled + clean)
@@ -267,8 +301,9 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
     )
     below = [b["external_id"] for b in labelled if scores[b["external_id"]] < 1]
     perfect = [b["external_id"] for b in clean if scores[b["external_id"]] == 1.0]
-    # Measured: 8 of 8 labelled answers score below 1, 8 of 8 unlabelled score 1.0.
-    assert (len(below), len(perfect)) == (8, 8)
+    # Measured: 7 of 8 labelled answers score below 1 (the 8th has only a subtle span, which
+    # the lenient judge passes over), 8 of 8 unlabelled score 1.0.
+    assert (len(below), len(perfect)) == (7, 8)
 
     run = JudgeRun.objects.filter(answer__use_case=use_case, score__lt=1).first()
     assert run is not None
@@ -283,6 +318,13 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
 
 # 12219: one labelled span with a number ("Passage 3 does not provide instructions ...").
 QUILT = ROWS["12219"]
+
+
+def demo_bodies(use_case: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ingest bodies of `rows` as the demo makes them, one each."""
+    created = datetime(2026, 11, 2, 9, tzinfo=UTC)
+    return [answer_body(row, use_case=use_case, external_id=f"ragtruth-{row['id']}",
+                        created=created) for row in rows]
 
 
 def demo_messages(row: dict[str, Any]) -> list[dict[str, str]]:
@@ -315,8 +357,7 @@ def fresh_api() -> Iterator[openai.OpenAI]:
 
 
 def test_demo_answers_carry_the_rag_prompt_that_produced_them() -> None:
-    body = next(b for b in demo_answers(use_case="demo", now=timezone.now())
-                if b["external_id"] == "ragtruth-13757")
+    [body] = demo_bodies("demo", [FRONTS])
     system, user = body["messages"]
     assert system["role"] == "system" and user["role"] == "user"
     assert FRONTS["question"] in user["content"]
@@ -418,12 +459,13 @@ def test_the_judge_answers_the_contradiction_check(
 
 
 def test_every_labelled_answer_is_inconsistent_and_no_other() -> None:
-    """Over the whole sample, without HTTP: the three versions, compared as an investigation
-    compares them (values first, then the judge), are inconsistent exactly for the 128 answers
-    with human labels."""
+    """Over the sample (every 12th answer; all 3,956 take 100 s and agree as well), without
+    HTTP: the three versions, compared as an investigation compares them (values first, then
+    the judge), are inconsistent exactly for the answers with human labels, of any kind."""
     judge = DemoJudge(load_answers())
+    sample = {row["id"] for row in SAMPLE}
     wrong = []
-    for answer in judge.answers:
+    for answer in (a for a in judge.answers if a.id in sample):
         samples = [vary(answer, version)[0] for version in range(3)]
         comparison = consistency.compare_samples(samples, language="en")
         reply = None
@@ -455,9 +497,9 @@ def test_an_investigation_over_demo_answers(
                         lambda *args, **kwargs: None)
     use_case = services.use_case_create(slug="demo", name="Demo", language="en", sample_rate=0.01)
     service, _ = services.service_create(name="demo-rag", use_cases=[use_case])
-    bodies = list(demo_answers(use_case=use_case.slug, now=timezone.now()))
+    bodies = demo_bodies(use_case.slug, SAMPLE)
     labelled = [b for b in bodies if b["metadata"]["human_labels"]][::32]  # 4 of 128
-    clean = [b for b in bodies if not b["metadata"]["human_labels"]][::48]  # 4 of 192
+    clean = [b for b in bodies if not b["metadata"]["human_labels"]][::51]  # 4 of 202
     results = services.answer_ingest_batch(service=service, items=labelled + clean)
     assert [r.status for r in results] == [201] * len(results)
     lead = User.objects.create_user("lead")

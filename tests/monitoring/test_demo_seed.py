@@ -1,0 +1,234 @@
+"""The demo's story (`monitoring.demo`) and its seed command (`seed_demo`).
+
+The story must give the pages something to show: enough weeks and answers for a light and a
+band every week, a healthy use case, one that degrades after week DEGRADES_AFTER on the
+annotators' (the experts') scale, a small one, and a judge a little kinder than the experts.
+The scores are computed as the product computes them, from RAGTruth's labels: the judge's
+through the demo judge's own replies to the real prompts, the experts' through
+`expert_score`.
+
+The seed command is run at a few per cent of its volume against a test database, its judge
+runs executed against the demo judge server as the worker executes them, and its expert
+labels imported through `import_expert_labels`.
+"""
+
+import functools
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterator
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from monitoring.demo import (
+    DEGRADES_AFTER,
+    DEMO_JUDGE_MODEL,
+    USE_CASES,
+    WEEKS,
+    DemoUseCase,
+    planned,
+)
+from monitoring.demo_judge import (
+    DemoAnswer,
+    DemoJudge,
+    DemoJudgeServer,
+    expert_score,
+    load_answers,
+)
+from monitoring.domain.judge_parse import parse_claims, parse_verdict
+from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
+from monitoring.domain.scoring import score_labels
+from monitoring.management.commands.seed_demo import DEMO_EXPERT, DEMO_USER
+from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.selectors.dashboard import iso_weeks
+from monitoring.services.judging import judge_run_execute
+from review.domain.imports import LabelLine, parse_line
+from review.models import ReviewSubmission
+
+HEALTHY, DEGRADING, SMALL = USE_CASES
+SCALE = 0.04  # 16, 10 and 2 answers a week: every path, in seconds
+
+
+@functools.cache
+def _answers() -> dict[str, DemoAnswer]:
+    return {a.id: a for a in load_answers()}
+
+
+@functools.cache
+def _judge() -> DemoJudge:
+    return DemoJudge(list(_answers().values()))
+
+
+@functools.cache
+def judge_score(row_id: str) -> float:
+    """The demo judge's score of a RAGTruth answer: its replies to the judge's own prompts."""
+    answer, judge = _answers()[row_id], _judge()
+    reply, _ = judge.reply(decompose_messages(question=answer.question, answer=answer.response,
+                                              language="en"))
+    claims = parse_claims(reply)
+    assert claims is not None
+    context = format_context(list(answer.passages))
+    labels = [parse_verdict(judge.reply(verify_messages(context=context, claim=c,
+                                                        language="en"))[0]) for c in claims]
+    score = score_labels(labels).score
+    assert score is not None
+    return score
+
+
+@functools.cache
+def experts_score(row_id: str) -> float:
+    return expert_score(_answers()[row_id])
+
+
+def week_mean(case: DemoUseCase, week: int, score: Callable[[str], float]) -> float:
+    return statistics.fmean(score(slot.row["id"]) for slot in planned(case, week))
+
+
+def test_enough_weeks_and_answers_for_a_light_every_week() -> None:
+    assert 12 <= WEEKS <= 16
+    assert max(c.per_week for c in USE_CASES) >= 300  # several hundred a week
+    assert min(c.per_week for c in USE_CASES) <= 100  # and a small one
+    assert all(0.1 <= c.sample_rate <= 0.2 for c in USE_CASES)
+    ids: Counter[str] = Counter()
+    for case in USE_CASES:
+        for week in range(1, WEEKS + 2):
+            slots = planned(case, week)
+            assert len(slots) == case.per_week
+            assert all(0 <= s.offset < 7 * 86400 for s in slots)
+            assert all(s.row["model"] in case.phase(week).models for s in slots)
+            ids.update(s.external_id for s in slots)
+            # Within a week an answer repeats only when its models have no other left.
+            pool = sum(1 for a in _answers().values() if a.model in case.phase(week).models)
+            assert len({s.row["id"] for s in slots}) == min(len(slots), pool)
+    assert max(ids.values()) == 1
+    # Seeding again plans the same answers, so it stores nothing twice.
+    assert [s.external_id for s in planned(DEGRADING, 3)] == [
+        s.external_id for s in planned(DEGRADING, 3)
+    ]
+    assert [s.row["id"] for s in planned(DEGRADING, 3)] == [
+        s.row["id"] for s in planned(DEGRADING, 3)
+    ]
+
+
+def test_the_healthy_use_case_stays_around_0_9() -> None:
+    weekly = [week_mean(HEALTHY, w, experts_score) for w in range(1, WEEKS + 2)]
+    assert all(0.86 <= m <= 0.94 for m in weekly), weekly
+    assert 0.88 <= statistics.fmean(weekly) <= 0.92
+
+
+def test_the_degrading_use_case_falls_below_the_action_line_after_week_k() -> None:
+    """Its truth (the mean of the experts' scores) is healthy up to DEGRADES_AFTER and below
+    0.85 after it, falling on."""
+    weekly = [week_mean(DEGRADING, w, experts_score) for w in range(1, WEEKS + 2)]
+    before, after = weekly[:DEGRADES_AFTER], weekly[DEGRADES_AFTER:]
+    assert all(m >= 0.87 for m in before), before
+    assert all(m < 0.85 for m in after), after
+    assert after[-2] < after[0] - 0.05  # the last whole week against the first bad one
+    assert DEGRADES_AFTER + 3 <= WEEKS  # weeks enough after it for a trend
+
+
+def test_the_demo_judge_is_a_little_kinder_than_the_experts() -> None:
+    """So that the expert-scale correction has something to show: a few hundredths, the
+    judge's score never below the experts' for any answer."""
+    rows = {slot.row["id"] for w in range(1, WEEKS + 2) for slot in planned(HEALTHY, w)}
+    judge = statistics.fmean(judge_score(r) for r in rows)
+    experts = statistics.fmean(experts_score(r) for r in rows)
+    assert 0.01 <= judge - experts <= 0.05, (judge, experts)
+    assert all(judge_score(r) >= experts_score(r) for r in rows)
+
+
+@pytest.fixture
+def demo_judge() -> Iterator[DemoJudgeServer]:
+    server = DemoJudgeServer(port=0, judge=_judge()).start()
+    try:
+        with override_settings(TREUE_JUDGE_BASE_URL=server.base_url,
+                               TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL, TREUE_JUDGE_API_KEY="demo"):
+            yield server
+    finally:
+        server.stop()
+
+
+def seed(**options: object) -> str:
+    out = StringIO()
+    call_command("seed_demo", stdout=out, stderr=out, **options)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_seed_then_judge_then_import_the_experts_labels(
+    demo_judge: DemoJudgeServer, tmp_path: Path
+) -> None:
+    seed(scale=SCALE)
+    weeks = iso_weeks(weeks=WEEKS + 1)
+    now = timezone.now()
+    for case in USE_CASES:
+        use_case = UseCase.objects.get(slug=case.slug)
+        assert use_case.sample_rate == case.sample_rate
+        for number, week in enumerate(weeks, start=1):
+            stored = Answer.objects.filter(use_case=use_case, created_at__gte=week.start,
+                                           created_at__lt=week.end).count()
+            expected = round(case.per_week * SCALE)
+            if number <= WEEKS:
+                assert stored == expected, (case.slug, week.label)
+            else:  # the current week, up to now
+                assert stored <= expected
+        assert not Answer.objects.filter(use_case=use_case, created_at__gte=now).exists()
+        assert not Answer.objects.filter(use_case=use_case,
+                                         created_at__lt=weeks[0].start).exists()
+    total = Answer.objects.count()
+    assert "0 neue Antworten" in seed(scale=SCALE)  # safe to run again
+    assert Answer.objects.count() == total
+
+    runs = list(JudgeRun.objects.filter(status=JudgeRun.Status.PENDING).values_list("pk",
+                                                                                    flat=True))
+    assert runs
+    assert [judge_run_execute(run_id=pk) for pk in runs] == ["scored"] * len(runs)
+
+    out = seed(expert_labels=str(tmp_path))
+    assert "refused" not in out.replace("0 refused", "")
+    lines: dict[str, LabelLine] = {}
+    for case in USE_CASES:
+        path = tmp_path / f"{case.slug}.jsonl"
+        assert f"import_expert_labels {path} --use-case {case.slug}" in out
+        for number, text in enumerate(path.read_text("utf-8").splitlines(), start=1):
+            parsed = parse_line(text, number)
+            assert isinstance(parsed, LabelLine), parsed
+            assert parsed.labels is not None and parsed.score is None
+            assert set(json.loads(text)) == {"external_id", "labels"}
+            lines[parsed.external_id] = parsed
+    assert lines
+
+    imported = ReviewSubmission.objects.filter(imported=True).select_related(
+        "item__answer", "item__judge_run", "reviewer")
+    assert {s.item.answer.external_id for s in imported} == set(lines)
+    reviewed_weeks: Counter[tuple[str, str]] = Counter()
+    for submission in imported:
+        answer = submission.item.answer
+        assert submission.reviewer.username == DEMO_EXPERT
+        assert answer.in_random_sample  # drawn from the random sample, as a batch draws
+        assert len(lines[answer.external_id].labels or ()) == (
+            submission.item.judge_run.claims.count())
+        assert submission.manual_score == pytest.approx(
+            experts_score(answer.metadata["ragtruth_id"]))
+        assert submission.manual_score <= submission.automatic_score
+        week = next(w for w in weeks if w.start <= answer.created_at < w.end)
+        reviewed_weeks[(answer.use_case.slug, week.label)] += 1
+    # The experts see what the judge let pass: some answers score lower with them.
+    assert any(s.manual_score < s.automatic_score for s in imported)
+    # Not last week (this week's batch, reviewed in the browser) nor the current one.
+    assert {label for _, label in reviewed_weeks} <= {w.label for w in weeks[:-2]}
+    assert max(reviewed_weeks.values()) <= 20
+
+    again = StringIO()
+    for case in USE_CASES:
+        call_command("import_expert_labels", str(tmp_path / f"{case.slug}.jsonl"),
+                     use_case=case.slug, reviewer=DEMO_EXPERT, stdout=again)
+    assert again.getvalue().count(" 0 imported") == len(USE_CASES)
+    assert ReviewSubmission.objects.filter(imported=True).count() == len(lines)
+    assert get_user_model().objects.get(username=DEMO_USER).check_password("treue-demo")
