@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Sets up everything and starts Treue on embedded defaults: SQLite, an SQLite-backed Celery
-# broker, a background worker (with beat) and the web server, with a demo use case, demo answers
-# and a demo login. Stop with Ctrl-C. PORT (default 8000) picks the web port.
+# broker, a background worker (with beat) and the web server, with three demo use cases, 14
+# weeks of demo answers (RAGTruth QA), the experts' reviews of the past weeks and a demo login.
+# Stop with Ctrl-C. PORT (default 8000) picks the web port.
 #
 # The judge (tier 2): with TREUE_JUDGE_BASE_URL unset, a local demo judge starts on loopback
 # (port DEMO_JUDGE_PORT, default 8790, or any free one) whose verdicts are RAGTruth's human
-# labels replayed, not a model's. With TREUE_JUDGE_BASE_URL set, that endpoint is the judge and
-# TREUE_JUDGE_MODEL names its model (TREUE_JUDGE_API_KEY as the endpoint needs).
+# labels replayed, not a model's (a little lenient: it passes over the spans the annotators
+# called subtle, which the demo's experts count). With TREUE_JUDGE_BASE_URL set, that endpoint
+# is the judge and TREUE_JUDGE_MODEL names its model (TREUE_JUDGE_API_KEY as the endpoint needs).
 #
 # The generator (self-consistency investigations): with TREUE_GENERATOR_BASE_URL unset, the same
 # local server replays the demo answers for their own model names, the human-labelled spans
@@ -23,12 +25,12 @@ python=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
 
 mkdir -p var
-judge="" worker="" web="" batcher=""
+judge="" worker="" web="" batcher="" reviews=""
 stop() {
   # Everything runs in the background, where a non-interactive shell makes it ignore Ctrl-C:
   # stop it here, whichever way the script ends. The worker goes before the judge it calls.
   trap '' INT TERM  # a second Ctrl-C (or TERM) must not cut the clean-up short
-  for pid in $batcher $web $worker $judge; do
+  for pid in $reviews $batcher $web $worker $judge; do
     kill "$pid" 2>/dev/null || continue
     # The worker finishes its running tasks first (warm shutdown). Should it hang, force it:
     # an unfinished judge run goes back to the queue (acks_late) or to the reconciler.
@@ -79,6 +81,7 @@ if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
     "TREUE_JUDGE_MODEL=... bash scripts/demo.sh"
   export TREUE_JUDGE_BASE_URL=$url TREUE_JUDGE_MODEL=treue-demo-judge TREUE_JUDGE_API_KEY=demo
   echo "Demo-Prüfer läuft auf $url (Log: var/demo-judge.log)."
+  scale=${DEMO_SCALE:-1}
 else
   if [ -z "${TREUE_JUDGE_MODEL:-}" ]; then
     echo "TREUE_JUDGE_BASE_URL ist gesetzt, TREUE_JUDGE_MODEL nicht: welches Modell soll prüfen?" >&2
@@ -86,6 +89,11 @@ else
     exit 2
   fi
   echo "Prüfer / judge: $TREUE_JUDGE_MODEL über $TREUE_JUDGE_BASE_URL"
+  # Every run of a real judge is paid for: the whole demo is about 4,000 runs (38,000 calls,
+  # 20 million prompt tokens). A tenth of it unless DEMO_SCALE asks for more.
+  scale=${DEMO_SCALE:-0.1}
+  echo "Echter Prüfer: Demo-Umfang DEMO_SCALE=$scale (1 = alles, etwa 4.000 Prüfläufe)."
+  echo "Real judge: demo volume DEMO_SCALE=$scale (1 = all of it, about 4,000 judge runs)."
 fi
 
 if [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
@@ -101,7 +109,7 @@ fi
 # After the judge settings: the demo answers sampled at ingest get their judge runs now, and
 # the worker scores them in the background.
 .venv/bin/python manage.py migrate --noinput -v0
-.venv/bin/python manage.py seed_demo
+.venv/bin/python manage.py seed_demo --scale "$scale"
 
 : >var/worker.log  # a new log each start; both writers below append, so neither overwrites
 .venv/bin/celery -A treue_site worker --beat --loglevel=INFO --pool=threads --concurrency=8 \
@@ -112,6 +120,17 @@ echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
 # creates batches on Monday mornings; the demo should not wait for one).
 .venv/bin/python manage.py create_review_batches --wait 300 >>var/worker.log 2>&1 &
 batcher=$!
+# The experts' reviews of the weeks before (RAGTruth's labels, as an annotation tool would
+# export them), imported with import_expert_labels once the worker has judged those weeks: a
+# few minutes for the demo judge's 4,000 runs.
+: >var/demo-reviews.log
+.venv/bin/python manage.py seed_demo --expert-labels var/demo-expert-labels --wait 1800 \
+  >>var/demo-reviews.log 2>&1 &
+reviews=$!
+echo "Expertenprüfungen der Vorwochen folgen, sobald der Prüfer sie bewertet hat" \
+  "(Log: var/demo-reviews.log)."
+echo "The experts' reviews of the past weeks follow once the judge has scored them" \
+  "(log: var/demo-reviews.log)."
 # In the background too, so that a TERM to this script (not only Ctrl-C) reaches the trap.
 # Loopback only by default: the demo runs with DEBUG on and a login printed above. HOST=0.0.0.0
 # shows it to other machines.
