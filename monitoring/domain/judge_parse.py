@@ -4,6 +4,11 @@ Both parsers are forgiving about form (markdown, quotes, case, code fences) and 
 content: a verdict is one of the three words or it is ``UNPARSEABLE``, never a guessed label and
 never a silent 0; a claim list that cannot be read is ``None`` (a failed decomposition), never an
 empty list, because an empty list means an honest abstention and scores 1.0.
+
+A reply is text from outside (a judge, or a proxy in front of it), so both parsers do work
+linear in its length, whatever it holds: no stripping loop that removes one character a round,
+no regular expression that can backtrack over a line more than once, and no JSON decoding that
+nests (``"[" * 5000`` is an unreadable claim list, not a RecursionError).
 """
 
 import json
@@ -33,6 +38,9 @@ _VERDICTS = {label.value: label for label in LABEL_POINTS}
 # bold and italics, and invisible characters that str.strip() keeps.
 _WRAPPING = "\"'`*_„“”‚‘’«»‹›\u200b\ufeff"
 _TRAILING = ".!:"
+# What str.strip() removes, spelled out so it can be stripped together with the rest (U+3000 is
+# the highest whitespace code point).
+_WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 
 def parse_verdict(reply: str) -> Label:
@@ -42,18 +50,24 @@ def parse_verdict(reply: str) -> Label:
     one of the three words, in any case. "GEDECKT, weil …", "NICHT GEDECKT" and "SUPPORTED" are
     UNPARSEABLE: reading a label out of a longer reply would guess at the judge's meaning.
     """
-    text = reply
-    while True:
-        stripped = text.strip().strip(_WRAPPING).rstrip(_TRAILING)
-        if stripped == text:
-            break
-        text = stripped
-    return _VERDICTS.get(text.upper(), Label.UNPARSEABLE)
+    return _VERDICTS.get(strip_wrapping(reply, _TRAILING).upper(), Label.UNPARSEABLE)
+
+
+def strip_wrapping(text: str, trailing: str, wrapping: str = _WRAPPING) -> str:
+    """``text`` without whitespace and ``wrapping`` at either end, nor ``trailing`` at its end.
+
+    The same as stripping whitespace, wrapping and trailing marks in turn until nothing changes
+    (each removes only characters of its own set from its own end), in one pass: the loop took
+    one round a character for a reply like "*. *. *. …".
+    """
+    return text.lstrip(_WHITESPACE + wrapping).rstrip(_WHITESPACE + wrapping + trailing)
 
 
 # "1. claim", "12) claim", "- claim", "* claim", "• claim". The space after the marker keeps
-# "1.5 Jahre …" from counting as item 1.
-_LIST_LINE = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*•–])[ \t]+(.*\S)[ \t]*$", re.MULTILINE)
+# "1.5 Jahre …" from counting as item 1. The possessive runs of blanks match as the greedy ones
+# would (the marker and the claim cannot start with a blank) without trying every shorter run
+# again: "- " + " " * 100_000 + "x\r" took quadratic time.
+_LIST_LINE = re.compile(r"^[ \t]*+(?:\d{1,3}[.)]|[-*•–])[ \t]++(.*\S)[ \t]*$", re.MULTILINE)
 _QUOTES = "\"„“”'‚‘’"
 
 
@@ -76,18 +90,22 @@ def parse_claims(reply: str) -> list[str] | None:
     return claims[:MAX_CLAIMS]
 
 
+# A JSON array of strings, exactly as the json module reads one (whitespace is " \t\n\r", a
+# string holds no unescaped control character). Matching it instead of decoding from every "["
+# keeps the search linear: a decoder nests into "[[[[…" (RecursionError) and reads from each
+# "[" to the end of whatever array follows, again for the next "[" inside it.
+_JSON_SPACE = r"[ \t\n\r]*+"
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]++|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*+"'
+_STRING_ARRAY = re.compile(
+    rf"\[{_JSON_SPACE}(?:{_JSON_STRING}{_JSON_SPACE}"
+    rf"(?:,{_JSON_SPACE}{_JSON_STRING}{_JSON_SPACE})*+)?+\]"
+)
+
+
 def _first_string_array(text: str) -> list[str] | None:
-    decoder = json.JSONDecoder()
-    start = text.find("[")
-    while start != -1:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            value = None
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return value
-        start = text.find("[", start + 1)
-    return None
+    """The first "[" at which a JSON array of strings starts, decoded; None if there is none."""
+    match = _STRING_ARRAY.search(text)
+    return None if match is None else json.loads(match.group())
 
 
 def _unquote(item: str) -> str:

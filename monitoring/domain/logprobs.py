@@ -50,7 +50,14 @@ _SPACE = b"(?:%b)+" % b"|".join(
     re.escape(chr(c).encode()) for c in range(0x3001) if chr(c).isspace()
 )
 _LEADING_SPACE = re.compile(rb"\A" + _SPACE)
-_TRAILING_SPACE = re.compile(_SPACE + rb"\Z")
+# Trailing whitespace is found at the start of the reversed bytes: searched for at the end, the
+# pattern would be tried from every byte of a long blank run (quadratic in the token). The
+# reversed UTF-8 encodings are prefix-free, so the greedy match is the whole run.
+_TRAILING_SPACE_REVERSED = re.compile(
+    rb"\A(?:%b)+" % b"|".join(
+        re.escape(chr(c).encode()[::-1]) for c in range(0x3001) if chr(c).isspace()
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,23 +316,18 @@ def _literal(target: bytes, seg: bytes, pos: int) -> int | None:
     if target.startswith(seg, pos):
         return pos + len(seg)
     # The token may run past the stripped end of the answer with whitespace only.
-    head = _TRAILING_SPACE.sub(b"", seg, count=1)
+    blanks = _TRAILING_SPACE_REVERSED.match(seg[::-1])
+    head = seg[: len(seg) - blanks.end()] if blanks else seg
     if len(head) < len(seg) and pos + len(head) == len(target) and target.startswith(head, pos):
         return len(target)
     return None
 
 
-def _unknown(target: bytes, p: int, last: bool, strict: bool) -> list[int]:
-    """End positions of a U+FFFD at ``p``: it only ever stands for non-ASCII bytes."""
+def _unknown(target: bytes, p: int, last: bool) -> list[int]:
+    """End positions of a U+FFFD at ``p`` read strictly (``_ends`` reads it loosely itself):
+    it only ever stands for non-ASCII bytes."""
     if p >= len(target) or target[p] < 0x80:
         return []
-    if not strict:
-        ends = []
-        for k in range(1, 4):
-            if p + k > len(target) or target[p + k - 1] < 0x80:
-                break
-            ends.append(p + k)
-        return ends
     # Decoders write one U+FFFD per stray continuation byte, and one for a sequence cut
     # short by the end of the token (its lead byte and some of its continuation bytes).
     first = target[p]
@@ -337,10 +339,16 @@ def _unknown(target: bytes, p: int, last: bool, strict: bool) -> list[int]:
     return [p + k for k in range(1, size) if p + k <= len(target)]
 
 
-def _ends(target: bytes, option: list[bytes | None], pos: int, strict: bool) -> list[int]:
-    """All end positions of one token reading starting at ``pos``, likeliest first."""
+def _ends(
+    target: bytes, option: list[bytes | None], pos: int, strict: bool, work: list[int]
+) -> list[int] | None:
+    """All end positions of one token reading starting at ``pos``, likeliest first; None once
+    ``work`` (one unit a position a segment is tried at, spent from ``work[0]``) runs out."""
     positions = [pos]
     for index, seg in enumerate(option):
+        work[0] -= len(positions)
+        if work[0] < 0:
+            return None
         following: list[int] = []
         for p in positions:
             if seg is not None:
@@ -350,7 +358,15 @@ def _ends(target: bytes, option: list[bytes | None], pos: int, strict: bool) -> 
                 continue
             if target.startswith(_FFFD, p):
                 following.append(p + 3)
-            following += _unknown(target, p, index == len(option) - 1, strict)
+            if strict:
+                following += _unknown(target, p, index == len(option) - 1)
+                continue
+            # Read loosely, it stands for any 1-3 non-ASCII bytes (written out here, as this is
+            # the inner loop of the fallback search).
+            for q in range(p, min(p + 3, len(target))):
+                if target[q] < 0x80:
+                    break
+                following.append(q + 1)
         positions = list(dict.fromkeys(following))
         if not positions:
             break
@@ -366,9 +382,16 @@ def _match(
     a step budget keep long ambiguous U+FFFD runs from costing more than milliseconds; past
     the budget the tokens count as unaligned. An explicit stack, as answers can have
     thousands of tokens.
+
+    Within one step, a token's run of k U+FFFD can end at up to 2k + 1 places, each tried for
+    the next one: k² work, a second per step for tokens of 1,000 U+FFFD. So the work is
+    budgeted too, at 16 position checks a step on average (a token of four U+FFFD in a row,
+    what a split character gives, takes 16): the search stays linear in the number of tokens,
+    and results where it ran straight through do not change.
     """
     total = len(options)
     budget = 3 * total + 1000
+    work = [16 * budget]
     dead: set[tuple[int, int]] = set()
     stack: list[tuple[int, int, list[int]]] = []
     index, pos = 0, 0
@@ -388,7 +411,10 @@ def _match(
             else:
                 candidates = []
                 for option in reading:
-                    candidates += _ends(target, option, pos, strict)
+                    ends = _ends(target, option, pos, strict, work)
+                    if ends is None:
+                        return None
+                    candidates += ends
                 candidates = list(dict.fromkeys(candidates))[::-1]
             stack.append((index, pos, candidates))
         # Take the next untried candidate, backing up past exhausted tokens.

@@ -26,7 +26,7 @@ failures it did not cause.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _WORD_RE = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W_]+)*|\d+")
 # Sentence ends: ? ! ; newlines, and ". " / ": " (a full stop after an abbreviation or an
@@ -59,6 +59,25 @@ class _Lexicon:
     ordinals: tuple[str, ...]  # patterns for "first", "second", ... in order
     abbreviations: frozenset[str]
     tags: frozenset[str]  # one-word tag questions that ask nothing new: "Oder?", "Right?"
+    # Derived once from the above, for _sentence_asks, which runs for every sentence: words a
+    # sentence may lead with, connectors by their first word, the ordinal patterns compiled.
+    leading: frozenset[str] = field(init=False, compare=False)
+    connectors_by_first: dict[str, list[tuple[str, ...]]] = field(init=False, compare=False)
+    leading_ordinals: tuple[re.Pattern[str], ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_first: dict[str, list[tuple[str, ...]]] = {}
+        for phrase in self.connectors:
+            by_first.setdefault(phrase[0], []).append(phrase)
+        derived = {
+            "leading": self.fillers | {c[0] for c in self.connectors if len(c) == 1},
+            "connectors_by_first": by_first,
+            "leading_ordinals": tuple(
+                re.compile(rf"^\s*(?:{pattern})[\s,]*", re.IGNORECASE) for pattern in self.ordinals
+            ),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # frozen
 
 
 _GERMAN = _Lexicon(
@@ -230,14 +249,21 @@ def _sentences(text: str, lex: _Lexicon) -> list[tuple[str, bool]]:
     """(sentence, ends with "?") pieces of the text."""
     out = []
     start = 0
+    # The last word of the sentence so far, and where the text after it begins. Only the text
+    # since the previous break is read for it (a word never spans a break), so each character
+    # is read once however many full stops are skipped: "a. " * 16000 was quadratic.
+    last, read = "", 0
     for m in _BREAK_RE.finditer(text):
         if m.group() == ".":
-            words = _WORD_RE.findall(text[start : m.start()])
-            last = words[-1].lower() if words else ""
+            words = _WORD_RE.findall(text, read, m.start())
+            if words:
+                last = words[-1].lower()
+            read = m.end()
             if not last or last.isdigit() or len(last) == 1 or last in lex.abbreviations:
                 continue  # "z. B.", "1. Januar", "No. 5": not the end of a sentence
         out.append((text[start : m.start()], "?" in m.group()))
-        start = m.end()
+        start = read = m.end()
+        last = ""
     out.append((text[start:], False))
     return [(s, ended) for s, ended in out if s.strip()]
 
@@ -273,12 +299,13 @@ def _sentence_asks(sentence: str, ended_with_question_mark: bool, lex: _Lexicon)
     # An enumeration label, a bullet, an ordinal or a leading connector ("Und wann ...?")
     # does not change what a sentence asks.
     sentence = _LABEL_RE.sub("", sentence, count=1)
-    for pattern in lex.ordinals:
-        sentence = re.sub(rf"^\s*(?:{pattern})[\s,]*", "", sentence, flags=re.IGNORECASE)
+    for ordinal in lex.leading_ordinals:
+        sentence = ordinal.sub("", sentence)
     tokens = _WORD_RE.findall(sentence)
-    leading = lex.fillers | {c[0] for c in lex.connectors if len(c) == 1}
-    while tokens and tokens[0].lower() in leading:
-        tokens = tokens[1:]
+    skipped = 0
+    while skipped < len(tokens) and tokens[skipped].lower() in lex.leading:
+        skipped += 1
+    tokens = tokens[skipped:]
     if not tokens:
         return 0
     lower = [t.lower() for t in tokens]
@@ -287,11 +314,8 @@ def _sentence_asks(sentence: str, ended_with_question_mark: bool, lex: _Lexicon)
         # "Warum?" asks; "Oder?", "Right?" only seek agreement.
         asks = len(tokens) >= 2 or lower[0] not in lex.tags
     else:
-        asks = (
-            imperative
-            or _opens_question(tokens, lower, 0, lex)
-            or any(_phrase_at(lower, i, phrase) for phrase in lex.requests
-                   for i in range(len(lower)))
+        asks = imperative or _opens_question(tokens, lower, 0, lex) or _has_phrase(
+            lower, lex.requests
         )
     count = 1 if asks else 0
 
@@ -301,7 +325,11 @@ def _sentence_asks(sentence: str, ended_with_question_mark: bool, lex: _Lexicon)
     while i < len(lower):
         if lower[i] in lex.pairs:
             pair_open = True
-        connector = next((c for c in lex.connectors if _phrase_at(lower, i, c)), None)
+        # Only a connector whose first word is the token can start at it (in lexicon order).
+        connector = next(
+            (c for c in lex.connectors_by_first.get(lower[i], ()) if _phrase_at(lower, i, c)),
+            None,
+        )
         if connector is None or i == 0:
             i += 1
             continue
@@ -350,3 +378,15 @@ def _opens_question(tokens: list[str], lower: list[str], j: int, lex: _Lexicon) 
 
 def _phrase_at(lower: list[str], i: int, phrase: tuple[str, ...]) -> bool:
     return tuple(lower[i : i + len(phrase)]) == phrase
+
+
+def _has_phrase(lower: list[str], phrases: tuple[tuple[str, ...], ...]) -> bool:
+    """Does any of ``phrases`` occur in ``lower``? Each token is looked at once."""
+    firsts = {phrase[0] for phrase in phrases}
+    return any(
+        _phrase_at(lower, i, phrase)
+        for i, word in enumerate(lower)
+        if word in firsts
+        for phrase in phrases
+        if phrase[0] == word
+    )

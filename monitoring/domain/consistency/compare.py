@@ -3,6 +3,10 @@
 ``compare_samples`` applies the comparison rule (the package docstring) to the values
 ``values`` extracts; ``needs_judge`` says whether the judge must be asked; ``decide`` turns the
 comparison and the judge's reply into the verdict.
+
+Samples are the generator's text and may hold thousands of values, so the comparison does not
+test every value of one sample against every value of another: values are grouped by dimension
+once, and whether two samples share a value is found by a sweep over their sorted ranges.
 """
 
 from collections.abc import Sequence
@@ -59,23 +63,72 @@ def _same(a: Value, b: Value) -> bool:
     return a.amount <= b_hi + tol and b.amount <= a_hi + tol
 
 
+def _share(a: list[Value], b: list[Value]) -> bool:
+    """``any(_same(v, w) for v in a for w in b)``, without trying every pair.
+
+    Values compared by key share one when their key sets meet. Values compared by amount are
+    ranges [amount, upper]: sorted by their lower ends, a value overlaps some earlier value of
+    the other side exactly when it overlaps the one of them reaching furthest up, as the
+    tolerance only grows with the ranges' ends (for amounts >= 0, which every finder reads).
+    Anything else (never found by ``extract_values``) is compared pair by pair.
+    """
+    if all(v.amount is None or v.kind == "name" for v in a) or all(w.amount is None for w in b):
+        return not {v.key for v in a}.isdisjoint(w.key for w in b)
+    ranges_a, ranges_b = _amount_ranges(a), _amount_ranges(b)
+    if ranges_a is not None and ranges_b is not None and all(v.kind != "name" for v in a):
+        # (lower end, upper end, side, value): side 0 is ``a``, whose value goes first to _same.
+        ranges = sorted(
+            [(lo, hi, 0, v) for lo, hi, v in ranges_a] + [(lo, hi, 1, w) for lo, hi, w in ranges_b],
+            key=lambda item: item[0],
+        )
+        reach: list[tuple[float, Value] | None] = [None, None]  # per side: the furthest up
+        for _, hi, side, value in ranges:
+            other = reach[1 - side]
+            if other is not None and (
+                _same(value, other[1]) if side == 0 else _same(other[1], value)
+            ):
+                return True
+            mine = reach[side]
+            if mine is None or hi > mine[0]:
+                reach[side] = (hi, value)
+        return False
+    return any(_same(v, w) for v in a for w in b)
+
+
+def _amount_ranges(values: list[Value]) -> list[tuple[float, float, Value]] | None:
+    """(amount, upper, value) of each value; None unless each has 0 <= amount <= upper."""
+    out = []
+    for v in values:
+        if v.amount is None:
+            return None
+        upper = v.upper if v.upper is not None else v.amount
+        if not 0 <= v.amount <= upper:
+            return None
+        out.append((v.amount, upper, v))
+    return out
+
+
 def compare_samples(samples: Sequence[str], *, language: str) -> Comparison:
     """Extract each sample's values and apply the comparison rule (package docstring)."""
     values = [extract_values(text, language=language) for text in samples]
-    dimensions = list(dict.fromkeys(
-        v.dimension for vs in values for v in vs if _category(v.dimension) != "never"
-    ))
+    # Each sample's values by dimension, read once: filtering them all again for every
+    # dimension was quadratic ("count:<noun>" is a dimension for every noun counted).
+    by_dimension: dict[str, list[list[Value]]] = {}
+    for i, vs in enumerate(values):
+        for v in vs:
+            by_dimension.setdefault(v.dimension, [[] for _ in samples])[i].append(v)
+    dimensions = [d for d in by_dimension if _category(d) != "never"]
     evading = [any(v.kind == "evasion" for v in vs) for vs in values]
     highlight: list[set[tuple[int, int]]] = [set() for _ in samples]
     conflicting: list[str] = []
     for dimension in dimensions:
-        per_sample = [[v for v in vs if v.dimension == dimension] for vs in values]
+        per_sample = by_dimension[dimension]
         having = [i for i, vs in enumerate(per_sample) if vs]
         # Two samples that share no value contradict; their values there are what differs.
         flagged: set[tuple[int, int]] = {  # (sample, index into per_sample[sample])
             (i, k)
             for i in having for j in having
-            if i != j and not any(_same(v, w) for v in per_sample[i] for w in per_sample[j])
+            if i != j and not _share(per_sample[i], per_sample[j])
             for k in range(len(per_sample[i]))
         }
         evaders = [

@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from monitoring.domain.judge_parse import strip_wrapping
+
 PROMPT_VERSION = "consistency-2026-12-v1"
 
 SYSTEM_DE = (
@@ -156,18 +158,29 @@ _WORDS = {
 }
 _WRAPPING = "\"'`*_#>„“”‚‘’«»‹›\u200b\ufeff"
 _TRAILING = ".!"
-# "WIDERSPRUCH: Antwort 1 nennt …" and "KONSISTENT — …" carry the word, then the reason.
-_WORD_THEN_REASON = re.compile(r"^(?P<word>[^:–—]+?)\s*(?::|\s[-–—]|[–—])\s*(?P<reason>.+)$")
+# "WIDERSPRUCH: Antwort 1 nennt …" and "KONSISTENT — …" carry the word, then the reason: the
+# word ends at the first ":", "–" or "—", or "-" after a blank.
+_SEPARATOR = re.compile(r"[:–—]|(?<=\s)-")
 _REASON_LABEL = re.compile(r"^(?:grund|begründung|reason|because|weil)\s*:\s*", re.IGNORECASE)
 MAX_REASON_CHARS = 500
 
 
 def _clean(text: str) -> str:
-    while True:
-        stripped = text.strip().strip(_WRAPPING).rstrip(_TRAILING).rstrip(":")
-        if stripped == text:
-            return text
-        text = stripped
+    return strip_wrapping(text, _TRAILING + ":", _WRAPPING)
+
+
+def _word_then_reason(line: str) -> tuple[str, str] | None:
+    r"""(word, reason) of a stripped line "WORD: reason", "WORD - reason" or "WORD — reason".
+
+    What ``^(?P<word>[^:–—]+?)\s*(?::|\s[-–—]|[–—])\s*(?P<reason>.+)$`` matches, found by one
+    search: that pattern's lazy word read the blanks after each of its characters again, which
+    took quadratic time on "W" + " " * 100_000 + ":x". Both need a word and a reason.
+    """
+    separator = _SEPARATOR.search(line)
+    if separator is None:
+        return None
+    word, reason = line[: separator.start()].rstrip(), line[separator.end() :].lstrip()
+    return (word, reason) if word and reason else None
 
 
 def parse_contradiction(reply: str) -> ContradictionReply:
@@ -183,9 +196,9 @@ def parse_contradiction(reply: str) -> ContradictionReply:
     first = _clean(lines[0])
     rest = lines[1:]
     verdict = _WORDS.get(" ".join(first.upper().split()))
-    if verdict is None and (m := _WORD_THEN_REASON.match(lines[0].strip())):
-        verdict = _WORDS.get(_clean(m["word"]).upper())
-        rest = [m["reason"], *rest]
+    if verdict is None and (parts := _word_then_reason(lines[0].strip())):
+        verdict = _WORDS.get(_clean(parts[0]).upper())
+        rest = [parts[1], *rest]
     if verdict is None:
         return ContradictionReply(None, "")
     reason = " ".join(line.strip().strip(_WRAPPING).strip() for line in rest).strip()

@@ -3,6 +3,12 @@
 Numbers with units, intervals and frequencies, counts, dates, references, codes, names and
 evasions, each found by regular expressions (see the package docstring for what is read and
 its known limits); ``compare`` compares them across samples.
+
+A sample is the generator's text, so extraction does work linear in its length whatever it
+holds: no pattern tries every split of a blank run, a pattern that fails for one part of a
+hyphenated word or a run of capitals is not tried again for each later part, nothing re-reads
+the text before a match, and a value is checked against the spans already taken, not against
+every value taken. A number word longer than 100 letters is not read as a number.
 """
 
 import math
@@ -123,17 +129,25 @@ def _refs(text: str, language: str):
         yield _span("name", dimension, float(m["n"].split(".")[0]), m, key=key)
 
 
-_CODE = re.compile(
-    r"\b(?P<prefix>[A-ZÄÖÜ]{2,}(?:[ /][A-ZÄÖÜ]{2,})*)[ -](?P<n>\d+)(?:[-:./]\d+)*(?!\w|[.,]\d)"
-)
+# A code is a prefix of capitalised words ("DIN", "ISO/IEC", "VDE AR") and its number
+# ("DIN 4102-1"). Matched as one pattern, a chain of n capitalised words without a number was
+# tried from each of its words again: quadratic. A prefix can only end where its chain of
+# capitals ends (a word stops at the first non-capital, the chain at the first word not joined
+# by " " or "/"), so each chain is read once and the number looked for after it; a start inside
+# a chain would end at the same place and fail or succeed alike.
+_CODE_PREFIX = re.compile(r"\b[A-ZÄÖÜ]{2,}+(?:[ /][A-ZÄÖÜ]{2,}+)*+")
+_CODE_NUMBER = re.compile(r"[ -](?P<n>\d+)(?:[-:./]\d+)*(?!\w|[.,]\d)")
 
 
 def _codes(text: str, language: str):
-    for m in _CODE.finditer(text):
-        if m["prefix"].split()[0] in _CURRENCY_CODES:
+    for prefix in _CODE_PREFIX.finditer(text):
+        number = _CODE_NUMBER.match(text, prefix.end())
+        if number is None or prefix.group().split()[0] in _CURRENCY_CODES:
             continue
+        start, end, name = prefix.start(), number.end(), prefix.group()
         # The main number decides ("DIN 4102-1" and "DIN 4102" name the same standard).
-        yield _span("name", f"code:{m['prefix']}", None, m, key=f"{m['prefix']} {m['n']}")
+        yield Value("name", f"code:{name}", None, text[start:end], start, end,
+                    key=f"{name} {number['n']}")
 
 
 _NP_DE = (
@@ -178,7 +192,7 @@ _ADVERBS = {  # period in days; adjective endings ("jährliche Prüfung") are al
 }
 _ADVERB = rf"(?i:{_alternation(_ADVERBS)})(?:e[nmrs]?)?(?!\w)"
 _TIMES = (r"(?P<times>(?i:once|twice|thrice|doppelt)"
-          r"|(?P<tn>\d+|[A-Za-zÄÖÜäöüß]+?)\s*-?\s*(?:mal|x|times))")
+          r"|(?P<tn>\d+|[A-Za-zÄÖÜäöüß]+?)\s*+(?:-\s*+)?(?:mal|x|times))")
 _FREQUENCY = re.compile(
     rf"{_START}(?:"
     rf"(?i:alle|every|each|jede[nsm]?)\s+(?:(?P<other>other)\s+|(?P<n>{_NUM}){_SEP})?"
@@ -311,27 +325,72 @@ _LEADING = {"Die", "Der", "Das", "Den", "Dem", "Des", "Ein", "Eine", "Einen", "E
             "Nach", "Zur", "Zum", "For", "By", "With", "At", "From", "Ihre", "Ihr", "Your", "Our"}
 _NOT_NAMES = _CURRENCY_CODES | {"OK", "PS", "ODER", "UND", "AND", "NOT", "NICHT", "CO", "KW"}
 _EN_CAPS = re.compile(r"\b[A-Z][a-zA-Z-]+(?:\s+(?:(?:and|of|for)\s+)?[A-Z][a-zA-Z-]+)*")
-_LIST_MARKER = re.compile(r"[-*•]|\d+[.)]")
+_CAP_START = re.compile(r"\b[A-ZÄÖÜ]")
+_CAP_RUN = re.compile(r"[\w-]+")
+
+
+def _company_names(text: str):
+    """``_NAMES[0].finditer(text)``, but a word that fails is not tried again from each of its
+    hyphen-joined parts ("A-A-A-…" took quadratic time): from any of them the first word runs to
+    the end of the whole word (it must be followed by a blank), and the rest is the same."""
+    pos = 0
+    while (start := _CAP_START.search(text, pos)) is not None:
+        m = _NAMES[0].match(text, start.start())
+        if m is None:
+            pos = _CAP_RUN.match(text, start.start()).end()
+            continue
+        yield m
+        pos = m.end()
 
 
 def _sentence_initial(text: str, start: int) -> bool:
-    """Whether ``text[start:]`` opens a sentence or list item, where English capitalises too."""
-    prefix = text[:start].rstrip(" \t\"'„“(*_")
-    if not prefix or prefix[-1] in ".!?:;\n":
+    """Whether ``text[start:]`` opens a sentence or list item, where English capitalises too.
+
+    Reads back from ``start`` only as far as the answer needs (copying the text before every
+    name and splitting it into lines was quadratic): past quotes, brackets and markup to a
+    sentence end, or to a list marker ("-", "*", "•", "12.", "3)") alone on its line.
+    """
+    end = start
+    while end and text[end - 1] in " \t\"'„“(*_":
+        end -= 1
+    if not end or text[end - 1] in ".!?:;\n":
         return True
-    return bool(_LIST_MARKER.fullmatch(prefix.rsplit("\n", 1)[-1].strip()))
+    end = _blank_back(text, end)
+    if not end or text[end - 1] == "\n":
+        return False  # the line holds nothing but blanks
+    marker = end - 1
+    if text[marker] in ".)":
+        while marker and text[marker - 1].isdecimal():  # what \d matches
+            marker -= 1
+        if marker == end - 1:
+            return False
+    elif text[marker] not in "-*•":
+        return False
+    line_start = _blank_back(text, marker)
+    return not line_start or text[line_start - 1] == "\n"
+
+
+def _blank_back(text: str, end: int) -> int:
+    """Where the blanks (whitespace but a line feed) that end ``text[:end]`` begin."""
+    while end and text[end - 1] != "\n" and text[end - 1].isspace():
+        end -= 1
+    return end
 
 
 def _names(text: str, language: str):
     patterns = [*_NAMES, _EN_CAPS] if language == "en" else _NAMES
     for pattern in patterns:
-        for m in pattern.finditer(text):
+        found = _company_names(text) if pattern is _NAMES[0] else pattern.finditer(text)
+        for m in found:
             start, end = m.span()
             words = m.group(0).split()
-            while len(words) > 1 and (words[0] in _LEADING or words[0] in ("and", "of", "for")
-                                      or (pattern is _EN_CAPS and _sentence_initial(text, start))):
-                start = text.index(words[1], start + len(words[0]))
-                words = words[1:]
+            first = 0  # leading words are dropped by counting, not by copying the list
+            while len(words) - first > 1 and (
+                words[first] in _LEADING or words[first] in ("and", "of", "for")
+                or (pattern is _EN_CAPS and _sentence_initial(text, start))
+            ):
+                start = text.index(words[first + 1], start + len(words[first]))
+                first += 1
             surface = text[start:end]
             if surface in _NOT_NAMES or surface.lower() in _MONTHS or surface == "I":
                 continue
@@ -345,10 +404,34 @@ def _names(text: str, language: str):
 _BARE = re.compile(rf"{_START}(?P<n>{_DIGITS})(?P<dot>\.\s+\w)?")
 
 
+class _LineStart:
+    """Whether only blanks stand between the last line break before a position and it.
+
+    Asked for positions in increasing order, it reads each character once (splitting the text
+    before every number into lines was quadratic).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.read = 0  # characters before this are accounted for
+        self.newline = -1  # the last "\n" among them
+        self.mark = -1  # the last non-whitespace character among them
+
+    def __call__(self, pos: int) -> bool:
+        piece = self.text[self.read : pos]
+        if (newline := piece.rfind("\n")) >= 0:
+            self.newline = self.read + newline
+        if kept := len(piece.rstrip()):
+            self.mark = self.read + kept - 1
+        self.read = pos
+        return self.mark < self.newline or self.mark == -1
+
+
 def _bare_numbers(text: str, language: str):
+    at_line_start = _LineStart(text)
     for m in _BARE.finditer(text):
         raw = m["n"]
-        line_start = text[: m.start()].rsplit("\n", 1)[-1].strip() == ""
+        line_start = at_line_start(m.start())
         if _year_like(raw):
             yield _span("date", "year", float(raw), m, "n")
         elif not (m["dot"] and (language == "de" or line_start)):
@@ -371,10 +454,14 @@ def extract_values(text: str, *, language: str) -> list[Value]:
     if language not in _EVASIONS:
         raise ValueError(f"no value extraction for language {language!r}; supported: de, en")
     taken: list[Value] = []
+    # Which characters the values taken cover: a value is tested against its own span, not
+    # against every value taken (quadratic for a sample of many numbers). No value is empty.
+    covered = bytearray(len(text))
     for finder in _FINDERS:
         for value in finder(text, language):
             if value.amount is not None and not math.isfinite(value.amount):
                 continue
-            if all(value.end <= t.start or value.start >= t.end for t in taken):
+            if covered.find(1, value.start, value.end) == -1:
                 taken.append(value)
+                covered[value.start : value.end] = b"\x01" * (value.end - value.start)
     return sorted(taken, key=lambda v: v.start)

@@ -80,7 +80,9 @@ _NUM = rf"(?:{_DIGITS}|(?:ein(?:es|em|en)?\s+)?halbe[nsm]?\b|{_WORD}(?:\s+and\s+
 _START = r"(?<![\w.,§$€£/])"
 # Between a number and its unit: nothing after digits ("5%", "40€"), a space or hyphen after a
 # word ("fünf Jahre"), so that "Jahr" is never read as the number "Ja" and the unit "hr".
-_SEP = r"(?:(?<=\d)\s*-?\s*|\s*-\s*|\s+)"
+# Possessive: no unit starts with a blank or "-", so giving back part of a blank run never
+# helps, and trying every split of a long run between two "\s*" took quadratic time.
+_SEP = r"(?:(?<=\d)\s*+(?:-\s*+)?|\s*+-\s*+|\s++)"
 
 _DE_UNITS = {"null": 0, "ein": 1, "eins": 1, "eine": 1, "einen": 1, "einem": 1, "einer": 1,
              "zwei": 2, "drei": 3, "vier": 4, "fünf": 5, "sechs": 6, "sieben": 7, "acht": 8,
@@ -97,8 +99,16 @@ _EN_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "s
 _ARTICLES = {"ein", "eine", "einen", "einem", "einer", "eines", "a", "an"}
 
 
+# "siebenhundertsiebenundsiebzigtausendsiebenhundertsiebenundsiebzigeinhalb" has 72 letters.
+# A longer word is no number; reading it would nest once per "hundert", "tausend" or "einhalb"
+# in it (a RecursionError for "hundert" * 2000) and copy the rest at every level.
+_MAX_NUMBER_WORD = 100
+
+
 def _de_word(word: str) -> float | None:
     """A German number word: "vierundzwanzig" 24, "dreihundert" 300, "dreieinhalb" 3.5."""
+    if len(word) > _MAX_NUMBER_WORD:
+        return None
     w = word.lower()
     if w in ("anderthalb", "halb", "halbe", "halben", "halbes"):
         return 1.5 if w == "anderthalb" else 0.5
