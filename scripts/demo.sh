@@ -111,6 +111,11 @@ fi
 .venv/bin/python manage.py migrate --noinput -v0
 .venv/bin/python manage.py seed_demo --scale "$scale"
 
+# The worker fans the seed's 4,000 judge runs out to the embedded broker in a burst, and now and
+# then a publish finds the broker locked by the worker's own polling: the rest of that message's
+# runs wait for the reconciler (every 5 minutes), which re-sends a run only once it is 10
+# minutes old. The demo has it re-send after 2, so its reviews need not wait a quarter of an hour.
+export TREUE_JUDGE_RECONCILE_AFTER_SECONDS=${TREUE_JUDGE_RECONCILE_AFTER_SECONDS:-120}
 : >var/worker.log  # a new log each start; both writers below append, so neither overwrites
 .venv/bin/celery -A treue_site worker --beat --loglevel=INFO --pool=threads --concurrency=8 \
   --schedule=var/celerybeat-schedule >>var/worker.log 2>&1 &
