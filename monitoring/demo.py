@@ -159,11 +159,12 @@ class DemoUseCase:
     name: str
     prefix: str  # of the external ids
     per_week: int  # answers in a whole week
-    # The demo samples 10–20 % of the unflagged answers, not the product's 3 % default: at a
+    # The demo samples 15–20 % of the unflagged answers, not the product's 3 % default: at a
     # few hundred answers a week, 3 % judges 5–15 of them at random, which is what a week's
     # interval rests on, and every week would be too wide to decide (the pages then say which
-    # rate would decide it). 10–20 % gives tens a week, as a real use case of this size needs;
-    # the small use case shows what is left even so, and what the 4-week view adds.
+    # rate would decide it). 15–20 % gives tens a week, as a real use case of this size needs
+    # (20 % where tier 1 flags most answers and leaves few to draw from); the small use case
+    # shows what is left even so, and what the 4-week view adds.
     sample_rate: float
     phases: tuple[Phase, ...]
     story: str  # one line for the seed command's output
@@ -187,7 +188,7 @@ USE_CASES = (
     # the annotators' scale): amber, then red, and a trend.
     DemoUseCase(
         slug="demo-kundenservice", name="Demo: Kundenservice (Modellwechsel)",
-        prefix="service", per_week=250, sample_rate=0.15,
+        prefix="service", per_week=250, sample_rate=0.20,
         phases=(
             Phase(1, ("llama-2-13b-chat",)),
             Phase(DEGRADES_AFTER + 1, ("llama-2-7b-chat",), hallucinated=0.6),
