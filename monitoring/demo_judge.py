@@ -14,9 +14,11 @@ would call a real endpoint, and it answers both judge requests from RAGTruth's Q
 
 The demo judge is deliberately a little lenient: it passes over the spans the annotators called
 "Subtle Baseless Info" (plausible details the passages do not state), which the experts of the
-demo count (``expert_labels``: all spans). So the judge scores about 0.025 above the experts, as
-a real judge model is off by a few hundredths, and the expert-scale estimate — the judge's
-figure corrected by the reviewed answers — has something to correct.
+demo count (``expert_labels``: all spans); and a sentence that two models said to the same
+question, labelled in one answer and not in the other, gets the kinder verdict. So the judge
+scores about 0.025 above the experts, never below them, as a real judge model is off by a few
+hundredths, and the expert-scale estimate — the judge's figure corrected by the reviewed
+answers — has something to correct.
 
 No model is involved and nothing is random: the same request always gets the same reply. Text
 that is not a demo answer (a real service's answer sent to the demo) still gets well-formed
