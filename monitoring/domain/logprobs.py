@@ -7,7 +7,10 @@ below the use case's threshold. It reports whole words and numbers ("Behältergr
 "§ 4"), never BPE fragments, because a reviewer cannot act on "größe".
 
 Plain Python on purpose (no django, no openai): it runs at ingest for every answer and is
-tested with tables of cases.
+tested with tables of cases. The answer and its tokens come from outside, so the work is linear
+in them whatever they hold: the word pattern has one way to match any text, a token's trailing
+blanks are found without backtracking, and the search for how U+FFFD tokens line up has a step
+and a work budget, past which they count as unaligned.
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ The heuristic counts interrogative clauses, not question words or "und"s:
 The result is the larger of the ask count and the enumeration count. It errs toward "one
 question" on unusual grammar, since a false "multi-part" would blame question style for
 failures it did not cause.
+
+It runs at ingest for every answer, on whatever question the API was sent (up to 50,000
+characters), so its work is linear in the question's length: every character is read a bounded
+number of times (a skipped full stop, as in "z. B.", does not make the sentence so far be read
+again), and the word lists are looked up once a token rather than scanned.
 """
 
 from __future__ import annotations
