@@ -92,8 +92,9 @@ class Case:
         return max(rates) if rates else None
 
     def growth(self, sizes: list[int]) -> float | None:
+        """t(largest) / t(smallest); None below 1 ms, where timer noise rules the ratio."""
         small, large = self.ms.get(sizes[0]), self.ms.get(sizes[-1])
-        if small is None or large is None or len(sizes) < 2:
+        if small is None or large is None or len(sizes) < 2 or large < 1.0:
             return None
         return large / max(small, 1e-3)
 
@@ -168,9 +169,18 @@ def measure(case: Case, sizes: list[int], repeat: int, stop: float) -> None:
             if best is None or case.error:
                 break
             best = min(best, elapsed)
-        case.ms[kb] = best
-        if best is None or case.error:
+        if case.error:
             return
+        case.ms[kb] = best
+        if best is None:
+            return
+
+
+def _badness(case: Case) -> float:
+    """A case's worst ms per KB; infinite when it raised or was stopped."""
+    if case.error or None in case.ms.values():
+        return float("inf")
+    return case.per_kb() or 0.0
 
 
 def _ms(value: float | None, present: bool) -> str:
@@ -231,24 +241,20 @@ def main() -> int:
     print("Worst family of each function (highest ms per KB):")
     print(header)
     print("-" * len(header))
-    worst_overall: Case | None = None
+    worsts = []
     for function in dict.fromkeys(case.function for case in selected):
-        own = [case for case in selected if case.function == function]
-        worst = max(own, key=lambda c: float("inf") if c.error or None in c.ms.values()
-                    else c.per_kb() or 0.0)
+        worst = max((case for case in selected if case.function == function), key=_badness)
         print(row(worst, sizes, args.stop))
-        if worst_overall is None or (worst.per_kb() or float("inf")) > (
-                worst_overall.per_kb() or 0.0):
-            worst_overall = worst
-    failed = [case for case in selected if case.error or None in case.ms.values()]
+        worsts.append(worst)
+    worst = max(worsts, key=_badness)
+    failed = [case for case in selected if _badness(case) == float("inf")]
     over = [case for case in selected if (case.per_kb() or 0.0) > args.limit]
+    per_kb = worst.per_kb()
     print()
-    if worst_overall is not None:
-        per_kb = worst_overall.per_kb()
-        print(f"Worst overall: {'' if per_kb is None else f'{per_kb:.3f} ms per KB, '}"
-              f"{worst_overall.function} on {worst_overall.family!r}; "
-              f"{len(selected)} cases in {time.perf_counter() - started:.0f} s; "
-              f"{len(failed)} raised or stopped; {len(over)} over {args.limit:g} ms per KB")
+    print(f"Worst overall: {'' if per_kb is None else f'{per_kb:.3f} ms per KB, '}"
+          f"{worst.function} on {worst.family!r}; {len(selected)} cases in "
+          f"{time.perf_counter() - started:.0f} s; {len(failed)} raised or stopped; "
+          f"{len(over)} over {args.limit:g} ms per KB")
     if failed:
         return 1
     return 2 if args.strict and over else 0
