@@ -64,9 +64,9 @@ def strip_wrapping(text: str, trailing: str, wrapping: str = _WRAPPING) -> str:
 
 
 # "1. claim", "12) claim", "- claim", "* claim", "• claim". The space after the marker keeps
-# "1.5 Jahre …" from counting as item 1. The possessive runs of blanks match as the greedy ones
-# would (the marker and the claim cannot start with a blank) without trying every shorter run
-# again: "- " + " " * 100_000 + "x\r" took quadratic time.
+# "1.5 Jahre …" from counting as item 1. The runs of blanks are possessive: giving blanks back
+# never helps (a marker is no blank, and a claim given blanks still ends where it ended), and
+# trying every shorter run took quadratic time on "- " + " " * 100_000 + "x\r".
 _LIST_LINE = re.compile(r"^[ \t]*+(?:\d{1,3}[.)]|[-*•–])[ \t]++(.*\S)[ \t]*$", re.MULTILINE)
 _QUOTES = "\"„“”'‚‘’"
 
