@@ -439,7 +439,22 @@ class EstimateOut(BaseModel):
     n_random: int = Field(description="judged answers of the unflagged stratum (random sample)")
     population: int = Field(description="answers of the week, judged or not")
     too_few: bool = Field(
-        description="too few judged answers to read a trend from; the dashboard greys the point"
+        description="a statement of precision: few judged answers (value and interval are "
+        "still given; the light says whether the interval decides the week)"
+    )
+
+
+class ExpertScaleOut(BaseModel):
+    value: float | None = Field(
+        description="faithfulness on the experts' scale: the pooled judge-scale estimate "
+        "corrected by the mean expert − judge difference of the reviewed answers "
+        "(prediction-powered inference); null when it cannot be computed"
+    )
+    low: float | None = Field(description="lower end of the 95 % interval")
+    high: float | None = Field(description="upper end of the 95 % interval")
+    n_reviews: int = Field(description="reviewed answers (expert scores) in the pooled weeks")
+    weeks_pooled: int = Field(
+        description="weeks pooled: the week and up to 3 before it, none before a drift alarm"
     )
 
 
@@ -480,7 +495,21 @@ class WeekOut(BaseModel):
     judge_changed: bool = Field(
         description="a judge model or prompt version the weeks before (in this answer) had not"
     )
-    light: str = Field(description="red, amber, green or grey against the action threshold")
+    light: str = Field(
+        description="red (interval below the action threshold), amber or green (interval "
+        "narrowly across it, the estimate below or above), or grey (no estimate, or an "
+        "interval across the threshold and wider than 0.10)"
+    )
+    pooled: EstimateOut = Field(
+        description="the judge-scale estimate over this week and the 3 before it (fewer at the "
+        "start of the data), same fields as estimate"
+    )
+    pooled_weeks: int = Field(description="weeks the pooled estimate spans")
+    pooled_light: str = Field(description="the pooled estimate's light, as light")
+    expert_scale: ExpertScaleOut | None = Field(
+        description="faithfulness on the experts' scale over the pooled weeks; null without "
+        "any review of their answers"
+    )
 
 
 class EstimatesOut(BaseModel):
@@ -571,6 +600,16 @@ def _week_out(
         "judges": [{"model": m, "prompt_version": v} for m, v in figures.judges],
         "judge_changed": figures.judge_changed,
         "light": figures.light,
+        "pooled": _estimate_out(figures.pooled),
+        "pooled_weeks": figures.pooled_weeks,
+        "pooled_light": figures.pooled_light,
+        "expert_scale": None if figures.expert is None else {
+            "value": figures.expert.value,
+            "low": figures.expert.low,
+            "high": figures.expert.high,
+            "n_reviews": figures.expert.n_reviews,
+            "weeks_pooled": figures.expert.weeks_pooled,
+        },
     }
 
 

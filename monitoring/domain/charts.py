@@ -30,6 +30,7 @@ BAND = "rgba(31, 95, 191, 0.15)"
 GREY = "#98a2b3"
 RED = "#b42318"
 AMBER = "#dc6803"
+GREEN = "#067647"
 INK = "#1d2430"
 GRID = "#e4e7ec"
 
@@ -93,11 +94,12 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
 
 
 def _band(points: Sequence[Point], name: str) -> dict[str, Any]:
-    """The intervals of the reliable points as filled polygons, one per unbroken run of weeks
-    (a gap or a too-few week ends a run, so no band bridges it)."""
+    """The intervals of the points as filled polygons, one per unbroken run of weeks (a week
+    without an estimate ends a run, so no band bridges it). An undecided week's interval is
+    drawn too, however wide: its width is what says how little the week can tell."""
     runs: list[list[Point]] = [[]]
     for p in points:
-        if p.too_few or p.value is None or p.low is None or p.high is None:
+        if p.value is None or p.low is None or p.high is None:
             if runs[-1]:
                 runs.append([])
             continue
@@ -133,8 +135,10 @@ def trend_figure(
     changes: Sequence[tuple[str, str]] = (),
     separators: str = SEPARATORS["de"],
     compact: bool = False,
+    overlays: Sequence[Series] = (),
 ) -> dict[str, Any]:
-    """The weekly estimate with its 95 % band, the action threshold and judge changes.
+    """The weekly estimate with its 95 % band, the action threshold and judge changes;
+    `overlays`: further lines over the same weeks (the pooled view, the experts' scale).
 
     `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y", and
     "unknown" (optional). `changes`: (week, text) where the judge model or prompt version
@@ -176,7 +180,17 @@ def trend_figure(
             "meta": {"role": "threshold", "value": threshold},
         },
     ]
-    values = [v for p in points for v in (p.low, p.value) if v is not None and not p.too_few]
+    for o in overlays:
+        o_points = _drawn_points(o.points)
+        data.append({
+            "type": "scatter", "name": plotly_text(o.name), "x": [p.x for p in o_points],
+            "y": [p.value for p in o_points], "mode": "lines", "connectgaps": False,
+            "line": {"color": o.color, "width": 1.5, "dash": o.dash},
+            "customdata": [[p.n, p.low, p.high] for p in o_points],
+            "hovertemplate": _hover({**labels, "value": plotly_text(o.name)}, ".2f"),
+            "meta": {"role": "overlay"},
+        })
+    values = [v for p in points for v in (p.low, p.value) if v is not None]
     low = min([threshold, *values]) if values else threshold
     floor = max(0.0, min(low - 0.05, 0.8))
     if any(p.value is None and p.n > 0 for p in points):

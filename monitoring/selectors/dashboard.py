@@ -47,7 +47,8 @@ from django.db.models import (
 from django.utils import timezone
 
 from monitoring.domain import causes, cost, statistics, tuner
-from monitoring.domain.statistics import Estimate, Lift, Stratum
+from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
+from monitoring.domain.statistics import Estimate, Lift, Precision, Stratum
 from monitoring.models import Alarm, Answer, Claim, JudgePrice, JudgeRun, UseCase
 from monitoring.selectors.judging import iso_week_bounds
 
@@ -55,6 +56,10 @@ from monitoring.selectors.judging import iso_week_bounds
 WEEKS = 26
 # The overview's small trend per use case.
 OVERVIEW_WEEKS = 8
+# The pooled view: a week and the 3 before it (1, 4 or 13 on the page). Small use cases judge a
+# handful of random answers a week; four weeks of them decide where one cannot.
+POOLED_WEEKS = 4
+POOLED_CHOICES = (1, 4, 13)
 # Causes, the trigger's worth and the tuner pool this many weeks (the current one included):
 # one week's judged answers split into buckets are too few, a quarter would hide a change.
 CAUSES_WEEKS = 8
@@ -221,6 +226,26 @@ class WeekFigures:
     unpriced_runs: int
     judges: tuple[tuple[str, str], ...]  # (judge model, prompt version), sorted
     judge_changed: bool  # a judge model or prompt version the latest judged week before lacked
+    # The judge-scale estimate over this week and the ones before it (`pooled_weeks` in all,
+    # fewer at the start of the data), and its light.
+    pooled: Estimate | None = None
+    pooled_light: str = "grey"
+    pooled_weeks: int = 1
+    # What the week's own estimate can decide and what would make it decisive.
+    precision: Precision | None = None
+    # Faithfulness on the experts' scale (prediction-powered: the pooled judge-scale estimate
+    # corrected by the mean expert − judge difference of the reviews of those weeks); None
+    # without any review in the window.
+    expert: ExpertScale | None = None
+    expert_light: str = "grey"
+
+    @property
+    def headline_on_experts_scale(self) -> bool:
+        """The experts' scale leads once a week's batch of reviews stands behind it."""
+        return (
+            self.expert is not None and self.expert.value is not None
+            and not self.expert.too_few
+        )
 
     @property
     def label(self) -> str:
@@ -418,6 +443,9 @@ def _week_figures(
     claims: dict[int, tuple[float, int]] | None,
     full_from: int = 0,
     claims_from: int = 0,
+    reviews: dict[tuple[int, int], list[Review]] | None = None,
+    restart: int | None = None,
+    pooled_weeks: int = POOLED_WEEKS,
 ) -> list[WeekFigures]:
     """The figures of each week: the shares from week `full_from` on, the claim share (when
     `claims` are given) from week `claims_from` on.
@@ -426,6 +454,7 @@ def _week_figures(
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
+    every: list[list[Stratum]] = []  # each week's strata, for the pooled views
     # The judges of the latest week before that had any: a week with a judge it lacked is a
     # change (a switch back to an earlier model or prompt is one too).
     before: set[tuple[str, str]] = set()
@@ -439,6 +468,16 @@ def _week_figures(
             for h, (size, part) in enumerate(zip(sizes, parts, strict=True))
         ]
         estimate = statistics.stratified_mean(strata)
+        every.append(strata)
+        window = list(range(max(0, i - pooled_weeks + 1), i + 1))
+        pooled = statistics.pooled_mean([every[j] for j in window])
+        expert = None
+        if reviews is not None:
+            # Reviews measured the judge as it was: after a drift alarm only those since.
+            since = [j for j in window if restart is None or j >= restart]
+            reviewed = [r for j in since for r in reviews.get((use_case.pk, j), [])]
+            if reviewed:
+                expert = expert_scale([every[j] for j in since], reviewed)
         below = abstention_share = claim_estimate = None
         if i >= full_from:
             below = statistics.stratified_share(
@@ -480,27 +519,101 @@ def _week_figures(
             unpriced_runs=week_usage.unpriced_runs,
             judges=judges,
             judge_changed=bool(before and set(judges) - before),
+            pooled=pooled,
+            pooled_light=statistics.traffic_light(pooled, threshold),
+            pooled_weeks=len(window),
+            precision=statistics.week_precision(
+                strata, action_threshold=threshold, pooled=pooled, pooled_weeks=len(window)
+            ),
+            expert=expert,
+            expert_light=_expert_light(expert, threshold),
         ))
         if judges:
             before = set(judges)
     return out
 
 
+def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
+    if expert is None or expert.value is None:
+        return "grey"
+    as_estimate = Estimate(expert.value, expert.low, expert.high, expert.n_reviews, 0, (),
+                           expert.too_few)
+    return statistics.traffic_light(as_estimate, threshold)
+
+
 def use_case_weeks(
     *, use_case: UseCase, weeks: int = WEEKS, until: datetime | date | None = None,
-    claims: bool = True,
+    claims: bool = True, pooled_weeks: int = POOLED_WEEKS,
 ) -> list[WeekFigures]:
-    """The use case's figures per ISO week, oldest first, the week holding `until` last."""
-    span = iso_weeks(weeks=weeks, until=until)
+    """The use case's figures per ISO week, oldest first, the week holding `until` last.
+
+    The weeks before the first are read too, so that its pooled views are whole."""
+    lead = pooled_weeks - 1
+    span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [use_case.pk]
-    return _week_figures(
+    figures = _week_figures(
         use_case=use_case,
         weeks=span,
         counts=_counts(ids, span),
         judged=_by_case_and_week(_judged_rows(ids, span, lean=not claims)),
         usage=_usage(ids, span),
-        claims=_claims(use_case.pk, span) if claims else None,
+        claims=_claims(use_case.pk, span[lead:]) if claims else None,
+        claims_from=lead,
+        reviews=_reviews(ids, span),
+        restart=_drift_restarts(ids, span).get(use_case.pk),
+        pooled_weeks=pooled_weeks,
     )
+    return figures[lead:]
+
+
+def _reviews(
+    use_case_ids: Sequence[int], weeks: Sequence[Week]
+) -> dict[tuple[int, int], list[Review]]:
+    """The experts' reviews (each item's latest submission, imported ones included) of the
+    answers of `weeks`, by (use case id, index of the answer's week). Each review carries the
+    answer's tier-1 flag: the expert-scale correction is stratified like the estimate, so a
+    batch topped up with flagged answers does not count them as a random sample."""
+    from review.models import ReviewSubmission  # the review app's table, read here only
+
+    rows = (
+        ReviewSubmission.objects.filter(
+            item__batch__use_case_id__in=use_case_ids,
+            item__answer__created_at__gte=weeks[0].start,
+            item__answer__created_at__lt=weeks[-1].end,
+            automatic_score__isnull=False,
+        )
+        .order_by("item_id", "-version")
+        .values_list(
+            "item_id", "item__batch__use_case_id", "item__answer__created_at",
+            "item__answer__flagged", "manual_score", "automatic_score",
+        )
+    )
+    ends = [w.end for w in weeks]
+    out: dict[tuple[int, int], list[Review]] = defaultdict(list)
+    seen: set[int] = set()
+    for item_id, use_case_id, created, flagged, manual, automatic in rows:
+        if item_id in seen:
+            continue  # an earlier version of an item already counted
+        seen.add(item_id)
+        out[use_case_id, bisect_right(ends, created)].append(
+            Review(min(1.0, max(0.0, manual)), min(1.0, max(0.0, automatic)), flagged)
+        )
+    return out
+
+
+def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, int]:
+    """Per use case, the index of the week of its latest drift alarm within `weeks`: the
+    expert-scale correction starts again there (the judge has changed since)."""
+    ends = [w.end for w in weeks]
+    out: dict[int, int] = {}
+    rows = Alarm.objects.filter(
+        use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT,
+        opened_at__gte=weeks[0].start, opened_at__lt=weeks[-1].end,
+    ).values_list("use_case_id", "opened_at")
+    for use_case_id, opened in rows:
+        index = bisect_right(ends, opened)
+        out[use_case_id] = max(index, out.get(use_case_id, 0))
+    return out
 
 
 # --- the overview ------------------------------------------------------------------------------
@@ -587,10 +700,13 @@ def overview_rows(
     judged = _by_case_and_week(_judged_rows(ids, span, lean=True))
     usage = _usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
+    reviews = _reviews(ids, span)
+    restarts = _drift_restarts(ids, span)
     rows = [
         OverviewRow(use_case, _week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
-            claims=None, full_from=len(span) - 2,
+            claims=None, full_from=len(span) - 2, reviews=reviews,
+            restart=restarts.get(use_case.pk),
         ), alarms.get(use_case.pk, []))
         for use_case in use_cases
     ]
@@ -803,7 +919,8 @@ class UseCasePage:
 
 
 def use_case_page(
-    *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS
+    *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS,
+    pooled_weeks: int = POOLED_WEEKS,
 ) -> UseCasePage:
     """Everything the use-case page shows; each table is read once for all of it.
 
@@ -814,12 +931,15 @@ def use_case_page(
     span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
     ids = [use_case.pk]
     judged = _judged_rows(ids, span)
+    # (The first shown weeks pool what the span holds: their pooled_weeks says how many.)
     usage = _usage(ids, span)
     recent = len(span) - CAUSES_WEEKS
     figures = _week_figures(
         use_case=use_case, weeks=span, counts=_counts(ids, span),
         judged=_by_case_and_week(judged), usage=usage,
         claims=_claims(use_case.pk, span[recent:]), claims_from=recent,
+        reviews=_reviews(ids, span), restart=_drift_restarts(ids, span).get(use_case.pk),
+        pooled_weeks=pooled_weeks,
     )
     return UseCasePage(
         weeks=figures[-weeks:],

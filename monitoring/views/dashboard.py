@@ -11,12 +11,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
 from django.urls import NoReverseMatch, reverse
 from django.utils import formats, translation
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
@@ -54,12 +55,30 @@ def _point(week: WeekFigures, estimate: Estimate | None) -> charts.Point:
     )
 
 
+def _trend_point(week: WeekFigures) -> charts.Point:
+    """The week's judge-scale estimate, set apart (grey) only where its light is grey: the
+    interval reaches across the action line and is too wide to decide."""
+    e = week.estimate
+    return charts.Point(week.label, e.value, e.low, e.high, e.n, week.light == "grey")
+
+
+def _pooled_point(week: WeekFigures) -> charts.Point:
+    return _point(week, week.pooled)
+
+
+def _expert_point(week: WeekFigures) -> charts.Point:
+    x = week.expert
+    if x is None or x.value is None:
+        return charts.Point(week.label, None, None, None, 0, True)
+    return charts.Point(week.label, x.value, x.low, x.high, x.n_reviews, x.too_few)
+
+
 def _trend_labels() -> dict[str, str]:
     return {
-        "value": _("Treue (Schätzung)"),
+        "value": _("Treue laut Prüfmodell"),
         "band": _("95-%-Intervall"),
-        "too_few": _("zu wenige geprüft"),
-        "unknown": _("keine Schätzung: zu wenige geprüft"),
+        "too_few": _("unentschieden"),
+        "unknown": _("keine Schätzung: eine Schicht ohne geprüfte Antwort"),
         "threshold": _("Handlungsschwelle"),
         "y": _("Treue"),
     }
@@ -77,14 +96,54 @@ def _judge_changes(weeks: list[WeekFigures]) -> list[tuple[str, str]]:
 def trend_chart(
     weeks: list[WeekFigures], threshold: float, *, compact: bool = False
 ) -> dict[str, Any]:
+    overlays = []
+    if any(w.pooled_weeks > 1 for w in weeks):
+        pooled = max(w.pooled_weeks for w in weeks)
+        overlays.append(charts.Series(
+            _("%(weeks)s Wochen, Prüfmodell") % {"weeks": pooled},
+            [_pooled_point(w) for w in weeks], charts.GREY, "dot",
+        ))
+    if any(w.expert is not None and w.expert.value is not None for w in weeks):
+        overlays.append(charts.Series(
+            _("Skala der Fachexperten"), [_expert_point(w) for w in weeks], charts.GREEN,
+            "dash",
+        ))
     return charts.trend_figure(
-        [_point(w, w.estimate) for w in weeks],
+        [_trend_point(w) for w in weeks],
         threshold=threshold,
         labels=_trend_labels(),
         changes=_judge_changes(weeks),
         separators=_separators(),
         compact=compact,
+        overlays=overlays,
     )
+
+
+def precision_reading(week: WeekFigures) -> str | None:
+    """For a week too imprecise to decide (grey light): what would decide it, in numbers
+    computed from the week's own volume and spread. None for a decided week."""
+    p = week.precision
+    if p is None or p.decisive or not week.volume:
+        return None
+    if p.half_width is None:
+        parts = [_("Keine Schätzung für %(week)s: eine Gruppe von Antworten ohne geprüfte.")
+                 % {"week": week.label}]
+    else:
+        parts = [_(
+            "Unentschieden (%(week)s): das Intervall (±%(half)s) reicht über die "
+            "Handlungsschwelle."
+        ) % {"week": week.label, "half": _num(p.half_width)}]
+    target = _num(p.target_half_width)
+    if p.sample_rate is not None and p.current_rate is not None:
+        parts.append(_(
+            "Bei diesem Volumen ergäbe eine Stichprobenrate von %(rate)s %% (jetzt %(now)s %%) "
+            "±%(target)s."
+        ) % {"rate": floatformat(p.sample_rate * 100, -1),
+             "now": floatformat(p.current_rate * 100, -1), "target": target})
+    if p.pooled_half_width is not None and p.pooled_weeks > 1:
+        parts.append(_("Die %(weeks)s-Wochen-Sicht ergibt ±%(half)s.") % {
+            "weeks": p.pooled_weeks, "half": _num(p.pooled_half_width)})
+    return " ".join(parts)
 
 
 def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
@@ -259,19 +318,34 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
         return format_html('<span class="muted">–</span>')
     if e.value is None and not e.population:
         return format_html('<span class="too-few">{}</span>', _("keine Antworten"))
-    if e.value is None or e.too_few:
+    if e.value is None or e.low is None or e.high is None:
         return format_html('<span class="too-few">{} <span class="n">(n = {})</span></span>',
-                           _("zu wenige"), e.n)
+                           _("keine Schätzung"), e.n)
+    # Every estimate is shown with its interval, however wide: the width says how precise.
     value, low, high = (num(v * scale, digits) for v in (e.value, e.low, e.high))
+    css = "estimate imprecise" if e.too_few else "estimate"
     if not with_n:
         return format_html(
-            '<span class="estimate">{}{} <span class="interval">({}–{})</span></span>',
-            value, unit, low, high,
+            '<span class="{}">{}{} <span class="interval">({}–{})</span></span>',
+            css, value, unit, low, high,
         )
     return format_html(
-        '<span class="estimate"><strong class="estimate-value">{}</strong> '
+        '<span class="{}"><strong class="estimate-value">{}</strong> '
         '<span class="interval">({}–{})</span> <span class="n">n = {}</span></span>',
-        value, low, high, e.n,
+        css, value, low, high, e.n,
+    )
+
+
+def _expert_cell(week: WeekFigures, num: _Numbers) -> str:
+    x = week.expert
+    if x is None or x.value is None or x.low is None or x.high is None:
+        return mark_safe('<span class="muted">–</span>')
+    return format_html(
+        '<span class="{}"><strong class="estimate-value">{}</strong> '
+        '<span class="interval">({}–{})</span> <span class="n">{}</span></span>',
+        "estimate expert-scale imprecise" if x.too_few else "estimate expert-scale",
+        num(x.value, 2), num(x.low, 2), num(x.high, 2),
+        _("%(n)s Prüfungen") % {"n": x.n_reviews},
     )
 
 
@@ -284,6 +358,8 @@ def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
         "volume": num.grouped(week.volume),
         "flagged": "–" if week.flagged_percent is None else f"{num(week.flagged_percent, 1)} %",
         "estimate": _estimate_cell(week.estimate, num),
+        "pooled": _estimate_cell(week.pooled, num),
+        "expert": _expert_cell(week, num),
         "below": share(week.below),
         "abstention": share(week.abstention_share),
         "claims": _estimate_cell(week.claims, num),
@@ -302,6 +378,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     for i, row in enumerate(rows):
         row.chart_id, row.data_id = f"overview-chart-{i}", f"overview-figure-{i}"
         row.figure = trend_chart(row.weeks, row.use_case.action_threshold, compact=True)
+        row.precision = precision_reading(row.this_week) or precision_reading(row.last_week)
     return render(request, "monitoring/overview.html", {
         "rows": rows,
         "weeks": figures.OVERVIEW_WEEKS,
@@ -323,7 +400,17 @@ def use_case(request: HttpRequest, slug: str) -> HttpResponse:
     use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404
-    page = figures.use_case_page(use_case=use_case)
+    try:
+        pooled_weeks = int(request.GET.get("pooled", figures.POOLED_WEEKS))
+    except ValueError:
+        pooled_weeks = 0
+    if pooled_weeks not in figures.POOLED_CHOICES:
+        return HttpResponseBadRequest(
+            _("pooled: erlaubt sind %(choices)s Wochen.") % {
+                "choices": ", ".join(map(str, figures.POOLED_CHOICES))},
+            content_type="text/plain; charset=utf-8",
+        )
+    page = figures.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks)
     threshold = use_case.action_threshold
     diagnosis = page.diagnosis
     causes = diagnosis.causes
@@ -336,6 +423,9 @@ def use_case(request: HttpRequest, slug: str) -> HttpResponse:
         "this_week": weeks[-1],
         "last_week": weeks[-2],
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
+        "pooled_weeks": pooled_weeks,
+        "pooled_choices": figures.POOLED_CHOICES,
+        "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
         "diagnosis": diagnosis,
         "causes": causes,
         "trend_figure": trend_chart(weeks, threshold),

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from monitoring.domain.expert_scale import ExpertScale
 from monitoring.domain.statistics import Estimate
 from monitoring.models import UseCase
 from monitoring.selectors import metrics as metric_selectors
@@ -37,7 +38,7 @@ from monitoring.selectors.metrics import QueueFigures
 
 
 def _estimate_families(
-    name: str, what: str, rows: Sequence[tuple[str, Estimate | None]]
+    name: str, what: str, rows: Sequence[tuple[str, Estimate | ExpertScale | None]]
 ) -> Iterator[Metric]:
     """<name>, <name>_low and <name>_high; a week that cannot be estimated has no sample
     (absent = unknown, so an alert on `< threshold` stays quiet instead of firing on a 0)."""
@@ -92,6 +93,28 @@ class TreueCollector:
             "Estimated mean faithfulness of this week's answers (stratified)",
             [(u.slug, f.estimate) for u, f in weeks],
         )
+        yield from _estimate_families(
+            "treue_week_faithfulness_pooled",
+            "Estimated mean faithfulness of the answers of this week and the 3 before it, on "
+            "the judge's scale (stratified over week and stratum)",
+            [(u.slug, f.pooled) for u, f in weeks],
+        )
+        yield from _estimate_families(
+            "treue_week_faithfulness_expert_scale",
+            "Faithfulness on the experts' scale over the pooled weeks: the judge's estimate "
+            "corrected by the reviewed answers' mean expert - judge difference (absent "
+            "without reviews)",
+            [(u.slug, f.expert) for u, f in weeks],
+        )
+        reviews = GaugeMetricFamily(
+            "treue_week_expert_scale_reviews",
+            "Reviewed answers the experts' scale rests on (absent without reviews)",
+            labels=["use_case"],
+        )
+        for use_case, f in weeks:
+            if f.expert is not None:
+                reviews.add_metric([use_case.slug], f.expert.n_reviews)
+        yield reviews
         judged = GaugeMetricFamily(
             "treue_week_judged_answers",
             "Judged answers the estimate rests on, per stratum (flagged: judged in full; "
@@ -100,7 +123,8 @@ class TreueCollector:
         )
         too_few = GaugeMetricFamily(
             "treue_week_too_few",
-            "1 when too few answers are judged to read the estimate (the dashboard greys it)",
+            "1 when few answers are judged (a statement of precision; the estimate and its "
+            "interval are still given)",
             labels=["use_case"],
         )
         for use_case, f in weeks:

@@ -89,8 +89,10 @@ def test_threshold_line_spans_the_weeks() -> None:
     assert line["line"]["dash"] == "dash"
 
 
-def test_band_leaves_out_too_few_weeks_and_gaps() -> None:
-    points = [P(1, 0.9), P(2, 0.8), P(3, 0.5, n=2, too_few=True), P(4, 0.95), P(5, None, 0)]
+def test_band_covers_every_estimated_week_and_breaks_at_gaps() -> None:
+    # An undecided week's interval is drawn too (issue 17: a number and its interval every
+    # week, however wide); only a week without an estimate breaks the band.
+    points = [P(1, 0.9), P(2, 0.8, n=2, too_few=True), P(3, None, 0), P(4, 0.95)]
     band = trace(charts.trend_figure(points, threshold=0.85, labels=LABELS), "band")
     # Two polygons: weeks 1-2 (out along the upper ends, back along the lower), then week 4.
     assert band["x"] == ["2026-W01", "2026-W02", "2026-W02", "2026-W01", None,
@@ -121,12 +123,11 @@ def test_numbers_follow_the_page_language(language: str, separators: str) -> Non
     assert figure["layout"]["separators"] == separators
 
 
-def test_y_axis_always_shows_the_threshold_and_the_lowest_reliable_end() -> None:
+def test_y_axis_always_shows_the_threshold_and_every_drawn_interval() -> None:
     low = charts.trend_figure([P(1, 0.5), P(2, 0.2, too_few=True)], threshold=0.85,
                               labels=LABELS)
     lo, hi = low["layout"]["yaxis"]["range"]
-    assert hi == 1.02 and lo <= 0.45, "the lower interval end of week 1 is inside"
-    assert lo > 0.15, "a too-few point does not stretch the axis"
+    assert hi == 1.02 and lo <= 0.15, "every drawn interval is inside, an undecided one too"
     high = charts.trend_figure([P(1, 0.97, spread=0.01)], threshold=0.85, labels=LABELS)
     assert high["layout"]["yaxis"]["range"][0] < 0.85
 
@@ -185,3 +186,15 @@ def test_empty_series_still_make_a_valid_figure() -> None:
         valid(figure)
         assert not any(isinstance(v, float) and math.isnan(v)
                        for t in figure["data"] for v in (t.get("y") or []) if v is not None)
+
+
+def test_overlays_are_lines_over_the_same_weeks() -> None:
+    pooled = [P(1, 0.88), P(2, None, n=0)]
+    figure = charts.trend_figure(
+        [P(1, 0.9), P(2, 0.8)], threshold=0.85, labels=LABELS,
+        overlays=[charts.Series("4 Wochen <b>", pooled, charts.GREY, "dot")],
+    )
+    valid(figure)
+    (line,) = [t for t in figure["data"] if t["meta"]["role"] == "overlay"]
+    assert line["y"] == [0.88, None] and line["line"]["dash"] == "dot"
+    assert line["name"] == "4 Wochen &lt;b&gt;"

@@ -100,10 +100,17 @@ def test_alarm_clears_itself_when_a_later_week_recovers(
     drift = alarm_raise(use_case=world.a, kind=Alarm.Kind.DRIFT, key="2026-W01",
                         message="Die Kalibrierung driftet.")
     assert len(mail.outbox) == 1
-    # This week: twelve judged answers, all supported: 1.0, above 0.9, not too few.
+    # This week: twelve judged answers, all supported: 1.0 - but an interval from below the
+    # line to 1 decides nothing (grey), and the alarm stays: recovery needs evidence too.
     world.this_week_good()
     this = dashboard.use_case_weeks(use_case=world.a, claims=False)[-1]
-    assert this.estimate.value == 1.0 and not this.estimate.too_few
+    assert this.estimate.value == 1.0 and this.light == "grey"
+    assert check(django_capture_on_commit_callbacks) == 0
+    assert action_alarms()[0].cleared_at is None
+    # Sixty more, all supported: the interval lies above the line (green), and it clears.
+    world.this_week_good(drawn=60, not_drawn=0, prefix="mehr")
+    this = dashboard.use_case_weeks(use_case=world.a, claims=False)[-1]
+    assert this.light == "green"
     assert check(django_capture_on_commit_callbacks) == 0
     [alarm] = action_alarms()
     assert alarm.cleared_at is not None
@@ -117,18 +124,45 @@ def test_alarm_clears_itself_when_a_later_week_recovers(
     assert Alarm.objects.filter(kind=Alarm.Kind.ACTION, cleared_at__isnull=True).count() == 0
 
 
-def test_too_few_judged_answers_raise_nothing(
+def test_a_few_answers_raise_only_on_evidence(
     world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
 ) -> None:
+    # One judged answer at 0.75 this week: below the line (0.9), but with an interval across
+    # it, too wide to decide
+    # (grey). One noisy point raises nothing.
+    (single,), others = world.ids("einzeln", 1, 9)
+    world.answer(single, week=world.this_week, verdicts=[G, G, G, U])
+    for external_id in others:
+        world.answer(external_id, week=world.this_week)
+    this = dashboard.use_case_weeks(use_case=world.a, claims=False)[-1]
+    assert this.estimate.value == 0.75 and this.light == "grey"
+    assert check(django_capture_on_commit_callbacks) == 0
+    assert action_alarms() == [] and mail.outbox == []
+    # Four answers last week, all unsupported: few, but the whole interval is below the line.
     hit, miss = world.ids("wenig", 4, 6)
     for external_id in hit:
         world.answer(external_id, week=world.last_week, verdicts=[U])
     for external_id in miss:
         world.answer(external_id, week=world.last_week)
     last = dashboard.use_case_weeks(use_case=world.a, claims=False)[-2]
-    assert last.estimate.too_few and last.estimate.n == 4
-    assert check(django_capture_on_commit_callbacks) == 0
-    assert action_alarms() == [] and mail.outbox == []
+    assert last.estimate.too_few and last.estimate.n == 4 and last.light == "red"
+    assert check(django_capture_on_commit_callbacks) == 1
+    [alarm] = action_alarms()
+    assert alarm.key == world.last_week.label and alarm.details["reason"] == "interval_below"
+    assert "Das ganze Intervall liegt unter der Schwelle." in alarm.message
+
+
+def test_two_narrow_weeks_below_the_line_raise_it(
+    world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
+) -> None:
+    from monitoring.domain.alarms import action_decision
+    from monitoring.domain.statistics import Estimate
+
+    # The rule itself, as the service applies it: two amber weeks in a row raise, one does not.
+    amber = Estimate(0.88, 0.86, 0.93, 400, 2000, (100, 300), False)
+    green = Estimate(0.95, 0.92, 0.97, 400, 2000, (100, 300), False)
+    assert action_decision(current=amber, previous=amber, action_threshold=0.9).alarm
+    assert not action_decision(current=amber, previous=green, action_threshold=0.9).alarm
 
 
 def test_this_week_below_raises_its_own_alarm(

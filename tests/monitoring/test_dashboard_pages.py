@@ -275,15 +275,19 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
     cells = week_row(html, scenario.last_week)
     assert cells[:5] == [scenario.last_week.label, "50", "20,0 %", "10 + 10",
                          estimate_text(last.estimate)]
+    # The pooled view (this week's data only: the weeks before are empty) and no expert scale
+    # without reviews.
+    assert cells[5] == estimate_text(last.pooled) and cells[6] == "–"
     below = last.below
-    assert cells[5] == (f"{de(below.value * 100, 1)} % "
+    assert cells[7] == (f"{de(below.value * 100, 1)} % "
                         f"({de(below.low * 100, 1)}–{de(below.high * 100, 1)})")
-    assert cells[5].startswith("20,0 %")
-    assert cells[7].startswith("0,89 (") and cells[7].endswith("n = 20")
-    assert cells[8] == "55"
-    assert cells[9] == de(float(last.cost), 2)
-    assert JUDGE in cells[10]
-    assert f"letzte Woche ({scenario.last_week.label}) {estimate_text(last.estimate)}" in text
+    assert cells[7].startswith("20,0 %")
+    assert cells[9].startswith("0,89 (") and cells[9].endswith("n = 20")
+    assert cells[10] == "55"
+    assert cells[11] == de(float(last.cost), 2)
+    assert JUDGE in cells[12]
+    assert (f"letzte Woche, laut Prüfmodell ({scenario.last_week.label}) "
+            f"{estimate_text(last.estimate)}") in text
 
     # The naive mean of the judged answers, 0.625, is nowhere: not as a number on the page,
     # not in the chart.
@@ -291,8 +295,10 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
     assert naive == 0.625 and de(naive) == "0,63"
     shown = re.findall(r'<strong class="estimate-value">([^<]*)</strong>', html)
     assert "0,85" in shown and "0,63" not in shown
-    values = [v for v in role(figure(html, "trend-figure"), "estimate")["y"] if v is not None]
-    assert values == [pytest.approx(0.85), 1.0]
+    trend = figure(html, "trend-figure")
+    values = [v for role_name in ("estimate", "too_few") for v in role(trend, role_name)["y"]
+              if v is not None]
+    assert sorted(values) == [pytest.approx(0.85), 1.0]
     assert "Das misst die Treue zu den Quellen, nicht die Wahrheit" in text
     assert "nicht der Mittelwert der geprüften Antworten" in text
 
@@ -308,18 +314,21 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     line = role(trend, "estimate")
     assert line["x"] == labels, "one point per week, 26 weeks"
     assert len(line["x"]) == dashboard.WEEKS
-    assert line["y"][-2] == pytest.approx(0.85) and line["y"][-1] == 1.0
+    # This week (one random answer judged) is undecided: its interval reaches across the
+    # line and is wider than 0.10, so it is the grey point, not part of the line.
+    assert line["y"][-2] == pytest.approx(0.85) and line["y"][-1] is None
+    assert role(trend, "too_few")["y"][-1] == 1.0
     assert line["y"][:-2] == [None] * (dashboard.WEEKS - 2)
     assert [c[0] for c in line["customdata"]][-2:] == [20, 13], "n per point"
     threshold = role(trend, "threshold")
     assert threshold["x"] == [labels[0], labels[-1]]
     assert threshold["y"] == [0.9, 0.9]
-    assert role(trend, "too_few")["y"] == [None] * dashboard.WEEKS
+    assert role(trend, "too_few")["y"][:-1] == [None] * (dashboard.WEEKS - 1)
     # This week's answers were judged by another model: a marker there, and in the table.
     assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
     assert OTHER_JUDGE in trend["layout"]["annotations"][0]["text"]
     cells = week_row(html, scenario.this_week)
-    assert "gewechselt" in cells[10] and OTHER_JUDGE in cells[10] and JUDGE in cells[10]
+    assert "gewechselt" in cells[12] and OTHER_JUDGE in cells[12] and JUDGE in cells[12]
 
     shares = figure(html, "shares-figure")
     below, flagged, abstentions = shares["data"][:3]
@@ -333,18 +342,33 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     assert 'src="/static/js/charts.js"' in html
 
 
-def test_too_few_judged_points_are_greyed(world: DashWorld) -> None:
+def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undecided(
+    world: DashWorld,
+) -> None:
+    # Four judged answers of 0.5: few, but the whole interval lies below the line (0.9). The
+    # week is shown with its number, band and a red light, not hidden as "too few".
     hit, miss = world.ids("wenig", 4, 6)
     for external_id in hit:
         world.answer(external_id, week=world.last_week, verdicts=[G, U])
     for external_id in miss:
         world.answer(external_id, week=world.last_week)
+    week = dashboard.use_case_weeks(use_case=world.a)[-2]
+    assert week.estimate.too_few and week.estimate.value == pytest.approx(0.5)
+    assert week.estimate.high < 0.9 and week.light == "red"
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     trend = figure(html, "trend-figure")
-    assert role(trend, "estimate")["y"][-2] is None, "no line through noise"
-    assert role(trend, "too_few")["y"][-2] == pytest.approx(0.5)
-    assert week_row(html, world.last_week)[4] == "zu wenige (n = 4)"
-    assert dashboard.use_case_weeks(use_case=world.a)[-2].light == "grey"
+    assert role(trend, "estimate")["y"][-2] == pytest.approx(0.5)
+    assert world.last_week.label in role(trend, "band")["x"]
+    assert week_row(html, world.last_week)[4] == estimate_text(week.estimate)
+    # One judged answer of 1.0 in a week is undecided (an interval from far below the line to
+    # 1): grey, with a sentence saying what would decide it.
+    world.answer("allein", week=world.this_week, verdicts=[G])
+    this = dashboard.use_case_weeks(use_case=world.a)[-1]
+    assert this.light == "grey" and this.precision is not None and not this.precision.decisive
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    note = text_of(re.search(r'<p class="note precision-note">(.*?)</p>', html, re.S).group(1))
+    assert note.startswith(("Unentschieden", "Keine Schätzung"))
+    assert "Wochen-Sicht ergibt ±" in note
 
 
 def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
@@ -435,7 +459,8 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     assert re.findall(r'data-trend="(\w+)"', html) == [trend] == ["up"]
     chart = figure(html, "overview-figure-0")
     assert len(role(chart, "estimate")["x"]) == dashboard.OVERVIEW_WEEKS
-    assert role(chart, "estimate")["y"][-2:] == [pytest.approx(0.85), 1.0]
+    assert role(chart, "estimate")["y"][-2] == pytest.approx(0.85)
+    assert 1.0 in (role(chart, "estimate")["y"][-1], role(chart, "too_few")["y"][-1])
     assert role(chart, "threshold")["y"] == [0.9, 0.9]
 
     page = text_of(client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode())

@@ -193,7 +193,14 @@ def test_week_figures_are_the_stratified_estimates(world: World, client: Client)
     assert week["currency"] == "EUR"
     assert week["unpriced_runs"] == 0
     assert week["judges"] == [{"model": JUDGE, "prompt_version": runs[0].prompt_version}]
-    assert week["light"] == "grey"
+    # Few answers, but the whole interval lies below the action line: red, on evidence
+    # (grey is kept for an interval across the line wider than 0.10).
+    assert week["estimate"]["high"] < 0.85 and week["light"] == "red"
+    # The pooled view (this week and the 3 before, which are empty) is the week's own here;
+    # without reviews there is no experts' scale.
+    assert week["pooled"]["value"] == pytest.approx(estimate["value"])
+    assert week["pooled"]["n"] == estimate["n"] and week["pooled_weeks"] == 4
+    assert week["expert_scale"] is None
     EstimatesOut.model_validate(data)
 
 

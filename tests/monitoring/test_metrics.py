@@ -119,6 +119,14 @@ def test_current_week_figures(world: World, staff: Client) -> None:
         figures.estimate.low)
     assert got["treue_week_faithfulness_high", uc("pruefung")] == pytest.approx(
         figures.estimate.high)
+    # The pooled view over this week and the 3 before it (empty here: the week's own figures),
+    # and no experts' scale without reviews (absent, not 0).
+    assert got["treue_week_faithfulness_pooled", uc("pruefung")] == pytest.approx(
+        figures.pooled.value)
+    assert got["treue_week_faithfulness_pooled_low", uc("pruefung")] == pytest.approx(
+        figures.pooled.low)
+    assert ("treue_week_faithfulness_expert_scale", uc("pruefung")) not in got
+    assert ("treue_week_expert_scale_reviews", uc("pruefung")) not in got
     assert got["treue_week_judged_answers", uc("pruefung", stratum="flagged")] == 2
     assert got["treue_week_judged_answers", uc("pruefung", stratum="random")] == 1
     assert got["treue_week_too_few", uc("pruefung")] == 1

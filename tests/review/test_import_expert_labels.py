@@ -169,3 +169,47 @@ def test_a_line_that_is_not_utf8_costs_only_itself(
     out, err = run(path)
     assert "line 1: no answer with external_id" in err
     assert "1 imported" in out
+
+
+def test_imported_reviews_put_the_week_on_the_experts_scale(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, client: Any
+) -> None:
+    from monitoring.domain.expert_scale import Review, expert_scale
+    from monitoring.selectors import dashboard
+
+    run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},   # judge 1.0, expert 0.5
+                         {"external_id": "a3", "score": 0.75}]))   # judge 1.0, expert 0.75
+    until = services._week_start(shift_week(WEEK, 1))
+    weeks = dashboard.use_case_weeks(use_case=review_world.use_case, weeks=2, until=until)
+    week = weeks[0]
+    assert week.label == WEEK
+    x = week.expert
+    assert x is not None and (x.n_reviews, x.weeks_pooled) == (2, 4)
+    # The product's own estimator on the same strata and reviews, by hand.
+    strata = [statistics_strata(w) for w in dashboard.use_case_weeks(
+        use_case=review_world.use_case, weeks=4, until=services._week_start(WEEK))]
+    expected = expert_scale(strata, [Review(0.5, 1.0, False), Review(0.75, 1.0, False)])
+    assert x.value == pytest.approx(expected.value)
+    assert x.value < week.pooled.value  # the experts are stricter than the judge here
+    assert x.too_few  # 2 reviews: below a week's batch, the judge's scale stays the headline
+    assert not week.headline_on_experts_scale
+
+    client.force_login(review_world.users["lead"])
+    data = client.get(f"/api/v1/use-cases/recht/estimates?from={WEEK}&to={WEEK}").json()
+    out = data["weeks"][0]["expert_scale"]
+    assert out["n_reviews"] == 2 and out["weeks_pooled"] == 4
+    assert out["value"] == pytest.approx(x.value) and out["low"] <= out["value"] <= out["high"]
+
+
+def statistics_strata(week: Any) -> list:
+    """The week's [flagged, unflagged] strata as the selector builds them (read back from the
+    figures: the same answers, judged in full or drawn)."""
+    from monitoring.domain.statistics import Stratum
+    from monitoring.models import Answer
+
+    rows = Answer.objects.filter(created_at__gte=week.week.start, created_at__lt=week.week.end,
+                                 use_case__slug="recht")
+    flagged = [a.score for a in rows if a.flagged and a.score is not None]
+    unflagged = [a.score for a in rows if not a.flagged and a.score is not None]
+    return [Stratum(max(week.flagged, len(flagged)), flagged, drawn=False),
+            Stratum(max(week.volume - week.flagged, len(unflagged)), unflagged, drawn=True)]
