@@ -240,8 +240,12 @@ def adjusted_effects(
     rows: Iterable[tuple[float | None, int, bool, bool, float | None]],
     *,
     confidence: float = 0.95,
+    sizes: tuple[int, int] | None = None,
 ) -> Adjusted:
     """Weighted regression of the score on similarity, chunk count and multi-part together.
+
+    ``sizes`` (flagged, unflagged answers of the period), when the caller counted them: then
+    ``rows`` need only be the judged answers (a dashboard need not fetch every answer).
 
     ``rows`` are (best chunk similarity or None, chunk count, multi-part, flagged, score or
     None if unjudged) for EVERY answer of a period with one sample rate. Each judged answer is
@@ -254,13 +258,13 @@ def adjusted_effects(
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
-    sizes = [0, 0]
+    counted = [0, 0]
     judged: list[tuple[int, float, float, float, float]] = []
     for similarity, chunks, multi_part, flagged, score in rows:
         if chunks < 0:
             raise ValueError(f"a chunk count cannot be negative: {chunks!r}")
         h = 0 if flagged else 1
-        sizes[h] += 1
+        counted[h] += 1
         if score is None or similarity is None or math.isnan(similarity):
             continue
         if not 0 <= score <= 1:
@@ -268,6 +272,10 @@ def adjusted_effects(
         judged.append((h, similarity / SIMILARITY_UNIT, chunks / CHUNK_UNIT,
                        1.0 if multi_part else 0.0, score))
     n = len(judged)
+    if sizes is None:
+        sizes = (counted[0], counted[1])
+    elif any(size < seen for size, seen in zip(sizes, counted, strict=True)):
+        raise ValueError(f"stratum sizes {sizes} are smaller than the rows given {counted}")
     empty = tuple(Effect(name, None, None, None, None, None, False) for name in CAUSES)
     if n < MIN_FOR_REGRESSION:
         return Adjusted(empty, n, True)

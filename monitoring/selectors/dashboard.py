@@ -733,6 +733,14 @@ class Causes:
     multi: Estimate
     no_passing_chunk: Estimate
     unclassified: int  # answers stored before the multi-part detector existed
+    # Each cause's association with the score, the others held fixed (weighted regression,
+    # multiplicity-corrected): what a piece of advice must rest on, not a bucket's dip.
+    adjusted: causes.Adjusted | None = None
+
+    def effect(self, name: str) -> causes.Effect | None:
+        if self.adjusted is None:
+            return None
+        return next((e for e in self.adjusted.effects if e.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -894,6 +902,11 @@ def use_case_diagnosis(
             multi=multi.get(True, empty),
             no_passing_chunk=below_passing.get(True, empty),
             unclassified=sum(n for (key, _), n in counts(lambda c: c[2]).items() if key is None),
+            adjusted=causes.adjusted_effects(
+                [(r.best_chunk_score, r.chunk_count, bool(r.multi_part), r.flagged, r.score)
+                 for r in rows],
+                sizes=(sum(c[5] for c in cells if c[3]), sum(c[5] for c in cells if not c[3])),
+            ),
         ),
         worth=worth,
         unfaithful_below=threshold,

@@ -206,39 +206,60 @@ def _usable(estimate: Estimate) -> bool:
     return not estimate.too_few and estimate.value is not None
 
 
+def _holds(causes: figures.Causes, name: str, sign: int) -> bool:
+    """The cause's association survives adjustment for the others and the multiplicity
+    correction, in the direction `sign` (+1: higher score with more of it)."""
+    effect = causes.effect(name)
+    return bool(effect and effect.holds and effect.estimate is not None
+                and effect.estimate * sign > 0)
+
+
+def _effect_text(causes: figures.Causes, name: str, unit: str) -> str | None:
+    effect = causes.effect(name)
+    if effect is None or effect.estimate is None or effect.low is None or effect.high is None:
+        return None
+    return _(
+        "Bei gleicher übriger Lage geht %(unit)s mit %(sign)s%(estimate)s Treue einher "
+        "(korrigiertes 95-%%-Intervall %(low)s bis %(high)s)."
+    ) % {"unit": unit, "sign": "+" if effect.estimate >= 0 else "",
+         "estimate": _num(effect.estimate), "low": _num(effect.low), "high": _num(effect.high)}
+
+
 def similarity_reading(causes: figures.Causes, threshold: float) -> str:
     if causes.cutoff is not None and _usable(causes.no_passing_chunk):
-        return _(
-            "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu — "
-            "der Abruf liefert dort nichts Passendes. Als Schwelle im RAG-Dienst: unter "
-            "%(cutoff)s nicht das Modell fragen, sondern „Weiß ich nicht“ erlauben."
+        text = _(
+            "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu."
         ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)}
+        if _holds(causes, "similarity", +1):
+            return text + " " + _(
+                "Der Zusammenhang hält, auch bereinigt um Abschnittszahl und Frageart: Als "
+                "Schwelle im RAG-Dienst unter %(cutoff)s nicht das Modell fragen, sondern "
+                "„Weiß ich nicht“ erlauben."
+            ) % {"cutoff": _num(causes.cutoff)}
+        return text + " " + _(
+            "Bereinigt um Abschnittszahl und Frageart ist der Zusammenhang nicht gesichert: "
+            "daraus folgt noch keine Schwelle."
+        )
     usable = [b for b in causes.similarity if _usable(b.estimate)]
     if len(usable) < 2:
         return _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage.")
     return _(
         "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s: "
-        "Ein schlechter Abruf ist hier nicht die erkennbare Ursache."
+        "Ein schlechter Abruf ist hier nicht als Zusammenhang erkennbar."
     ) % {"threshold": _num(threshold)}
 
 
 def chunks_reading(causes: figures.Causes, threshold: float) -> str:
-    usable = [b for b in causes.chunks if _usable(b.estimate)]
-    if len(usable) < 2:
-        return _("Zu wenige geprüfte Antworten je Abschnittszahl für eine Aussage.")
-    worst = min(usable, key=lambda b: b.estimate.value)
-    best = max(usable, key=lambda b: b.estimate.value)
-    text = _(
-        "Am wenigsten treu sind Antworten mit %(worst)s Abschnitten (%(worst_percent)s %%), am "
-        "treuesten die mit %(best)s (%(best_percent)s %%)."
-    ) % {
-        "worst": worst.label, "worst_percent": _percent(worst.estimate.value),
-        "best": best.label, "best_percent": _percent(best.estimate.value),
-    }
-    many = worst.low is not None and worst.low >= 11
-    if many and worst.estimate.high is not None and worst.estimate.high < threshold:
-        text += " " + _("Zu viel Kontext mischt Dokumente — ein Reranker hilft.")
-    return text
+    text = _effect_text(causes, "chunks", _("je 10 Abschnitte mehr"))
+    if text is None:
+        return _("Zu wenige geprüfte Antworten oder zu wenig Unterschied in der Abschnittszahl "
+                 "für eine Aussage.")
+    if _holds(causes, "chunks", -1):
+        return text + " " + _(
+            "Mehr Kontext ist mit weniger Treue verbunden, auch bereinigt: viele Abschnitte "
+            "mischen Dokumente — ein Reranker ist einen Versuch wert."
+        )
+    return text + " " + _("Kein gesicherter Zusammenhang (ein Zusammenhang, keine Ursache).")
 
 
 def multi_part_reading(causes: figures.Causes) -> str:
@@ -248,11 +269,12 @@ def multi_part_reading(causes: figures.Causes) -> str:
     text = _(
         "Mehrteilige Fragen werden zu %(multi)s %% treu beantwortet, einfache zu %(single)s %%."
     ) % {"multi": _percent(multi.value), "single": _percent(single.value)}
-    if multi.high is not None and single.low is not None and multi.high < single.low:
+    if _holds(causes, "multi_part", -1):
         return text + " " + _(
-            "Bei mehrteiligen Fragen erfindet das Modell oft den Teil, zu dem ihm Quellen fehlen."
+            "Der Unterschied hält auch bereinigt um Ähnlichkeit und Abschnittszahl: Bei "
+            "mehrteiligen Fragen erfindet das Modell oft den Teil, zu dem ihm Quellen fehlen."
         )
-    return text + " " + _("Die Intervalle überlappen: kein gesicherter Unterschied.")
+    return text + " " + _("Bereinigt um die übrigen Ursachen kein gesicherter Unterschied.")
 
 
 def no_passing_reading(causes: figures.Causes) -> str:

@@ -379,17 +379,17 @@ def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
                                      re.DOTALL)
     }
     # The flagged answers (similarity 0.45, twelve chunks, two-part questions) score 0.25, the
-    # rest 1.0: each cause separates them.
-    assert readings["similarity"].startswith(
-        "Antworten mit bester Ähnlichkeit unter 0,50 sind zu 25 % treu — der Abruf liefert dort "
-        "nichts Passendes."
+    # rest 1.0: each cause separates them - all three together, so none can take the credit
+    # from the others. The page says what is associated, and advises nothing.
+    assert readings["similarity"] == (
+        "Antworten mit bester Ähnlichkeit unter 0,50 sind zu 25 % treu. Bereinigt um "
+        "Abschnittszahl und Frageart ist der Zusammenhang nicht gesichert: daraus folgt noch "
+        "keine Schwelle."
     )
-    assert readings["chunks"] == (
-        "Am wenigsten treu sind Antworten mit 11–20 Abschnitten (25 %), am treuesten die mit "
-        "1–2 (100 %). Zu viel Kontext mischt Dokumente — ein Reranker hilft."
-    )
-    assert readings["multi_part"].startswith(
-        "Mehrteilige Fragen werden zu 25 % treu beantwortet, einfache zu 100 %. Bei mehrteiligen"
+    assert "Reranker" not in readings["chunks"]
+    assert readings["multi_part"] == (
+        "Mehrteilige Fragen werden zu 25 % treu beantwortet, einfache zu 100 %. Bereinigt um "
+        "die übrigen Ursachen kein gesicherter Unterschied."
     )
     assert readings["no_passing"] == (
         "10 Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit 0,50 erreichte; "
@@ -590,3 +590,39 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
     first.refresh_from_db()
     assert (single.min_content_probability, single.multi_part) == (pytest.approx(0.05), True)
     assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
+
+
+def test_advice_only_where_the_adjusted_association_holds() -> None:
+    from monitoring.domain.causes import Adjusted, Effect
+    from monitoring.views import dashboard as views
+
+    def est(value: float) -> Any:
+        return statistics.Estimate(value, value - 0.05, value + 0.05, 40, 100, (20, 20), False)
+
+    def causes_with(*effects: Effect) -> dashboard.Causes:
+        return dashboard.Causes(
+            similarity=[], cutoff=0.5, similarity_threshold=0.5, chunks=[],
+            single=est(0.95), multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
+            adjusted=Adjusted(effects, 200, False),
+        )
+
+    holding = causes_with(
+        Effect("similarity", 0.08, 0.03, 0.13, 0.001, 0.003, True),
+        Effect("chunks", -0.06, -0.1, -0.02, 0.002, 0.004, True),
+        Effect("multi_part", -0.3, -0.4, -0.2, 0.0, 0.0, True),
+    )
+    assert "„Weiß ich nicht“ erlauben" in views.similarity_reading(holding, 0.85)
+    assert "ein Reranker ist einen Versuch wert" in views.chunks_reading(holding, 0.85)
+    assert "erfindet das Modell" in views.multi_part_reading(holding)
+    # The same dips without an association that survives the correction: no advice.
+    weak = causes_with(
+        Effect("similarity", 0.08, -0.01, 0.17, 0.03, 0.09, False),
+        Effect("chunks", -0.06, -0.15, 0.03, 0.04, 0.09, False),
+        Effect("multi_part", -0.3, -0.7, 0.1, 0.03, 0.09, False),
+    )
+    assert "erlauben" not in views.similarity_reading(weak, 0.85)
+    assert "Reranker" not in views.chunks_reading(weak, 0.85)
+    assert "erfindet" not in views.multi_part_reading(weak)
+    # An association in the other direction never advises either.
+    wrong_way = causes_with(Effect("chunks", 0.06, 0.02, 0.1, 0.001, 0.003, True))
+    assert "Reranker" not in views.chunks_reading(wrong_way, 0.85)
