@@ -135,6 +135,8 @@ def threshold_table(
                     random_bad=sample_bad,
                     random_n=sample_n,
                     nested=True,
+                    # How many answers t flags is counted, not estimated from the sample.
+                    population_share=flagged / total if total else None,
                 ),
             )
         )

@@ -259,7 +259,7 @@ def test_threshold_table_by_hand():
         # 4 of the 10 sample answers are unfaithful; the flagged ones are part of them.
         assert row.lift == lift(
             flagged_bad=sample_bad, flagged_n=sample_flagged, random_bad=4, random_n=10,
-            nested=True,
+            nested=True, population_share=flagged / 10,
         ), t
 
 
@@ -268,7 +268,9 @@ def approx_(value):
 
 
 def test_threshold_table_lift_by_hand():
-    # t = 0.4: 2 of 3 flagged sample answers unfaithful vs 4 of 10 → lift (2/3)/(4/10) = 5/3.
+    # t = 0.4: 2 of 3 flagged sample answers unfaithful, 2 of the 7 others. The threshold flags
+    # 4 of the 10 answers (counted, not estimated): the unfaithful share of all answers is
+    # 0.4 · 2/3 + 0.6 · 2/7, and the lift (2/3) / that - not (2/3)/(4/10) from the sample's mix.
     (row,) = threshold_table(
         min_probabilities=MIN_PROBABILITIES,
         random_sample=RANDOM_SAMPLE,
@@ -281,7 +283,7 @@ def test_threshold_table_lift_by_hand():
     assert (row.lift.flagged_n, row.lift.random_n) == (3, 10)
     assert row.lift.flagged_share == pytest.approx(2 / 3)
     assert row.lift.random_share == pytest.approx(0.4)
-    assert row.lift.lift == pytest.approx(5 / 3)
+    assert row.lift.lift == pytest.approx((2 / 3) / (0.4 * 2 / 3 + 0.6 * 2 / 7))
     assert row.lift.too_few  # 3 flagged sample answers are too few to judge a trigger by
 
 
@@ -314,6 +316,7 @@ def brute_force(min_probabilities, random_sample, rate, weeks, calls, below, thr
                     random_bad=sum(b for _, b in in_sample),
                     random_n=len(in_sample),
                     nested=True,
+                    population_share=flagged / len(min_probabilities),
                 ),
             )
         )
@@ -370,3 +373,15 @@ def test_threshold_table_rejects_nonsense(kwargs):
     )
     with pytest.raises(ValueError):
         threshold_table(**(arguments | kwargs))
+
+
+def test_a_population_share_is_for_a_nested_lift_in_0_to_1_only():
+    with pytest.raises(ValueError, match="population_share"):
+        lift(flagged_bad=1, flagged_n=2, random_bad=2, random_n=5, population_share=0.3)
+    with pytest.raises(ValueError, match="population_share"):
+        lift(flagged_bad=1, flagged_n=2, random_bad=2, random_n=5, nested=True,
+             population_share=1.5)
+    # With the sample's own mix as the population share it is the plain nested lift.
+    assert lift(flagged_bad=2, flagged_n=3, random_bad=4, random_n=10, nested=True,
+                population_share=0.3).lift == pytest.approx(
+        lift(flagged_bad=2, flagged_n=3, random_bad=4, random_n=10, nested=True).lift)

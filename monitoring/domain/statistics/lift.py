@@ -31,6 +31,7 @@ def lift(
     random_n: int,
     confidence: float = 0.95,
     nested: bool = False,
+    population_share: float | None = None,
 ) -> Lift:
     """Ratio of unfaithful shares, flagged vs random answers, with a log-ratio interval.
 
@@ -45,7 +46,14 @@ def lift(
     and its interval are the corrected ones and the interval never has zero width. The shares
     are always the raw ones. The lift is None when either group is empty or neither has an
     unfaithful answer (0/0 says nothing about a ratio).
+
+    ``population_share`` (nested only): the share of ALL answers the threshold flags, which the
+    tuner knows exactly (it counts them). The unfaithful share of all answers is then
+    post-stratified, share·p_F + (1 − share)·p_R, instead of resting on how many of the few
+    sample answers happened to be flagged.
     """
+    if population_share is not None and not (nested and 0.0 <= population_share <= 1.0):
+        raise ValueError("population_share: a share in [0, 1], for a nested lift only")
     z = z_value(confidence)
     _check_counts("flagged", flagged_bad, flagged_n)
     _check_counts("random", random_bad, random_n)
@@ -74,8 +82,10 @@ def lift(
             if rest_n:
                 rest_bad, rest_n = rest_bad + 0.5, rest_n + 1
         c, n2 = a + rest_bad, n1 + rest_n
-        p_f, p_all = a / n1, c / n2
-        share = n1 / n2
+        p_f = a / n1
+        share = n1 / n2 if population_share is None else population_share
+        p_rest = rest_bad / rest_n if rest_n else p_f
+        p_all = share * p_f + (1 - share) * p_rest
         # log p_F − log p_A with p_A = share·p_F + (1 − share)·p_R, p_F and p_R independent.
         variance = (1 / p_f - share / p_all) ** 2 * p_f * (1 - p_f) / n1
         if rest_n:
@@ -85,7 +95,7 @@ def lift(
         if a in (0, n1) or c in (0, n2):
             a, n1, c, n2 = a + 0.5, n1 + 1, c + 0.5, n2 + 1
         variance = max(0.0, 1 / a - 1 / n1 + 1 / c - 1 / n2)
-    ratio = (a / n1) / (c / n2)
+    ratio = p_f / p_all if nested else (a / n1) / (c / n2)
     spread = z * math.sqrt(variance)
     low, high = ratio * math.exp(-spread), ratio * math.exp(spread)
     return Lift(flagged_share, flagged_n, random_share, random_n, ratio, low, high, too_few)
