@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # standard module (bench/statistics.py) would otherwise stand in for it.
 sys.path[0] = str(ROOT)
 
-from monitoring.domain import logprobs, questions, sampling, tuner  # noqa: E402
-from tests.domain.test_linear_time import (  # noqa: E402
+from monitoring.domain import logprobs, questions, sampling, tuner
+from tests.domain.test_linear_time import (
     FAMILIES,
     FUNCTIONS,
     TEXT,

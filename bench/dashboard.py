@@ -45,6 +45,13 @@ the end (and an existing one replaced at the start). Exit status 0 when every pa
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/statistics.py would
+# shadow the standard library's statistics module (Django and this file import it).
+_sys.path[0] = str(_Path(__file__).resolve().parents[1])
+
 import argparse
 import hashlib
 import math

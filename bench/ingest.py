@@ -48,6 +48,13 @@ Exit status: 0 when every answer was stored exactly once (targets missed or not;
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/statistics.py would
+# shadow the standard library's statistics module (Django and this file import it).
+_sys.path[0] = str(_Path(__file__).resolve().parents[1])
+
 import argparse
 import contextlib
 import hashlib
@@ -79,8 +86,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # Plain Python (no Django): used only to precompute the rows of the direct phase off the clock.
-from monitoring.domain import logprobs as tier1  # noqa: E402
-from monitoring.domain import sampling  # noqa: E402
+from monitoring.domain import logprobs as tier1
+from monitoring.domain import sampling
 
 TARGET_SINGLE_RATE = 300.0  # answers/s, one answer a request, 8 clients
 TARGET_SINGLE_P99_MS = 50.0

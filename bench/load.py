@@ -32,6 +32,13 @@ throughput target alone is not a failure), 1 otherwise.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/statistics.py would
+# shadow the standard library's statistics module (Django and this file import it).
+_sys.path[0] = str(_Path(__file__).resolve().parents[1])
+
 import argparse
 import contextlib
 import copy
@@ -55,7 +62,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))
 import ingest  # bench/ is not a package: its directory is on sys.path
 
 OTHER_USE_CASE = "bench-other"  # exists, but the bench key may not send to it: 403

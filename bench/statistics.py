@@ -50,22 +50,22 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+import argparse
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from monitoring.domain.alarms import action_decision  # noqa: E402
-from monitoring.domain.expert_scale import ReviewSums, expert_scale  # noqa: E402
-from monitoring.domain.statistics import (  # noqa: E402
+from monitoring.domain.alarms import action_decision
+from monitoring.domain.expert_scale import ReviewSums, expert_scale
+from monitoring.domain.statistics import (
     StratumSums,
     mean_from_sums,
     pooled_mean,
 )
-from review.domain.calibration import (  # noqa: E402
+from review.domain.calibration import (
     CusumParams,
     bernoulli_cusum,
     bias_beyond_tolerance,
