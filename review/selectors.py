@@ -4,13 +4,17 @@ Which answers an expert must not see the judge's verdicts of yet is answered in
 `monitoring.selectors.answers.blind_answer_ids`, since the monitoring pages ask it."""
 
 import dataclasses
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, time
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from monitoring.models import Claim, UseCase
+from monitoring.domain.expert_scale import Rectifier, Review, rectifier
+from monitoring.models import Alarm, Answer, Claim, UseCase
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
 
@@ -131,25 +135,56 @@ def calibration_use_cases(*, user: User) -> QuerySet[UseCase]:
 class Point:
     answer_id: int
     item_id: int
-    week: str
+    week: str  # the review week (its batch's); the answer is of the week before
     manual: float
     automatic: float
     decomposition_wrong: bool
+    flagged: bool  # the answer's tier-1 flag: its stratum, however it got into the batch
 
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationData:
-    weeks: list[str]  # the window, oldest first
+    weeks: list[str]  # the window of review weeks, oldest first
     latest_week: str
     points: list[Point]  # in review order (week, then submission time)
     pairs: list[calibration.ReviewedPair]
-    weekly: dict[str, calibration.BiasSummary]
+    weekly: dict[str, calibration.BiasSummary]  # unweighted: n, MAE, shares
     rolling: calibration.BiasSummary
     kappa: calibration.Kappa
     kappa_claims: int
+    # Review week → (flagged, unflagged) answers of its source week (the week before), for
+    # the weeks with reviews: the strata the bias is weighted by.
+    sizes: dict[str, tuple[int, int]]
+    # Review week → the bias expert − judge stratified by the answers' flag: top-ups of
+    # flagged answers count with their share of the week's answers, not as a random sample.
+    weekly_bias: dict[str, Rectifier]
+    rolling_bias: Rectifier  # the same over the last ROLLING_WEEKS review weeks
+
+    def reviews(self, weeks: Sequence[str]) -> list[Review]:
+        """The reviewed answers of the given review weeks, with their strata."""
+        return _reviews(self.points, weeks)
+
+    def sizes_of(self, weeks: Sequence[str]) -> tuple[int, int]:
+        """(flagged, unflagged) answers of the source weeks of the given review weeks."""
+        return _sizes_of(self.sizes, weeks)
+
+    @property
+    def rolling_weeks(self) -> list[str]:
+        return self.weeks[-ROLLING_WEEKS:]
+
+
+def _reviews(points: Sequence[Point], weeks: Sequence[str]) -> list[Review]:
+    wanted = set(weeks)
+    return [Review(p.manual, p.automatic, p.flagged) for p in points if p.week in wanted]
+
+
+def _sizes_of(sizes: dict[str, tuple[int, int]], weeks: Sequence[str]) -> tuple[int, int]:
+    chosen = [sizes[w] for w in weeks if w in sizes]
+    return sum(f for f, _ in chosen), sum(u for _, u in chosen)
 
 
 def _latest_submissions(*, use_case: UseCase, weeks: list[str]) -> list[ReviewSubmission]:
+    # Imported reviews (import_expert_labels) sit in batches of their own and count the same.
     subs = (
         ReviewSubmission.objects.filter(
             item__batch__use_case=use_case, item__batch__week__in=weeks
@@ -166,6 +201,28 @@ def _latest_submissions(*, use_case: UseCase, weeks: list[str]) -> list[ReviewSu
     )
 
 
+def _week_start(week: str) -> datetime:
+    # As review.services bounds a batch's source week: Monday 0:00 in the site's time zone.
+    return datetime.combine(
+        batches.week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
+    )
+
+
+def source_sizes(*, use_case: UseCase, weeks: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Review week → (flagged, unflagged) answers of the use case created in its source week.
+
+    All answers count, judged or not: they are the population the reviewed ones stand for."""
+    out = {}
+    for week in weeks:
+        source = batches.shift_week(week, -1)
+        counts = Answer.objects.filter(
+            use_case=use_case, created_at__gte=_week_start(source),
+            created_at__lt=_week_start(week),
+        ).aggregate(total=Count("id"), flagged=Count("id", filter=Q(flagged=True)))
+        out[week] = (counts["flagged"], counts["total"] - counts["flagged"])
+    return out
+
+
 def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> CalibrationData:
     now = now or timezone.now()
     latest = batches.week_of(timezone.localtime(now).date())
@@ -174,9 +231,13 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
         s for s in _latest_submissions(use_case=use_case, weeks=weeks)
         if s.automatic_score is not None
     ]
+    flagged = dict(
+        Answer.objects.filter(pk__in=[s.item.answer_id for s in subs])
+        .values_list("pk", "flagged")
+    )
     points = [
         Point(s.item.answer_id, s.item_id, s.item.batch.week, s.manual_score,
-              s.automatic_score, s.decomposition_wrong)
+              s.automatic_score, s.decomposition_wrong, flagged[s.item.answer_id])
         for s in subs
     ]
     pairs = [
@@ -185,9 +246,18 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
     ]
     threshold = use_case.action_threshold
     weekly = calibration.weekly_summaries(pairs, action_threshold=threshold)
+    rolling_weeks = weeks[-ROLLING_WEEKS:]
     rolling = calibration.rolling_summary(
-        pairs, weeks=weeks[-ROLLING_WEEKS:], action_threshold=threshold
+        pairs, weeks=rolling_weeks, action_threshold=threshold
     )
+    sizes = source_sizes(use_case=use_case, weeks=sorted(set(weekly) | set(rolling_weeks)))
+    for week in weekly:
+        # A stratum has at least as many answers as reviews of them; should a count fall
+        # short (a clock at a week's edge, a flag changed after the review), the reviews set
+        # the floor rather than the page and the alarm check failing.
+        reviewed_flagged = sum(p.flagged for p in points if p.week == week)
+        sizes[week] = (max(sizes[week][0], reviewed_flagged),
+                       max(sizes[week][1], weekly[week].n - reviewed_flagged))
     kappa_weeks = set(weeks[-KAPPA_WEEKS:])
     claim_pairs, groups = _claim_pairs([s for s in subs if s.item.batch.week in kappa_weeks])
     return CalibrationData(
@@ -199,7 +269,108 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
         rolling=rolling,
         kappa=calibration.kappa_with_interval(claim_pairs, groups=groups),
         kappa_claims=len(claim_pairs),
+        sizes=sizes,
+        weekly_bias={
+            week: rectifier(sizes[week], _reviews(points, [week])) for week in weekly
+        },
+        rolling_bias=rectifier(_sizes_of(sizes, rolling_weeks),
+                               _reviews(points, rolling_weeks)),
     )
+
+
+# -- the drift CUSUM of a use case ------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftCusum:
+    """The drift CUSUM as the alarm runs it: over the reviewed pairs since its last restart,
+    with its in-control rate estimated from those of them before the watched weeks."""
+
+    params: calibration.CusumParams
+    estimated: bool  # False when any of TREUE_CUSUM_P0, _P1, _LIMIT is set
+    baseline_reviews: int  # reviews the in-control rate was estimated from
+    baseline_disagreements: int
+    restart: str | None  # the first review week watched since the last drift alarm
+    watched: list[str]  # the review weeks in which a crossing raises an alarm
+    pairs: list[calibration.ReviewedPair]  # the pairs run through the CUSUM
+    result: calibration.CusumResult
+    # Mean weeks between false alarms at the in-control rate, at REVIEWS_PER_WEEK reviews a
+    # week (the Markov chain's run length, `calibration.cusum_arl`).
+    false_alarm_weeks: float
+
+    @property
+    def crossed(self) -> int | None:
+        """Index into `pairs` of the first crossing of the limit in a watched week."""
+        watched = set(self.watched)
+        return next((i for i in self.result.alarms if self.pairs[i].week in watched), None)
+
+
+def drift_restart(*, use_case: UseCase) -> str | None:
+    """The review week the drift CUSUM starts from: the week after the latest week in which it
+    raised an alarm (cleared or not). Its reviews up to then measured a judge that has since
+    changed, and the ones that crossed the limit have been used."""
+    restarts = [
+        details.get("restart") or batches.shift_week(key.removeprefix("cusum:"), 1)
+        for key, details in Alarm.objects.filter(
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key__startswith="cusum:"
+        ).values_list("key", "details")
+    ]
+    # ISO weeks "YYYY-Www" compare as text in calendar order.
+    return max(restarts, default=None)
+
+
+def drift_cusum(
+    *, use_case: UseCase, data: CalibrationData, restart: str | None = None
+) -> DriftCusum:
+    """The drift CUSUM over `data`'s pairs from `restart` on (see `drift_restart`).
+
+    Watched are the last ROLLING_WEEKS review weeks; the in-control rate p0 is estimated from
+    the pairs since the restart in the weeks before them (`calibration.cusum_params_for`: a
+    Beta prior until there are enough), and the limit is set for CUSUM_TARGET_WEEKS weeks
+    between false alarms at 20 reviews a week. TREUE_CUSUM_P0/P1/LIMIT, when set, win over
+    the estimates (`cusum_params`)."""
+    threshold = use_case.action_threshold
+    since = [p for p in data.pairs if restart is None or p.week >= restart]
+    watched = data.rolling_weeks
+    baseline = [p for p in since if p.week < watched[0]]
+    disagreements = sum(calibration.disagrees(p, threshold) for p in baseline)
+    params, estimated = cusum_params(disagreements=disagreements, reviews=len(baseline))
+    result = calibration.bernoulli_cusum(
+        [calibration.disagrees(p, threshold) for p in since], params
+    )
+    return DriftCusum(
+        params=params, estimated=estimated, baseline_reviews=len(baseline),
+        baseline_disagreements=disagreements, restart=restart, watched=watched, pairs=since,
+        result=result,
+        false_alarm_weeks=calibration.cusum_arl(params, params.p0)
+        / calibration.REVIEWS_PER_WEEK,
+    )
+
+
+def cusum_params(*, disagreements: int, reviews: int) -> tuple[calibration.CusumParams, bool]:
+    """The CUSUM's parameters and whether they are estimated: each of TREUE_CUSUM_P0, _P1 and
+    _LIMIT that is set wins over its estimate (p1 then defaults to p0 + CUSUM_SHIFT and the
+    limit to the one for CUSUM_TARGET_WEEKS weeks between false alarms at that p0, p1)."""
+    estimate = calibration.cusum_params_for(disagreements=disagreements, reviews=reviews)
+    p0, p1, limit = (settings.TREUE_CUSUM_P0, settings.TREUE_CUSUM_P1,
+                     settings.TREUE_CUSUM_LIMIT)
+    if p0 is None and p1 is None and limit is None:
+        return estimate, True
+    p0 = estimate.p0 if p0 is None else p0
+    if p1 is None:
+        # As cusum_params_for sets it for an estimated p0.
+        p1 = round(min(0.95, p0 + calibration.CUSUM_SHIFT), 4)
+    try:
+        if limit is None:
+            limit = calibration.cusum_limit(
+                p0, p1, arl=calibration.CUSUM_TARGET_WEEKS * calibration.REVIEWS_PER_WEEK)
+        params = calibration.CusumParams(p0, p1, limit)
+    except ValueError as e:
+        raise ImproperlyConfigured(
+            f"TREUE_CUSUM_P0/P1/LIMIT: {e} (p0 = {p0}, p1 = {p1}, limit = {limit}; "
+            "an unset one is estimated for the use case)"
+        ) from e
+    return params, False
 
 
 def _claim_pairs(subs: list[ReviewSubmission]) -> tuple[list[tuple[str, str]], list[int]]:

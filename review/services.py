@@ -10,7 +10,7 @@ from datetime import datetime, time
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
@@ -320,57 +320,90 @@ def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
     return item
 
 
-def _cusum_params() -> calibration.CusumParams:
-    return calibration.CusumParams(
-        p0=settings.TREUE_CUSUM_P0, p1=settings.TREUE_CUSUM_P1, limit=settings.TREUE_CUSUM_LIMIT
-    )
-
-
 def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> list[Alarm]:
-    """Raise (or clear) the review alarms of one use case: drift, decomposition, missed review."""
+    """Raise (or clear) the review alarms of one use case: drift, decomposition, missed review.
+
+    Their messages are stored in the site's language, as they are mailed, whichever expert's
+    request (in whichever language) raised them."""
+    with translation.override(settings.LANGUAGE_CODE):
+        return _review_alarms_check(use_case=use_case, now=now)
+
+
+def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Alarm]:
     now = now or timezone.now()
     raised: list[Alarm | None] = []
     data = selectors.calibration_data(use_case=use_case, now=now)
-    threshold = use_case.action_threshold
     week = data.latest_week
-
-    # Drift, by the CUSUM over "disagrees" or by the 4-week bias.
-    cusum = calibration.bernoulli_cusum(
-        [calibration.disagrees(p, threshold) for p in data.pairs], _cusum_params()
-    )
     rolling = data.rolling
-    bias_drift = (
-        not rolling.too_few and rolling.low is not None and rolling.high is not None
-        and (rolling.low > 0 or rolling.high < 0)
-        and abs(rolling.bias) > settings.TREUE_CALIBRATION_BIAS_TOLERANCE
-    )
-    # The latest crossing names the alarm, so a drift that comes back after an alarm was
-    # handled raises a new one; a crossing older than the rolling window no longer counts.
-    crossed = data.pairs[cusum.alarms[-1]].week if cusum.alarms else None
-    recent = set(data.weeks[-selectors.ROLLING_WEEKS:])
-    cusum_drift = crossed is not None and crossed in recent
-    if cusum_drift:
+    keep: set[str] = set()  # the drift alarms that stay open
+
+    # Drift by the CUSUM over "expert and judge on different sides of the action threshold",
+    # from its last restart on. A crossing in a watched week raises an alarm that records the
+    # restart: the next review week. The next drift is measured from there, with the in-control
+    # rate estimated anew, so the reviews that raised one alarm cannot raise another.
+    restart = selectors.drift_restart(use_case=use_case)
+    while True:  # at most once per watched week: each crossing moves the restart past it
+        drift = selectors.drift_cusum(use_case=use_case, data=data, restart=restart)
+        crossing = drift.crossed
+        if crossing is None:
+            break
+        crossed = drift.pairs[crossing].week
+        restart = batches.shift_week(crossed, 1)
+        params = drift.params
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
             message=_(
                 "Kalibrierungsdrift: Prüfmodell und Fachexperten liegen seit %(week)s "
-                "auffällig oft auf verschiedenen Seiten der Handlungsschwelle (CUSUM)."
-            ) % {"week": crossed},
-            details={"cusum": cusum.current},
+                "auffällig oft auf verschiedenen Seiten der Handlungsschwelle (CUSUM: "
+                "erwartet sind hier bis %(p0).0f %% der geprüften Antworten, gewarnt wird bei "
+                "%(p1).0f %%)."
+            ) % {"week": crossed, "p0": 100 * params.p0, "p1": 100 * params.p1},
+            details={
+                "cusum": drift.result.statistic[crossing], "week": crossed,
+                "source_week": batches.shift_week(crossed, -1), "restart": restart,
+                "p0": params.p0, "p1": params.p1, "limit": params.limit,
+                "baseline_reviews": drift.baseline_reviews,
+            },
         ))
-    if bias_drift:
-        raised.append(alarm_raise(
-            use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"bias:{week}",
-            message=_(
-                "Kalibrierungsdrift: In den letzten 4 Wochen weicht die manuelle Bewertung im "
-                "Mittel um %(bias)+.2f von der automatischen ab (95-%%-Intervall %(low).2f bis "
-                "%(high).2f, n = %(n)s)."
-            ) % {"bias": rolling.bias, "low": rolling.low, "high": rolling.high, "n": rolling.n},
-            details={"bias": rolling.bias, "low": rolling.low, "high": rolling.high,
-                     "n": rolling.n},
-        ))
-    if not cusum_drift and not bias_drift:
-        alarm_clear(use_case=use_case, kind=Alarm.Kind.DRIFT)
+    # A CUSUM alarm stays open while its week is watched (the last 4 weeks).
+    keep |= {f"cusum:{w}" for w in data.rolling_weeks}
+
+    # Drift by bias: evidence that the judge's bias over the last 4 weeks lies beyond the
+    # tolerance, a one-sided test on the bias stratified by the answers' flag (flagged top-ups
+    # of a batch weighted by their share of the weeks' answers).
+    tolerance = bias_tolerance()
+    test = calibration.bias_beyond_tolerance(
+        sizes=data.sizes_of(data.rolling_weeks), reviews=data.reviews(data.rolling_weeks),
+        tolerance=tolerance,
+    )
+    if test.beyond:
+        assert test.bias is not None and test.low is not None and test.high is not None
+        # One alarm (and one mail) while the bias stays beyond the tolerance, named by the
+        # week it was first found in; a new one once it has come back and goes off again.
+        episode = Alarm.objects.filter(
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key__startswith="bias:",
+            cleared_at__isnull=True,
+        ).values_list("key", flat=True).first()
+        key = episode or f"bias:{week}"
+        keep.add(key)
+        if episode is None:
+            bound = (f"≥ {test.low:+.2f}" if test.direction == "strict"
+                     else f"≤ {test.high:+.2f}")
+            raised.append(alarm_raise(
+                use_case=use_case, kind=Alarm.Kind.DRIFT, key=key,
+                message=_(
+                    "Kalibrierungsdrift: In den letzten 4 Wochen weicht die manuelle Bewertung "
+                    "im Mittel um %(bias)+.2f von der automatischen ab (nach Stichprobe "
+                    "gewichtet, n = %(n)s); mit 95 %% Sicherheit %(bound)s, jenseits der "
+                    "Toleranz von ±%(tolerance).2f."
+                ) % {"bias": test.bias, "n": test.n, "bound": bound, "tolerance": tolerance},
+                details={"bias": test.bias, "low": test.low, "high": test.high, "n": test.n,
+                         "tolerance": tolerance, "direction": test.direction},
+            ))
+    for key in Alarm.objects.filter(
+        use_case=use_case, kind=Alarm.Kind.DRIFT, cleared_at__isnull=True
+    ).exclude(key__in=keep).values_list("key", flat=True):
+        alarm_clear(use_case=use_case, kind=Alarm.Kind.DRIFT, key=key)
 
     # Decomposition quality over the last 4 weeks.
     share = rolling.decomposition_wrong_share

@@ -220,10 +220,12 @@ def calibration(request: HttpRequest, slug: str) -> HttpResponse:
         "hover": _("Antwort {answer}"),
         "legend": _("Woche"),
     })
-    weekly = [
-        charts.WeekBias(week, s.n, s.bias, s.low, s.high, s.mae, s.too_few)
-        for week, s in data.weekly.items()
-    ]
+    # The bias stratified by the answers' flag (top-ups weighted); n, MAE and "too few" are
+    # the week's reviews as they are.
+    weekly = []
+    for week, s in data.weekly.items():
+        b = data.weekly_bias[week]
+        weekly.append(charts.WeekBias(week, s.n, b.value, b.low, b.high, s.mae, s.too_few))
     bias_chart = charts.weekly_bias_chart(weekly, labels={
         "bias": _("mittlere Abweichung (manuell − automatisch)"),
         "mae": _("mittlere absolute Abweichung"),
@@ -231,10 +233,15 @@ def calibration(request: HttpRequest, slug: str) -> HttpResponse:
         "difference": _("Abweichung"),
         "too_few": _("zu wenige Prüfungen"),
     })
+    drift = selectors.drift_cusum(
+        use_case=use_case, data=data, restart=selectors.drift_restart(use_case=use_case)
+    )
     return render(request, "review/calibration.html", {
         "use_case": use_case,
         "data": data,
-        "weekly_rows": list(reversed(data.weekly.items())),
+        "drift": drift,
+        "weekly_rows": [(week, s, data.weekly_bias[week]) for week, s in
+                        reversed(data.weekly.items())],
         "scatter": scatter,
         "bias_chart": bias_chart,
         "too_few_for_scatter": len(points) < TOO_FEW_FOR_SCATTER,

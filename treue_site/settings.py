@@ -384,13 +384,18 @@ TREUE_GENERATOR_MAX_TOKENS = envint("TREUE_GENERATOR_MAX_TOKENS", 1500)
 # Questions of one investigation at most (each costs samples + 1 calls).
 TREUE_INVESTIGATION_MAX_QUESTIONS = envint("TREUE_INVESTIGATION_MAX_QUESTIONS", 500)
 
-# Weekly review and calibration (tier 3). The CUSUM watches, per reviewed answer, whether the
-# expert and the judge fall on different sides of the action threshold. The defaults and the
-# run lengths they give are derived in review/domain/calibration.py (DEFAULT_CUSUM).
-TREUE_CUSUM_P0 = envfloat("TREUE_CUSUM_P0", 0.10)
-TREUE_CUSUM_P1 = envfloat("TREUE_CUSUM_P1", 0.30)
-TREUE_CUSUM_LIMIT = envfloat("TREUE_CUSUM_LIMIT", 6.0)
-# Drift by bias: the 4-week interval excludes 0 and |bias| exceeds this (DESIGN.md: 0.1).
+# Weekly review and calibration (tier 3). The drift CUSUM watches, per reviewed answer, whether
+# the expert and the judge fall on different sides of the action threshold. Unset (None), its
+# in-control rate p0 is estimated per use case from its own reviews, p1 = p0 + 0.2, and the
+# limit is computed for 52 weeks between false alarms at 20 reviews a week
+# (review/domain/calibration.py, cusum_params_for). Each one set here wins over its estimate.
+TREUE_CUSUM_P0 = envfloat("TREUE_CUSUM_P0", 0) if os.environ.get("TREUE_CUSUM_P0") else None
+TREUE_CUSUM_P1 = envfloat("TREUE_CUSUM_P1", 0) if os.environ.get("TREUE_CUSUM_P1") else None
+TREUE_CUSUM_LIMIT = (
+    envfloat("TREUE_CUSUM_LIMIT", 0) if os.environ.get("TREUE_CUSUM_LIMIT") else None
+)
+# Drift by bias: evidence (one-sided, 95 %) that the judge's stratified bias over the last 4
+# weeks lies beyond ± this (DESIGN.md: 0.1).
 TREUE_CALIBRATION_BIAS_TOLERANCE = envfloat("TREUE_CALIBRATION_BIAS_TOLERANCE", 0.1)
 # More than this share of reviewed answers with a wrong claim decomposition is an alarm, once
 # at least TREUE_DECOMPOSITION_MIN_REVIEWS answers were reviewed in the 4 weeks (below that,

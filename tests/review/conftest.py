@@ -83,6 +83,23 @@ class ReviewWorld:
         answer.refresh_from_db()
         return answer
 
+    def unjudged(self, prefix: str, count: int, *, week: str) -> list[Answer]:
+        """`count` unflagged answers of `week` that the sample left out: no judge run, so
+        cheap, yet part of the week's answers (the stratum sizes)."""
+        use_case = self.use_case
+        rate = use_case.sample_rate
+        # Below any hash draw that occurs among a few hundred ids; not a valid rate for the
+        # API, set on the row for these answers only.
+        UseCase.objects.filter(pk=use_case.pk).update(sample_rate=1e-9)
+        use_case.refresh_from_db()
+        try:
+            answers = [self.answer(f"{prefix}{i}", week=week) for i in range(count)]
+        finally:
+            UseCase.objects.filter(pk=use_case.pk).update(sample_rate=rate)
+            use_case.refresh_from_db()
+        assert not any(a.sampled for a in answers)
+        return answers
+
 
 @pytest.fixture
 def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:

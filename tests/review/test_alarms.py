@@ -1,6 +1,7 @@
 """Review alarms (review.services.review_alarms_check): drift by the 4-week bias and by the
 CUSUM, a decomposition that is often wrong, a missed review; stored once, mailed once to the
 use case's team leads, cleared when the condition recovers, shown on the calibration page.
+How the drift alarms weigh their evidence is in test_calibration_alarms.py.
 
 The weeks are relative to today, because the calibration figures look back from now.
 """
@@ -9,7 +10,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from django.utils import timezone
+import pytest
+from django.utils import timezone, translation
 
 from monitoring.models import Alarm
 from review import services, tasks
@@ -76,16 +78,27 @@ def test_drift_by_the_four_week_bias(
     with django_capture_on_commit_callbacks(execute=True):
         for n, item in enumerate(items, 1):
             review(item, (T,), user=w.users["expert"])
-            # The interval needs 5 reviewed answers; from then on it is the point +0.5.
-            assert len(alarms(w, Alarm.Kind.DRIFT)) == (0 if n < 5 else 1), n
+            # The test against the tolerance 0.1 (one-sided, 95 %), the reviews n of the
+            # week's 12 answers: s̃² = 0.35²/n (the floor), V = (1 − n/12)·s̃²/n·(t/z)² with
+            # t = t(0.95, n − 1). At n = 2: 0.5 − 1.645·√(0.8333·0.06125/2·14.73) = −0.51; at
+            # n = 3: 0.5 − 1.645·√(0.75·0.04083/3·3.151) = 0.205 > 0.1.
+            assert len(alarms(w, Alarm.Kind.DRIFT)) == (0 if n < 3 else 1), n
 
     drift = alarms(w, Alarm.Kind.DRIFT)
     assert len(drift) == 1
     alarm = drift[0]
     assert alarm.key == f"bias:{week}"
     assert alarm.cleared_at is None and alarm.mailed_at is not None
-    assert alarm.details == {"bias": 0.5, "low": 0.5, "high": 0.5, "n": 5}
-    assert "+0.50" in alarm.message and "n = 5" in alarm.message
+    assert alarm.details == {
+        "bias": 0.5, "low": pytest.approx(0.20498, abs=1e-5),
+        "high": pytest.approx(0.79502, abs=1e-5), "n": 3, "tolerance": 0.1,
+        "direction": "strict",
+    }
+    assert alarm.message == (
+        "Kalibrierungsdrift: In den letzten 4 Wochen weicht die manuelle Bewertung im Mittel "
+        "um +0.50 von der automatischen ab (nach Stichprobe gewichtet, n = 3); mit 95 % "
+        "Sicherheit ≥ +0.20, jenseits der Toleranz von ±0.10."
+    )
     assert not Alarm.objects.exclude(kind=Alarm.Kind.DRIFT).exists()
 
     assert len(mailoutbox) == 1
@@ -125,20 +138,28 @@ def test_drift_by_cusum(
     w = review_world
     week = services.current_week()
     # Every answer on different sides of the action threshold, alternately too strict and too
-    # lenient: the mean bias stays near 0, so only the CUSUM can see it. With p0 = 0.1,
-    # p1 = 0.3 each disagreement adds ln 3 = 1.10; the limit 6.0 is crossed by the 6th.
+    # lenient: the mean bias stays near 0, so only the CUSUM can see it. Without reviews
+    # before the watched weeks the in-control rate is the prior's cautious p0 = 0.212
+    # (p1 = 0.412, limit 4.19 for 52 weeks): each disagreement adds ln(p1/p0) = 0.664, the
+    # limit is crossed by the 7th (6 x 0.664 = 3.98). (With the fixed p0 = 0.1 of before, the
+    # 6th crossed 6.0.)
     up, down = ((U,), (G,), False), ((G,), (U,), False)
-    items = batch_of(w, [spec[0] for spec in [up, down] * 3], week=week, prefix="c")
-    manual = [spec[1] for spec in [up, down] * 3]
+    specs = [up, down] * 3 + [up]
+    items = batch_of(w, [spec[0] for spec in specs], week=week, prefix="c")
+    # The week had more answers than were reviewed: the mean bias of the 7 (1/7) is then no
+    # evidence of a bias beyond the tolerance either (reviewing every answer of a week would
+    # make their mean exact).
+    w.unjudged("cx", 13, week=shift_week(week, -1))
+    manual = [spec[1] for spec in specs]
     with django_capture_on_commit_callbacks(execute=True):
-        for item, labels in zip(items[:5], manual[:5], strict=True):
+        for item, labels in zip(items[:6], manual[:6], strict=True):
             review(item, labels, user=w.users["expert"])
-        assert alarms(w, Alarm.Kind.DRIFT) == []  # 5 x 1.10 = 5.49 < 6
-        review(items[5], manual[5], user=w.users["expert2"])
+        assert alarms(w, Alarm.Kind.DRIFT) == []
+        review(items[6], manual[6], user=w.users["expert2"])
 
     drift = alarms(w, Alarm.Kind.DRIFT)
     assert [a.key for a in drift] == [f"cusum:{week}"]
-    assert drift[0].details["cusum"] >= 6.0
+    assert drift[0].details["cusum"] >= drift[0].details["limit"] == 4.19
     assert len(mailoutbox) == 1 and "Kalibrierungsdrift" in mailoutbox[0].subject
 
 
@@ -149,16 +170,19 @@ def test_a_second_cusum_crossing_after_a_handled_alarm_raises_again(
     current = services.current_week()
     earlier = shift_week(current, -2)
     up, down = ((U,), (G,), False), ((G,), (U,), False)
-    reviewed(w, [up, down] * 3, week=earlier, prefix="e",
+    w.unjudged("ex", 13, week=shift_week(earlier, -1))
+    reviewed(w, [up, down] * 3 + [up], week=earlier, prefix="e",
              capture=django_capture_on_commit_callbacks)
     first = alarms(w, Alarm.Kind.DRIFT)
     assert [a.key for a in first] == [f"cusum:{earlier}"]
     # The team lead looked into it and cleared it by hand (as in the admin).
     Alarm.objects.filter(pk=first[0].pk).update(cleared_at=timezone.now())
 
-    # Weeks later the judge drifts again: agreement first, then six disagreements in a row.
+    # Weeks later the judge drifts again: agreement first, then seven disagreements in a row
+    # (measured from the restart, the week after the first alarm's, with the prior's p0).
     agree = ((G,), (G,), False)
-    reviewed(w, [agree] * 4 + [up, down] * 3, week=current, prefix="n",
+    w.unjudged("nx", 9, week=shift_week(current, -1))
+    reviewed(w, [agree] * 4 + [up, down] * 3 + [up], week=current, prefix="n",
              capture=django_capture_on_commit_callbacks)
 
     keys = [a.key for a in alarms(w, Alarm.Kind.DRIFT) if a.cleared_at is None]
@@ -261,3 +285,16 @@ def test_alarms_of_one_use_case_go_to_its_own_team_leads(
     assert len(mailoutbox) == 1
     assert mailoutbox[0].to == ["admin@example.org", "leitung@example.org"]
     assert not Alarm.objects.filter(use_case=w.other).exists()
+
+
+def test_alarm_messages_are_stored_in_the_sites_language(
+    review_world: ReviewWorld, django_capture_on_commit_callbacks: Any
+) -> None:
+    # An expert working in English submits the answer that raises an alarm: it is stored (and
+    # mailed, shown) in German all the same, as the team leads get every other alarm.
+    w = review_world
+    late_week = shift_week(services.current_week(), -1)
+    batch_of(w, [(G,)], week=late_week, prefix="l")
+    with translation.override("en"), django_capture_on_commit_callbacks(execute=True):
+        [alarm] = services.review_alarms_check(use_case=w.use_case)
+    assert alarm.message.startswith(f"Die Wochenprüfung {late_week} ist nicht rechtzeitig")

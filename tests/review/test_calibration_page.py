@@ -10,10 +10,14 @@ import re
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
+from django.utils import translation
 
+from monitoring.models import Answer
 from review import services
 from review.domain.batches import shift_week
+from review.domain.calibration import cusum_arl, cusum_params_for
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld
 from tests.review.test_alarms import batch_of, review, reviewed
@@ -64,6 +68,9 @@ def six(review_world: ReviewWorld, django_capture_on_commit_callbacks: Any) -> d
         ((T,), (T,), False),  # 0.5 / 0.5
         ((G,), (G,), True),  # 1.0 / 1.0, decomposition marked wrong
     ], week=current, prefix="c", capture=django_capture_on_commit_callbacks)
+    # Each source week had 3 more answers that were not reviewed: 6 reviews of 12 answers.
+    w.unjudged("px", 3, week=shift_week(previous, -1))
+    w.unjudged("cx", 3, week=previous)
     scores = [(1.0, 1.0), (0.0, 1.0), (0.5, 0.75), (1.0, 0.5), (0.5, 0.5), (1.0, 1.0)]
     return {"current": current, "previous": previous, "items": earlier + later,
             "scores": scores}
@@ -78,9 +85,13 @@ def test_numbers_shown_match_a_hand_computation(
     assert diffs == [0.0, 1.0, 0.25, -0.5, 0.0, 0.0]
     n = 6
     bias = sum(diffs) / n  # 0.125
-    sd = math.sqrt(sum((d - bias) ** 2 for d in diffs) / (n - 1))  # sqrt(1.21875 / 5)
-    half = T_975_5 * sd / math.sqrt(n)  # 0.5181
-    assert (round(bias - half, 3), round(bias + half, 3)) == (-0.393, 0.643)
+    # The bias over the 12 answers of the two weeks (all unflagged, one stratum), estimated
+    # from the 6 reviewed: s̃² with one pseudo-review 0.35 off the mean as a floor, the finite
+    # population correction 1 − 6/12, Student t with 5 degrees of freedom.
+    sq_dev = sum((d - bias) ** 2 for d in diffs)  # 1.21875
+    spread = (sq_dev + 0.35**2) / n  # 0.2235417
+    half = T_975_5 * math.sqrt((1 - 6 / 12) * spread / n)  # 2.5706 · 0.136486 = 0.3509
+    assert (round(bias - half, 3), round(bias + half, 3)) == (-0.226, 0.476)
     mae = sum(abs(d) for d in diffs) / n  # 1.75 / 6
 
     assert dd(html, "rolling-n") == "n = 6"
@@ -88,7 +99,7 @@ def test_numbers_shown_match_a_hand_computation(
         f'{de(bias)} <span class="muted">(95 %: {de(bias - half)} … {de(bias + half)})</span>'
     )
     assert dd(html, "rolling-bias") == (
-        '0,125 <span class="muted">(95 %: -0,393 … 0,643)</span>'
+        '0,125 <span class="muted">(95 %: -0,226 … 0,476)</span>'
     )
     assert de(mae) == "0,292"
     assert f"<dd>{de(mae)}</dd>" in html
@@ -187,6 +198,16 @@ def test_too_few_reviews_say_so(
     html = calibration(client)
     assert "Noch keine abgegebenen Prüfungen." in html
     assert "Erst 0 geprüfte Antworten – zu wenige Prüfungen für ein Bild." in html
+    # The drift CUSUM without a review of its own: the prior's cautious in-control rate, the
+    # limit for 52 weeks between false alarms at 20 reviews a week.
+    prior = cusum_params_for(disagreements=0, reviews=0)
+    assert (prior.p0, prior.p1, prior.limit) == (0.212, 0.412, 4.19)
+    assert cusum_arl(prior, prior.p0) / 20 == pytest.approx(52.08, abs=0.01)
+    assert dd(html, "cusum") == (
+        "üblich bis 21 %, Alarm bei 41 %; Grenze 4,19, Stand 0,00; ein Fehlalarm im Mittel "
+        "alle 52 Wochen bei 20 Prüfungen pro Woche <span class=\"muted\">(noch ohne eigene "
+        "Prüfungen vor den letzten 4 Wochen: vorsichtige Vorannahme)</span>"
+    )
 
     items = batch_of(w, [(G,), (U,), (G,)], week=services.current_week(), prefix="f")
     expert = w.users["expert"]
@@ -234,3 +255,69 @@ def test_who_may_open_the_calibration_page(
 ) -> None:
     response = login(review_world.users[who]).get(f"/review/calibration/{slug}/")
     assert response.status_code == status
+
+
+# Student t, 97.5 % quantile, 7 degrees of freedom (from a table: 2.3646).
+T_975_7 = 2.3646243
+
+
+def test_flagged_top_ups_are_weighted_in_the_weekly_bias(
+    review_world: ReviewWorld, django_capture_on_commit_callbacks: Any, login: Any
+) -> None:
+    w = review_world
+    week = services.current_week()
+    source = shift_week(week, -1)
+    w.use_case.review_batch_size = 8
+    w.use_case.save(update_fields=["review_batch_size"])
+    # The week before: 4 answers of the random sample, on which expert and judge agree; 4
+    # flagged ones outside it, which fill the batch up, the expert 0.5 above the judge on
+    # each; and 4 more unflagged answers the sample left out.
+    for i in range(4):
+        w.answer(f"r{i}", week=source, claims=[(f"Aussage r{i}.", G)])
+    flagged = [w.answer(f"f{i}", week=source, flagged=True, claims=[(f"Aussage f{i}.", U)])
+               for i in range(4)]
+    Answer.objects.filter(pk__in=[a.pk for a in flagged]).update(in_random_sample=False)
+    w.unjudged("u", 4, week=source)
+    batch = services.review_batch_create(use_case=w.use_case, week=week).batch
+    assert sorted(batch.items.values_list("stratum", flat=True)) == ["flagged"] * 4 + [
+        "random"] * 4
+    with django_capture_on_commit_callbacks(execute=True):
+        for item in batch.items.select_related("answer"):
+            review(item, (T,) if item.answer.flagged else (G,), user=w.users["expert"])
+
+    # Taken as a random sample the bias would be (4 · 0.5)/8 = 0.25. By stratum: the flagged
+    # are 4 of the week's 12 answers, so 4/12 · 0.5 + 8/12 · 0 = 0.1667. Its variance comes
+    # from the unflagged stratum alone (every flagged answer was reviewed): (8/12)² · (1 − 4/8)
+    # · s̃²/4 with s̃² = (0 + 0.35² · 4/8)/4, the floor's share of its 4 of 8 reviews.
+    bias = 4 / 12 * 0.5
+    half = T_975_7 * math.sqrt((8 / 12) ** 2 * 0.5 * (0.35**2 * 4 / 8 / 4) / 4)
+    assert (round(bias - half, 3), round(bias + half, 3)) == (0.098, 0.236)
+    html = calibration(login(w.users["lead"]))
+    rows = re.findall(r"<tr[^>]*><td>(\d{4}-W\d\d)</td><td>(\d+)</td>\s*<td>([^<]*)</td>\s*"
+                      r"<td>([^<]*)</td>", html)
+    assert rows == [(week, "8", de(bias), f"{de(bias - half)} … {de(bias + half)}")]
+    assert dd(html, "rolling-bias") == (
+        f'{de(bias)} <span class="muted">(95 %: {de(bias - half)} … {de(bias + half)})</span>'
+    )
+    line = figure(html, "bias-figure")["data"][0]
+    assert line["y"] == [pytest.approx(bias)]
+    # The definition changed; the page says so, once.
+    assert html.count("Seit Dezember 2026 ist die Abweichung (hier und oben) nach Stichprobe "
+                      "gewichtet") == 1
+
+
+def test_the_drift_figures_in_english(review_world: ReviewWorld, login: Any) -> None:
+    client = login(review_world.users["lead"])
+    client.cookies["django_language"] = "en"
+    try:
+        html = calibration(client)
+    finally:
+        # The request left English active in this thread; the next test expects German.
+        translation.activate(settings.LANGUAGE_CODE)
+    assert dd(html, "cusum") == (
+        "normal up to 21 %, alarm at 41 %; limit 4.19, now 0.00; a false alarm every 52 weeks "
+        "on average at 20 reviews a week <span class=\"muted\">(no reviews of its own before "
+        "the last 4 weeks yet: a cautious prior)</span>"
+    )
+    assert "Since December 2026 the difference (here and above) is weighted" in html
+    assert "lies beyond the tolerance ±0.1 with 95 % confidence (one-sided)" in html
