@@ -84,6 +84,8 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
             status=Answer.Status.JUDGED, current_run__isnull=False, score__isnull=False,
             anonymised_at__isnull=True,  # a batch for a week past retention: nothing to read
         )
+        # Already reviewed elsewhere (imported labels): reviewing it again would count it twice.
+        .exclude(review_items__batch__imported=True)
         .values_list("id", "in_random_sample", "current_run_id")
     )
     runs = {answer_id: run_id for answer_id, _, run_id in rows}

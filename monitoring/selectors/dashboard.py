@@ -606,8 +606,9 @@ def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[
     expert-scale correction starts again there (the judge has changed since)."""
     ends = [w.end for w in weeks]
     out: dict[int, int] = {}
+    # The CUSUM's alarms only: a bias alarm says the judge is off, not that it changed.
     rows = Alarm.objects.filter(
-        use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT,
+        use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT, key__startswith="cusum:",
         opened_at__gte=weeks[0].start, opened_at__lt=weeks[-1].end,
     ).values_list("use_case_id", "opened_at")
     for use_case_id, opened in rows:

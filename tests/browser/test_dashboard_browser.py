@@ -101,12 +101,18 @@ def test_lead_lands_on_the_overview_and_its_chart_is_drawn(
 
     chart = drawn(page.locator("#overview-chart-0"))
     data = traces(chart)
-    assert [t["role"] for t in data] == ["band", "estimate", "too_few", "threshold"]
-    estimate = data[1]
+    roles = [t["role"] for t in data]
+    assert roles[:4] == ["band", "estimate", "too_few", "threshold"]
+    assert set(roles[4:]) <= {"overlay"}, "the pooled view (and the experts' scale) on top"
+    estimate, undecided = data[1], data[2]
     assert len(estimate["x"]) == dashboard.OVERVIEW_WEEKS, "one point per week"
-    assert [y is not None for y in estimate["y"]] == [False] * 6 + [True, True]
-    # Drawn: a marker for each of the two weeks with an estimate, none for the empty ones.
-    expect(svg_trace(chart, 1).locator("path.point")).to_have_count(2)
+    shown = [a is not None or b is not None for a, b in zip(estimate["y"], undecided["y"],
+                                                              strict=True)]
+    assert shown == [False] * 6 + [True, True]
+    # Drawn: a marker for each week on the line (decided), none for the empty ones.
+    decided = sum(y is not None for y in estimate["y"])
+    assert decided >= 1
+    expect(svg_trace(chart, 1).locator("path.point")).to_have_count(decided)
     # The threshold line, dashed, at the height of 0.9.
     threshold = data[3]
     assert threshold["y"] == [0.9, 0.9]
@@ -144,13 +150,17 @@ def test_use_case_page_draws_trend_shares_and_causes(
 
     trend = drawn(page.locator("#trend-chart"))
     data = traces(trend)
-    assert [t["role"] for t in data] == ["band", "estimate", "too_few", "threshold"]
+    assert [t["role"] for t in data][:4] == ["band", "estimate", "too_few", "threshold"]
     assert data[1]["x"] == [w.label for w in world.weeks], "one point per week, 26 weeks"
-    assert data[1]["y"][-2] == pytest.approx(0.85) and data[1]["y"][-1] == 1.0
-    expect(svg_trace(trend, 1).locator("path.point")).to_have_count(2)
-    expect(svg_trace(trend, 2).locator("path.point")).to_have_count(0)
-    # The estimate's line joins the two weeks; the band is drawn around them.
-    assert len(line_height(trend, 1)) == 2
+    assert data[1]["y"][-2] == pytest.approx(0.85)
+    assert 1.0 in (data[1]["y"][-1], data[2]["y"][-1])  # on the line, or undecided (grey)
+    decided = sum(y is not None for y in data[1]["y"])
+    expect(svg_trace(trend, 1).locator("path.point")).to_have_count(decided)
+    undecided = sum(y is not None for y in data[2]["y"])
+    expect(svg_trace(trend, 2).locator("path.point")).to_have_count(undecided)
+    assert decided + undecided == 2
+    # The estimate's line joins the decided weeks; the band is drawn around both.
+    assert len(line_height(trend, 1)) == decided
     expect(svg_trace(trend, 0).locator("path.js-fill")).to_have_count(1)
     assert data[3]["y"] == [0.9, 0.9]
     heights = line_height(trend, 3)
@@ -160,7 +170,8 @@ def test_use_case_page_draws_trend_shares_and_causes(
     # down, a larger pixel height).
     assert line_height(trend, 1)[0] > heights[0]
     expect(trend.locator(".legendtext")).to_contain_text(
-        ["95-%-Intervall", "Treue (Schätzung)", "zu wenige geprüft", "Handlungsschwelle"]
+        ["95-%-Intervall", "Treue laut Prüfmodell", "unentschieden", "Handlungsschwelle",
+         "4 Wochen, Prüfmodell"]
     )
 
     shares = drawn(page.locator("#shares-chart"))

@@ -213,3 +213,12 @@ def statistics_strata(week: Any) -> list:
     unflagged = [a.score for a in rows if not a.flagged and a.score is not None]
     return [Stratum(max(week.flagged, len(flagged)), flagged, drawn=False),
             Stratum(max(week.volume - week.flagged, len(unflagged)), unflagged, drawn=True)]
+
+
+def test_an_imported_answer_is_not_drawn_into_the_weeks_own_batch(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    run(write(tmp_path, [{"external_id": "a1", "score": 0.5}]))
+    own = services.review_batch_create(use_case=review_world.use_case, week=shift_week(WEEK, 1))
+    drawn = set(own.batch.items.values_list("answer__external_id", flat=True))
+    assert "a1" not in drawn and {"a2", "a3"} <= drawn
