@@ -126,7 +126,7 @@ def precision_reading(week: WeekFigures) -> str | None:
     if p is None or p.decisive or not week.volume:
         return None
     if p.half_width is None:
-        parts = [_("Keine Schätzung für %(week)s: eine Gruppe von Antworten ohne geprüfte.")
+        parts = [_("Keine Schätzung für %(week)s: in einer Gruppe von Antworten ist keine geprüft.")
                  % {"week": week.label}]
     else:
         parts = [_(
