@@ -737,6 +737,9 @@ class Causes:
     # Each cause's association with the score, the others held fixed (weighted regression,
     # multiplicity-corrected): what a piece of advice must rest on, not a bucket's dip.
     adjusted: causes.Adjusted | None = None
+    # A cut-off chosen on half of the weeks and confirmed on the other half: a bucket picked
+    # for its dip on the same answers it is shown on proves nothing.
+    cutoff_held_out: bool = False
 
     def effect(self, name: str) -> causes.Effect | None:
         if self.adjusted is None:
@@ -804,6 +807,37 @@ def _index(value: float | None, edges: Sequence[float]) -> int | None:
     return bisect_right(edges, value)  # the edges <= value; the edges are sorted
 
 
+def _held_out_cutoff(
+    counts: Callable[..., dict[tuple[Any, bool], int]], rows: Sequence[JudgedRow],
+    threshold: float, first: int,
+) -> bool:
+    """`causes.held_out_cutoff` on the grouped counts: the cut-off is chosen on the even weeks
+    of the window and holds only if the odd weeks' answers below it are red as well. `first`:
+    the window's first week as the rows count weeks (the cells count from 0)."""
+    def even(wk: int) -> bool:
+        return wk % 2 == 0
+
+    chosen = _with_estimates(
+        causes.similarity_buckets([], edges=SIMILARITY_EDGES),
+        _grouped(counts(lambda c: c[0], even),
+                 ((_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows
+                  if even(r.week - first))),
+    )
+    cutoff = causes.similarity_cutoff(chosen, threshold)
+    if cutoff is None:
+        return False
+    index = _index(cutoff, SIMILARITY_EDGES)
+    test = _grouped(
+        counts(lambda c: c[0] is not None and c[0] < index, lambda wk: not even(wk)),
+        ((r.best_chunk_score is not None and r.best_chunk_score < cutoff, r) for r in rows
+         if not even(r.week - first)),
+    ).get(True)
+    return bool(
+        test is not None and not test.too_few
+        and statistics.traffic_light(test, threshold) == "red"
+    )
+
+
 def use_case_diagnosis(
     *, use_case: UseCase, until: datetime | date | None = None,
     judged: Sequence[JudgedRow] | None = None, usage: dict[tuple[int, int], Usage] | None = None,
@@ -831,16 +865,20 @@ def use_case_diagnosis(
             sim=_Bucket("best_chunk_score", SIMILARITY_EDGES),
             chunk_bucket=_Bucket("chunk_count", CHUNK_EDGES),
             low_p=_Bucket("min_content_probability", thresholds),
+            wk=_week_of("created_at", span),
         )
-        .values_list("sim", "chunk_bucket", "multi_part", "flagged", "low_p")
+        .values_list("sim", "chunk_bucket", "multi_part", "flagged", "low_p", "wk")
         .annotate(n=Count("*"))
         .order_by()
     )
 
-    def counts(pick: Callable[[tuple], Any]) -> dict[tuple[Any, bool], int]:
+    def counts(
+        pick: Callable[[tuple], Any], weeks: Callable[[int], bool] = lambda wk: True
+    ) -> dict[tuple[Any, bool], int]:
         out: dict[tuple[Any, bool], int] = defaultdict(int)
         for cell in cells:
-            out[pick(cell), cell[3]] += cell[5]
+            if weeks(cell[5]):
+                out[pick(cell), cell[3]] += cell[6]
         return out
 
     threshold = use_case.action_threshold
@@ -851,6 +889,7 @@ def use_case_diagnosis(
     )
     cutoff = causes.similarity_cutoff(similarity, threshold)
     passing = cutoff if cutoff is not None else DEFAULT_SIMILARITY_THRESHOLD
+    held_out = _held_out_cutoff(counts, rows, threshold, first)
     below_passing = _grouped(
         counts(lambda c: c[0] is not None and c[0] < _index(passing, SIMILARITY_EDGES)),
         ((r.best_chunk_score is not None and r.best_chunk_score < passing, r) for r in rows),
@@ -877,7 +916,7 @@ def use_case_diagnosis(
     for cell in cells:
         low_p = cell[4]
         stand_in = None if low_p is None else (thresholds[low_p - 1] if low_p else 0.0)
-        probabilities.extend([stand_in] * cell[5])
+        probabilities.extend([stand_in] * cell[6])
     sample = [(r.min_content_probability, r.score) for r in random]
     recent = [u for (_, wk), u in usage.items() if wk >= first]
     ok_runs = sum(u.succeeded_runs for u in recent)
@@ -903,10 +942,11 @@ def use_case_diagnosis(
             multi=multi.get(True, empty),
             no_passing_chunk=below_passing.get(True, empty),
             unclassified=sum(n for (key, _), n in counts(lambda c: c[2]).items() if key is None),
+            cutoff_held_out=held_out,
             adjusted=causes.adjusted_effects(
                 [(r.best_chunk_score, r.chunk_count, bool(r.multi_part), r.flagged, r.score)
                  for r in rows],
-                sizes=(sum(c[5] for c in cells if c[3]), sum(c[5] for c in cells if not c[3])),
+                sizes=(sum(c[6] for c in cells if c[3]), sum(c[6] for c in cells if not c[3])),
             ),
         ),
         worth=worth,

@@ -230,15 +230,20 @@ def similarity_reading(causes: figures.Causes, threshold: float) -> str:
         text = _(
             "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu."
         ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)}
-        if _holds(causes, "similarity", +1):
+        if _holds(causes, "similarity", +1) and causes.cutoff_held_out:
             return text + " " + _(
                 "Der Zusammenhang hält, auch bereinigt um Abschnittszahl und Frageart: Als "
                 "Schwelle im RAG-Dienst unter %(cutoff)s nicht das Modell fragen, sondern "
                 "„Weiß ich nicht“ erlauben."
             ) % {"cutoff": _num(causes.cutoff)}
+        if not _holds(causes, "similarity", +1):
+            return text + " " + _(
+                "Bereinigt um Abschnittszahl und Frageart ist der Zusammenhang nicht gesichert: "
+                "daraus folgt noch keine Schwelle."
+            )
         return text + " " + _(
-            "Bereinigt um Abschnittszahl und Frageart ist der Zusammenhang nicht gesichert: "
-            "daraus folgt noch keine Schwelle."
+            "In den übrigen Wochen bestätigt sich diese Schwelle nicht: sie könnte eine "
+            "zufällige Delle sein, daraus folgt noch keine Schwelle."
         )
     usable = [b for b in causes.similarity if _usable(b.estimate)]
     if len(usable) < 2:

@@ -130,10 +130,11 @@ class DashWorld:
         answer.refresh_from_db()
         return answer
 
-    def last_week_scenario(self, *, use_case: UseCase | None = None, prefix: str = "lw") -> None:
-        """The scenario of the module docstring, in last week."""
+    def last_week_scenario(self, *, use_case: UseCase | None = None, prefix: str = "lw",
+                           week: Any = None) -> None:
+        """The scenario of the module docstring, in last week (or `week`)."""
         use_case = use_case or self.a
-        week = self.last_week
+        week = week or self.last_week
         for i in range(10):
             self.answer(f"{prefix}-f{i}", week=week, flagged=True, use_case=use_case,
                         verdicts=[U] if i < 5 else [G, U], question=MULTI,
@@ -602,11 +603,11 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     def est(value: float) -> Any:
         return statistics.Estimate(value, value - 0.05, value + 0.05, 40, 100, (20, 20), False)
 
-    def causes_with(*effects: Effect) -> dashboard.Causes:
+    def causes_with(*effects: Effect, held_out: bool = True) -> dashboard.Causes:
         return dashboard.Causes(
             similarity=[], cutoff=0.5, similarity_threshold=0.5, chunks=[],
             single=est(0.95), multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
-            adjusted=Adjusted(effects, 200, False),
+            adjusted=Adjusted(effects, 200, False), cutoff_held_out=held_out,
         )
 
     holding = causes_with(
@@ -617,6 +618,11 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "„Weiß ich nicht“ erlauben" in views.similarity_reading(holding, 0.85)
     assert "ein Reranker ist einen Versuch wert" in views.chunks_reading(holding, 0.85)
     assert "erfindet das Modell" in views.multi_part_reading(holding)
+    # The association holds, but the cut-off chosen on half of the weeks is not confirmed on
+    # the other half: no threshold advised.
+    unconfirmed = causes_with(*holding.adjusted.effects, held_out=False)
+    reading = views.similarity_reading(unconfirmed, 0.85)
+    assert "erlauben" not in reading and "In den übrigen Wochen bestätigt sich" in reading
     # The same dips without an association that survives the correction: no advice.
     weak = causes_with(
         Effect("similarity", 0.08, -0.01, 0.17, 0.03, 0.09, False),
@@ -629,3 +635,14 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     # An association in the other direction never advises either.
     wrong_way = causes_with(Effect("chunks", 0.06, 0.02, 0.1, 0.001, 0.003, True))
     assert "Reranker" not in views.chunks_reading(wrong_way, 0.85)
+
+
+def test_a_cut_off_is_confirmed_only_by_weeks_it_was_not_chosen_on(world: DashWorld) -> None:
+    # The dip below similarity 0.5 in one week only: chosen there, not confirmed elsewhere.
+    world.last_week_scenario()
+    causes = dashboard.use_case_diagnosis(use_case=world.a).causes
+    assert causes.cutoff == 0.5 and causes.cutoff_held_out is False
+    # The same in the week before: chosen on one half of the weeks, red on the other too.
+    world.last_week_scenario(prefix="vw", week=world.weeks[-3])
+    causes = dashboard.use_case_diagnosis(use_case=world.a).causes
+    assert causes.cutoff == 0.5 and causes.cutoff_held_out is True
