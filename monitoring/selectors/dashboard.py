@@ -679,8 +679,12 @@ class OverviewRow:
 
     @property
     def light(self) -> str:
-        """The more alarming light of the two weeks."""
-        return min(self.this_week.light, self.last_week.light, key=_LIGHT_ORDER.__getitem__)
+        """The more alarming light of the two weeks; where neither week can decide (both grey:
+        a small use case), the pooled view of the weeks up to last week decides instead."""
+        weekly = min(self.this_week.light, self.last_week.light, key=_LIGHT_ORDER.__getitem__)
+        if self.this_week.light == self.last_week.light == "grey":
+            return self.last_week.pooled_light
+        return weekly
 
 
 def overview_rows(

@@ -17,6 +17,7 @@ Stratified estimate (10·0.25 + 40·1.0) / 50 = 0.85; the naive mean of the 20 j
 Flagged share 20 %. Judge calls: a decomposition plus one call per claim, 5·2 + 5·3 + 10·3 = 55.
 """
 
+import dataclasses
 import json
 import math
 import re
@@ -646,3 +647,14 @@ def test_a_cut_off_is_confirmed_only_by_weeks_it_was_not_chosen_on(world: DashWo
     world.last_week_scenario(prefix="vw", week=world.weeks[-3])
     causes = dashboard.use_case_diagnosis(use_case=world.a).causes
     assert causes.cutoff == 0.5 and causes.cutoff_held_out is True
+
+
+def test_where_no_single_week_decides_the_pooled_view_sets_the_overview_light(
+    scenario: DashWorld,
+) -> None:
+    weeks = dashboard.use_case_weeks(use_case=scenario.a, weeks=dashboard.OVERVIEW_WEEKS)
+    undecided = [dataclasses.replace(w, light="grey", pooled_light="red") for w in weeks]
+    assert dashboard.OverviewRow(scenario.a, undecided, []).light == "red"
+    # One decided week: the weeks themselves speak (the more alarming of the two).
+    one = [*undecided[:-1], dataclasses.replace(undecided[-1], light="amber")]
+    assert dashboard.OverviewRow(scenario.a, one, []).light == "amber"
