@@ -452,6 +452,8 @@ def use_case(request: HttpRequest, slug: str) -> HttpResponse:
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": figures.POOLED_CHOICES,
+        # Where neither this week nor last can decide (both grey), the pooled view leads.
+        "pooled_leads": pooled_weeks > 1 and weeks[-1].light == weeks[-2].light == "grey",
         "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
         "diagnosis": diagnosis,
         "causes": causes,

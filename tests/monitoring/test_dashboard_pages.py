@@ -658,3 +658,32 @@ def test_where_no_single_week_decides_the_pooled_view_sets_the_overview_light(
     # One decided week: the weeks themselves speak (the more alarming of the two).
     one = [*undecided[:-1], dataclasses.replace(undecided[-1], light="amber")]
     assert dashboard.OverviewRow(scenario.a, one, []).light == "amber"
+
+
+def test_where_no_single_week_decides_the_use_case_page_leads_with_the_pooled_view(
+    world: DashWorld,
+) -> None:
+    for week, prefix in ((world.last_week, "lw"), (world.this_week, "tw")):
+        (alone,), quiet = world.ids(prefix, 1, 9)
+        world.answer(alone, week=week, verdicts=[G])
+        for external_id in quiet:
+            world.answer(external_id, week=week)
+    weeks = dashboard.use_case_weeks(use_case=world.a)
+    assert weeks[-1].light == weeks[-2].light == "grey"
+    lead = client_for(world, "lead_a")
+    html = lead.get("/use-cases/auskunft/").content.decode()
+    assert html.count('data-week="pooled"') == 1
+    assert html.index('data-leads="pooled"') < html.index('data-week="this"')
+    note = text_of(re.search(r'<p class="note pooled-leads-note">(.*?)</p>', html, re.S).group(1))
+    assert note.endswith("die Hauptzahl ist die Sammelsicht über 4 Wochen.")
+    # The single-week view chosen by hand: nothing pooled to lead with.
+    html = lead.get("/use-cases/auskunft/?pooled=1").content.decode()
+    assert 'data-leads="pooled"' not in html and "pooled-leads-note" not in html
+
+
+def test_where_a_week_decides_the_weeks_lead(scenario: DashWorld) -> None:
+    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    assert "grey" not in (weeks[-1].light, weeks[-2].light) or weeks[-1].light != weeks[-2].light
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    assert 'data-leads="pooled"' not in html
+    assert html.index('data-week="this"') < html.index('data-week="pooled"')
