@@ -1,6 +1,7 @@
 """The form that sets up an investigation. Bad input becomes a form error, never a 500."""
 
 import re
+from typing import Any
 
 from django import forms
 from django.conf import settings
@@ -41,10 +42,14 @@ class InvestigationForm(forms.Form):
         help_text=_("Leer: jede Antwort mit ihrem eigenen Modell."),
     )
 
-    def __init__(self, *args: object, use_cases: list[UseCase], **kwargs: object) -> None:
+    def __init__(self, *args: Any, use_cases: list[UseCase], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["use_case"].choices = [(uc.slug, uc.name) for uc in use_cases]
-        self.fields["n"].max_value = settings.TREUE_INVESTIGATION_MAX_QUESTIONS
+        use_case_field = self.fields["use_case"]
+        assert isinstance(use_case_field, forms.ChoiceField)
+        use_case_field.choices = [(uc.slug, uc.name) for uc in use_cases]
+        n_field = self.fields["n"]
+        assert isinstance(n_field, forms.IntegerField)
+        n_field.max_value = settings.TREUE_INVESTIGATION_MAX_QUESTIONS
         self.fields["n"].validators.append(
             MaxValueValidator(settings.TREUE_INVESTIGATION_MAX_QUESTIONS)
         )
@@ -62,8 +67,9 @@ class InvestigationForm(forms.Form):
             )
         return list(dict.fromkeys(ids))
 
-    def clean(self) -> dict[str, object]:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if data.get("selection") == Investigation.Selection.CHOSEN:
             if not data.get("answers") and "answers" not in self.errors:
                 self.add_error("answers", _("Bitte Antworten im Explorer wählen oder IDs angeben."))

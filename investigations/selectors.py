@@ -302,8 +302,8 @@ def investigation_report(*, investigation: Investigation, user: User | None = No
     order = {False: 0, None: 1, True: 2}
     asked.sort(key=lambda q: (order[q.consistent], q.position))
     for q in asked:
-        q.samples_view = _samples_view(q)
-        q.blind = q.answer_id in blind
+        q.samples_view = _samples_view(q)  # type: ignore[attr-defined]  # shown by the template
+        q.blind = q.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
     threshold = investigation.use_case.action_threshold
     flag = [[0, 0], [0, 0]]
     score = [[0, 0], [0, 0]]

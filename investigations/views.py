@@ -7,7 +7,7 @@ cancel them. A use case the user may not see is a 404, the same as one that does
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -17,29 +17,30 @@ from investigations.forms import InvestigationForm
 from investigations.models import Investigation
 from monitoring import selectors as monitoring_selectors
 from monitoring.models import Answer, UseCase
+from treue_site.http import AuthenticatedRequest
 
 
-def _led_use_cases(request: HttpRequest) -> list[UseCase]:
+def _led_use_cases(request: AuthenticatedRequest) -> list[UseCase]:
     use_cases = monitoring_selectors.use_cases_for_user(user=request.user)
     if not request.user.is_staff:
         use_cases = use_cases.filter(team_leads=request.user)
     return list(use_cases.order_by("name"))
 
 
-def _investigation_or_404(request: HttpRequest, pk: int) -> Investigation:
+def _investigation_or_404(request: AuthenticatedRequest, pk: int) -> Investigation:
     investigation = selectors.investigations_for_user(user=request.user).filter(pk=pk).first()
     if investigation is None:
         raise Http404
     return investigation
 
 
-def _may_lead(request: HttpRequest, use_case: UseCase) -> bool:
+def _may_lead(request: AuthenticatedRequest, use_case: UseCase) -> bool:
     return request.user.is_staff or use_case.team_leads.filter(pk=request.user.pk).exists()
 
 
 @login_required
 @require_GET
-def investigation_list(request: HttpRequest) -> HttpResponse:
+def investigation_list(request: AuthenticatedRequest) -> HttpResponse:
     use_cases = list(monitoring_selectors.use_cases_for_user(user=request.user).order_by("name"))
     slug = request.GET.get("use_case") or ""
     use_case = next((uc for uc in use_cases if uc.slug == slug), None)
@@ -55,7 +56,7 @@ def investigation_list(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _form_data(request: HttpRequest, use_cases: list[UseCase]) -> dict[str, str] | None:
+def _form_data(request: AuthenticatedRequest, use_cases: list[UseCase]) -> dict[str, str] | None:
     """The form's input; the explorer sends its chosen answers as repeated `answers`."""
     source = request.POST if request.method == "POST" else request.GET
     if not source:
@@ -84,7 +85,7 @@ def _form_data(request: HttpRequest, use_cases: list[UseCase]) -> dict[str, str]
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def investigation_new(request: HttpRequest) -> HttpResponse:
+def investigation_new(request: AuthenticatedRequest) -> HttpResponse:
     use_cases = _led_use_cases(request)
     if not use_cases:
         return render(request, "investigations/forbidden.html", status=403)
@@ -122,7 +123,7 @@ def investigation_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def investigation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def investigation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     investigation = _investigation_or_404(request, pk)
     report = selectors.investigation_report(investigation=investigation, user=request.user)
     return render(request, "investigations/detail.html", {
@@ -135,7 +136,7 @@ def investigation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def investigation_progress(request: HttpRequest, pk: int) -> JsonResponse:
+def investigation_progress(request: AuthenticatedRequest, pk: int) -> JsonResponse:
     investigation = _investigation_or_404(request, pk)
     progress = selectors.investigation_progress(investigation=investigation)
     return JsonResponse(progress.as_dict())
@@ -143,7 +144,7 @@ def investigation_progress(request: HttpRequest, pk: int) -> JsonResponse:
 
 @login_required
 @require_POST
-def investigation_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def investigation_cancel(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     investigation = _investigation_or_404(request, pk)
     if not _may_lead(request, investigation.use_case):
         return render(request, "investigations/forbidden.html", status=403)

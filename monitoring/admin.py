@@ -8,7 +8,7 @@ Judge runs are read-only: they are the audit trail of what the judge said.
 from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.template.loader import render_to_string
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
 from monitoring import selectors, services
@@ -39,9 +39,9 @@ class UseCaseAdmin(admin.ModelAdmin):
     readonly_fields = ("expected_weekly_cost",)
 
     @admin.display(description=_("Erwartete Prüfkosten pro Woche"))
-    def expected_weekly_cost(self, obj: UseCase | None) -> str | SafeString:
+    def expected_weekly_cost(self, obj: UseCase | None) -> str:
         if obj is None or obj.pk is None:
-            return _("wird nach dem Anlegen aus den Antworten der letzten 4 Wochen geschätzt")
+            return str(_("wird nach dem Anlegen aus den Antworten der letzten 4 Wochen geschätzt"))
         html = render_to_string(
             "monitoring/_weekly_cost.html",
             {"weekly": selectors.use_case_weekly_cost(use_case=obj)},

@@ -17,7 +17,7 @@ more lenient. ``tests/monitoring/test_decoding.py`` holds it to that.
 import json
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, NotRequired, TypedDict, overload
+from typing import Annotated, Any, NotRequired, TypedDict, cast, overload
 
 import msgspec
 import numpy as np
@@ -30,6 +30,7 @@ from monitoring.schemas import (
     MAX_TOKEN_CHARS,
     MAX_TOKENS,
     CheckedTokens,
+    TokenLogprob,
 )
 
 
@@ -144,7 +145,10 @@ _batch_decoder = msgspec.json.Decoder(_Batch)
 def _logprobs(value: _Logprobs | None) -> dict[str, Any] | None:
     if value is None:
         return None
-    return {"content": None if value.content is None else CheckedTokens(value.content)}
+    if value.content is None:
+        return {"content": None}
+    # The same keys as schemas.TokenLogprob, checked by msgspec against the same rules.
+    return {"content": CheckedTokens(cast("list[TokenLogprob]", value.content))}
 
 
 def _present(struct: msgspec.Struct) -> dict[str, Any]:

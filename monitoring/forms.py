@@ -4,12 +4,14 @@ Bad input becomes a form error, never a 500.
 """
 
 import re
+from collections.abc import Iterable
 from datetime import date
+from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.models import Answer
+from monitoring.models import Answer, UseCase
 from monitoring.selectors import answers, same_model
 from monitoring.services.rescoring import same_model_reason
 
@@ -73,10 +75,12 @@ class AnswerFilterForm(forms.Form):
     )
     sort = forms.ChoiceField(label=_("Sortierung"), choices=SORT_CHOICES, required=False)
 
-    def __init__(self, *args, use_cases=(), **kwargs) -> None:
+    def __init__(self, *args: Any, use_cases: Iterable[UseCase] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["use_case"].choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
-        self.fields["cause"].choices = [("", _("alle"))] + [
+        use_case, cause = self.fields["use_case"], self.fields["cause"]
+        assert isinstance(use_case, forms.ChoiceField) and isinstance(cause, forms.ChoiceField)
+        use_case.choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
+        cause.choices = [("", _("alle"))] + [
             (c, CAUSE_LABELS[c] % {"n": answers.MANY_CHUNKS}) for c in answers.CAUSES
         ]
 
@@ -86,8 +90,9 @@ class AnswerFilterForm(forms.Form):
             return None
         return parse_iso_week(value)
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         low, high = data.get("score_min"), data.get("score_max")
         if low is not None and high is not None and low > high:
             # Neither end is applied: which of the two was mistyped is anyone's guess.

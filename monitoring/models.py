@@ -36,6 +36,10 @@ class CompactTokensField(models.BinaryField):
     """Tier 1's compact copy of an answer's tokens (a dict in Python), stored as bytes
     (logprobs.pack_compact). A JSON column cost PostgreSQL more than the rest of the row."""
 
+    # What the type checker (django-stubs) takes the attribute to hold: the unpacked dict.
+    _pyi_private_set_type: dict[str, Any] | bytes | None  # type: ignore[assignment]
+    _pyi_private_get_type: dict[str, Any] | None  # type: ignore[assignment]
+
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         return None if value is None else unpack_compact(value)
 

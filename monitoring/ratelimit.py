@@ -99,7 +99,8 @@ def _redis(cache: Any, key: str) -> Any:
     # per cache object does (redis-py clients are thread-safe, the pool is Django's).
     client = getattr(cache, "_treue_client", None)
     if client is None:
-        client = cache._treue_client = get_client(key, write=True)
+        client = get_client(key, write=True)
+        cache._treue_client = client  # type: ignore[attr-defined]  # a memo on Django's object
     return client
 
 

@@ -78,25 +78,22 @@ def check_json(value: Any, max_chars: int) -> Any:
 Text = Annotated[str, Field(strict=True), AfterValidator(check_text)]
 
 
-def _bounded(*, min_length: int | None = None, max_length: int, pattern: str | None = None) -> Any:
-    """Text with length limits. The limits come before the validator: put after it (as
-    `Annotated[Text, Field(max_length=...)]`), pydantic checks them as a generic constraint and
-    says "Value should have at least 1 item after validation" instead of naming characters."""
-    return Annotated[
-        str,
-        Field(strict=True, min_length=min_length, max_length=max_length, pattern=pattern),
-        AfterValidator(check_text),
-    ]
-
-
-ChunkText = _bounded(max_length=MAX_CHUNK_CHARS)
-ChunkId = _bounded(max_length=200)
-SourceName = _bounded(max_length=500)
-AnswerText = _bounded(max_length=MAX_ANSWER_CHARS)
-ModelName = _bounded(min_length=1, max_length=200)
-ExternalId = _bounded(min_length=1, max_length=200)
-UseCaseSlug = _bounded(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")
-QuestionText = _bounded(min_length=1, max_length=MAX_QUESTION_CHARS)
+# Text with length limits. The limits come before the validator: put after it (as
+# `Annotated[Text, Field(max_length=...)]`), pydantic checks them as a generic constraint and
+# says "Value should have at least 1 item after validation" instead of naming characters.
+_checked = AfterValidator(check_text)
+ChunkText = Annotated[str, Field(strict=True, max_length=MAX_CHUNK_CHARS), _checked]
+ChunkId = Annotated[str, Field(strict=True, max_length=200), _checked]
+SourceName = Annotated[str, Field(strict=True, max_length=500), _checked]
+AnswerText = Annotated[str, Field(strict=True, max_length=MAX_ANSWER_CHARS), _checked]
+ModelName = Annotated[str, Field(strict=True, min_length=1, max_length=200), _checked]
+ExternalId = Annotated[str, Field(strict=True, min_length=1, max_length=200), _checked]
+UseCaseSlug = Annotated[
+    str, Field(strict=True, min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$"), _checked
+]
+QuestionText = Annotated[
+    str, Field(strict=True, min_length=1, max_length=MAX_QUESTION_CHARS), _checked
+]
 
 
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]

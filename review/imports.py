@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Iterable
 from datetime import datetime, time
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -44,7 +44,7 @@ class _Refused(Exception):
 
 
 def expert_labels_import(
-    *, use_case: UseCase, reviewer: AbstractBaseUser, lines: Iterable[str]
+    *, use_case: UseCase, reviewer: User, lines: Iterable[str]
 ) -> ImportReport:
     report = ImportReport()
     for parsed in parse_lines(lines):
@@ -85,7 +85,7 @@ def _answer(line: LabelLine, use_case: UseCase) -> Answer:
     return here[0]
 
 
-def _import_line(line: LabelLine, *, use_case: UseCase, reviewer: AbstractBaseUser) -> None:
+def _import_line(line: LabelLine, *, use_case: UseCase, reviewer: User) -> None:
     answer = _answer(line, use_case)
     run = answer.current_run
     if run is None or run.status != JudgeRun.Status.SUCCEEDED or run.score is None:

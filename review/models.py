@@ -122,6 +122,11 @@ class ReviewVerdict(models.Model):
     def added(self) -> bool:
         return self.claim_id is None
 
+    @property
+    def text(self) -> str:
+        """The claim's text: the judge's claim, or the one the expert added."""
+        return self.added_text if self.claim is None else self.claim.text
+
 
 class ReviewSubmission(models.Model):
     """One submitted version of an item, never changed afterwards: the audit trail."""

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime, time
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
@@ -22,7 +23,7 @@ CALIBRATION_WEEKS = 26  # the scatter, weekly bias and CUSUM look back half a ye
 ROLLING_WEEKS = 4
 KAPPA_WEEKS = 13  # "over a quarter"
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 
 def expert_use_cases(*, user: User) -> QuerySet[UseCase]:
@@ -62,7 +63,7 @@ def next_item(*, item: ReviewItem) -> ReviewItem | None:
         .exclude(pk=item.pk).order_by("position")
     )
     after = [i for i in todo if i.position > item.position]
-    return (after or todo or [None])[0]
+    return (after or todo or [None])[0]  # type: ignore[list-item]  # None: nothing left
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,21 +95,25 @@ def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
     judge = {c.pk: c.label for c in item.judge_run.claims.all()}
     claims = [
         ComparedClaim(
-            v.position, v.added_text if v.added else v.claim.text, v.added, v.label,
+            v.position, v.text, v.added, v.label,
             None if v.added else judge.get(v.claim_id),
         )
         for v in verdicts
     ]
     manual, automatic = item.manual_score, item.judge_run.score
     threshold = item.batch.use_case.action_threshold
-    both = manual is not None and automatic is not None
+    if manual is not None and automatic is not None:
+        difference: float | None = manual - automatic
+        sides_differ = (manual < threshold) != (automatic < threshold)
+    else:
+        difference, sides_differ = None, False
     return Comparison(
         claims=claims,
         manual_score=manual,
         judge_score=automatic,
         judge_model=item.judge_run.judge_model,
-        difference=manual - automatic if both else None,
-        sides_differ=both and ((manual < threshold) != (automatic < threshold)),
+        difference=difference,
+        sides_differ=sides_differ,
     )
 
 
@@ -228,17 +233,17 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
     latest = batches.week_of(timezone.localtime(now).date())
     weeks = [batches.shift_week(latest, -k) for k in range(CALIBRATION_WEEKS - 1, -1, -1)]
     subs = [
-        s for s in _latest_submissions(use_case=use_case, weeks=weeks)
+        (s, s.automatic_score) for s in _latest_submissions(use_case=use_case, weeks=weeks)
         if s.automatic_score is not None
     ]
     flagged = dict(
-        Answer.objects.filter(pk__in=[s.item.answer_id for s in subs])
+        Answer.objects.filter(pk__in=[s.item.answer_id for s, _ in subs])
         .values_list("pk", "flagged")
     )
     points = [
         Point(s.item.answer_id, s.item_id, s.item.batch.week, s.manual_score,
-              s.automatic_score, s.decomposition_wrong, flagged[s.item.answer_id])
-        for s in subs
+              automatic, s.decomposition_wrong, flagged[s.item.answer_id])
+        for s, automatic in subs
     ]
     pairs = [
         calibration.ReviewedPair(p.manual, p.automatic, p.week, p.decomposition_wrong)
@@ -259,7 +264,7 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
         sizes[week] = (max(sizes[week][0], reviewed_flagged),
                        max(sizes[week][1], weekly[week].n - reviewed_flagged))
     kappa_weeks = set(weeks[-KAPPA_WEEKS:])
-    claim_pairs, groups = _claim_pairs([s for s in subs if s.item.batch.week in kappa_weeks])
+    claim_pairs, groups = _claim_pairs([s for s, _ in subs if s.item.batch.week in kappa_weeks])
     return CalibrationData(
         weeks=weeks,
         latest_week=latest,

@@ -290,6 +290,7 @@ def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
             raise ReviewError(_("Noch ohne Urteil: Aussage %(list)s.")
                               % {"list": ", ".join(str(p) for p in missing)})
         result = score_labels([v.label for v in verdicts])
+        assert result.score is not None  # every claim has a label, and every label scores
         now = timezone.now()
         item.version += 1
         item.status = ReviewItem.Status.SUBMITTED
@@ -305,7 +306,7 @@ def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
             verdicts=[
                 {
                     "position": v.position, "claim_id": v.claim_id,
-                    "text": v.added_text if v.added else v.claim.text,
+                    "text": v.text,
                     "label": v.label, "added": v.added,
                 }
                 for v in verdicts

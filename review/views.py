@@ -7,7 +7,7 @@ carries the judge's verdicts or score — they are not even put into the templat
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import F
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -19,11 +19,12 @@ from monitoring.models import UseCase
 from review import selectors, services
 from review.domain import charts
 from review.models import ReviewItem
+from treue_site.http import AuthenticatedRequest
 
 TOO_FEW_FOR_SCATTER = 3
 
 
-def _item_or_404(request: HttpRequest, pk: int) -> ReviewItem:
+def _item_or_404(request: AuthenticatedRequest, pk: int) -> ReviewItem:
     item = selectors.item_get_for_expert(user=request.user, pk=pk)
     if item is None:
         raise Http404
@@ -32,11 +33,11 @@ def _item_or_404(request: HttpRequest, pk: int) -> ReviewItem:
 
 @login_required
 @require_GET
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: AuthenticatedRequest) -> HttpResponse:
     batches = list(selectors.batches_for_expert(user=request.user))
     current = [b for b in batches if b.finished_at is None]
     for batch in current:
-        batch.items_list = selectors.batch_items(batch=batch)
+        batch.items_list = selectors.batch_items(batch=batch)  # type: ignore[attr-defined]  # shown by the template
     return render(request, "review/queue.html", {
         "current": current,
         "finished": [b for b in batches if b.finished_at is not None][:20],
@@ -44,7 +45,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     })
 
 
-def _wants_json(request: HttpRequest) -> bool:
+def _wants_json(request: AuthenticatedRequest) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
@@ -53,11 +54,12 @@ def _wants_json(request: HttpRequest) -> bool:
 _TEXT_FIELDS = {"comment": _lazy("Kommentar"), "new_claim": _lazy("Neue Aussage")}
 
 
-def _item_input(request: HttpRequest) -> tuple[services.ItemInput, list[str]]:
+def _item_input(request: AuthenticatedRequest) -> tuple[services.ItemInput, list[str]]:
     """The form's input, and the names of the text fields refused for holding a NUL."""
     post = request.POST
-    labels = {}
-    for key, value in post.items():
+    labels: dict[int, str] = {}
+    for key in post:
+        value = post.get(key, "")
         if key.startswith("claim-"):
             try:
                 labels[int(key.removeprefix("claim-"))] = value
@@ -94,7 +96,7 @@ def _item_url(item: ReviewItem, anchor: str = "") -> str:
 
 
 @login_required
-def item(request: HttpRequest, pk: int) -> HttpResponse:
+def item(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if request.method != "GET":
         return HttpResponse(status=405, headers={"Allow": "GET"})
     item = _item_or_404(request, pk)
@@ -125,7 +127,7 @@ def item(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def item_save(request: HttpRequest, pk: int) -> HttpResponse:
+def item_save(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     item = _item_or_404(request, pk)
     if item.status == ReviewItem.Status.SUBMITTED:
         message = _("Diese Antwort ist abgegeben. Zum Ändern zuerst „Bearbeiten“ wählen.")
@@ -162,7 +164,7 @@ def item_save(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def item_submit(request: HttpRequest, pk: int) -> HttpResponse:
+def item_submit(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     item = _item_or_404(request, pk)
     try:
         if item.status != ReviewItem.Status.SUBMITTED:
@@ -183,7 +185,7 @@ def item_submit(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def item_reopen(request: HttpRequest, pk: int) -> HttpResponse:
+def item_reopen(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     item = _item_or_404(request, pk)
     services.review_item_reopen(item=item, user=request.user)
     messages.info(request, _(
@@ -192,7 +194,7 @@ def item_reopen(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(_item_url(item))
 
 
-def _calibration_use_case(request: HttpRequest, slug: str) -> UseCase:
+def _calibration_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
     use_case = selectors.calibration_use_cases(user=request.user).filter(slug=slug).first()
     if use_case is None:
         raise Http404
@@ -201,7 +203,7 @@ def _calibration_use_case(request: HttpRequest, slug: str) -> UseCase:
 
 @login_required
 @require_GET
-def calibration(request: HttpRequest, slug: str) -> HttpResponse:
+def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = _calibration_use_case(request, slug)
     data = selectors.calibration_data(use_case=use_case)
     points = [

@@ -168,13 +168,18 @@ TIME_ZONE = "Europe/Berlin"
 USE_I18N = True
 USE_TZ = True
 
+# Found, not imported: settings stay quick to load.
+_PLOTLY = importlib.util.find_spec("plotly")
+if _PLOTLY is None or _PLOTLY.origin is None:
+    raise ImproperlyConfigured("plotly is not installed (pip install -r requirements.txt)")
+
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 # plotly.min.js is served from the installed plotly package, never from a CDN: the version the
 # figures are built with is the version the browser runs, and no page needs the internet.
 STATICFILES_DIRS = [
     BASE_DIR / "static",
-    ("vendor/plotly", Path(importlib.util.find_spec("plotly").origin).parent / "package_data"),
+    ("vendor/plotly", Path(_PLOTLY.origin).parent / "package_data"),
 ]
 WHITENOISE_USE_FINDERS = True
 

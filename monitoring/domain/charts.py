@@ -119,6 +119,19 @@ def _band(points: Sequence[Point], name: str) -> dict[str, Any]:
     }
 
 
+def _above(bar: Bar) -> float:
+    """How far the bar's interval reaches above its value (0 without one)."""
+    if bar.value is None or bar.high is None:
+        return 0.0
+    return bar.high - bar.value
+
+
+def _below(bar: Bar) -> float:
+    if bar.value is None or bar.low is None:
+        return 0.0
+    return bar.value - bar.low
+
+
 def _hover(labels: Mapping[str, str], value_format: str) -> str:
     return (
         "%{x}<br>" + labels["value"] + " %{y:" + value_format + "}"
@@ -305,8 +318,8 @@ def buckets_figure(
             "marker": {"color": [GREY if b.too_few else BLUE for b in shown]},
             "error_y": {
                 "type": "data", "symmetric": False, "color": INK, "thickness": 1,
-                "array": [(b.high - b.value) if b.high is not None else 0 for b in shown],
-                "arrayminus": [(b.value - b.low) if b.low is not None else 0 for b in shown],
+                "array": [_above(b) for b in shown],
+                "arrayminus": [_below(b) for b in shown],
             },
             "customdata": [[b.n, b.low, b.high] for b in shown],
             "hovertemplate": _hover(labels, ".2f"),

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ def segments(text: str, uncertain: Iterable[Mapping[str, Any]]) -> list[Segment]
     """
     # Offsets are checked before sorting, so that one span with an offset that is not an
     # integer cannot make the sort (and with it the whole page) fail.
-    spans = []
+    spans: list[tuple[int, int, float]] = []
     for span in uncertain:
         start, end = span.get("position"), span.get("end")
         probability = span.get("probability", 0.0)
@@ -39,7 +39,7 @@ def segments(text: str, uncertain: Iterable[Mapping[str, Any]]) -> list[Segment]
     return out
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -408,7 +408,7 @@ def _match(
             if budget < 0:
                 return None
             reading = options[index]
-            if type(reading) is bytes:
+            if isinstance(reading, bytes):
                 end = _literal(target, reading, pos)
                 candidates = [] if end is None else [end]
             else:

@@ -23,9 +23,9 @@ class ScoreResult:
     unparseable: int
 
 
-def score_labels(labels: Sequence[Label]) -> ScoreResult:
-    """Score one answer from its verdict labels, in any order."""
-    points = [LABEL_POINTS[label] for label in labels if label in LABEL_POINTS]
+def score_labels(labels: Sequence[Label | str]) -> ScoreResult:
+    """Score one answer from its verdict labels, in any order (other words are skipped)."""
+    points = [LABEL_POINTS[Label(label)] for label in labels if label in LABEL_POINTS]
     parseable = len(points)
     unparseable = len(labels) - parseable
     if not labels:

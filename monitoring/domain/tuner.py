@@ -102,8 +102,10 @@ def threshold_table(
     # with a NaN among them (no order to search in) the plain sorted list instead.
     tally = Counter(min_probabilities)
     tally.pop(None, None)
+    flaggable: list[float]
+    below: Sequence[int]
     if all(p == p for p in tally):
-        flaggable = sorted(tally)
+        flaggable = sorted(p for p in tally if p is not None)
         below = list(accumulate((tally[p] for p in flaggable), initial=0))
     else:
         flaggable = sorted(p for p in min_probabilities if p is not None)

@@ -10,7 +10,7 @@ running is left out.
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
 
@@ -44,7 +44,7 @@ def _lock(answer_id: int) -> Answer:
     return answer
 
 
-def answer_rescore(*, answer: Answer, judge_model: str, user: AbstractBaseUser) -> JudgeRun:
+def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
     """Queue one new run of `answer` with `judge_model`. Raises RescoreRefused."""
     judge_model = judge_model.strip()
     if selectors.same_model(judge_model, answer.model):
@@ -66,7 +66,7 @@ def retry_model(run: JudgeRun) -> str:
     return run.judge_model or settings.TREUE_JUDGE_MODEL
 
 
-def judge_run_retry(*, run: JudgeRun, user: AbstractBaseUser) -> JudgeRun:
+def judge_run_retry(*, run: JudgeRun, user: User) -> JudgeRun:
     """Queue a failed run again: same answer, same judge model (the one set now if the run had
     none), same trigger.
 
@@ -102,7 +102,7 @@ class FailedRetry:
     refused: int  # the answer's own model, or no judge model set
 
 
-def use_case_failed_retry(*, use_case: UseCase, user: AbstractBaseUser) -> FailedRetry:
+def use_case_failed_retry(*, use_case: UseCase, user: User) -> FailedRetry:
     """Retry every failed run of the use case that is its answer's newest, as judge_run_retry
     does one: after an outage of the judge endpoint that outlasted the retries."""
     retried = refused = 0
@@ -124,7 +124,7 @@ class WeekRescore:
 
 
 def use_case_week_rescore(
-    *, use_case: UseCase, year: int, week: int, judge_model: str, user: AbstractBaseUser
+    *, use_case: UseCase, year: int, week: int, judge_model: str, user: User
 ) -> WeekRescore:
     """Queue one run with `judge_model` per judged answer of the use case in the ISO week.
 

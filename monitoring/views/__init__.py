@@ -21,6 +21,7 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -37,6 +38,7 @@ from monitoring.models import Answer, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.selectors import health as health_selectors
 from monitoring.services import record, rescoring
+from treue_site.http import AuthenticatedRequest
 
 PAGE_SIZE = 50
 
@@ -54,14 +56,14 @@ def health(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def answer_list(request: HttpRequest) -> HttpResponse:
+def answer_list(request: AuthenticatedRequest) -> HttpResponse:
     use_cases = list(selectors.use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET or None, use_cases=use_cases)
     answers = selectors.answer_list(user=request.user, **form.filters())
     page = Paginator(answers, PAGE_SIZE).get_page(request.GET.get("page"))
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for answer in page:
-        answer.blind = answer.pk in blind
+        answer.blind = answer.pk in blind  # type: ignore[attr-defined]  # shown by the template
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -73,7 +75,7 @@ def answer_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def answer_export(request: HttpRequest) -> HttpResponse:
+def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
     """The explorer's filtered answers as CSV, streamed a batch of rows at a time.
 
     Unlike the page, which drops a bad filter and says so, an export with a bad filter is
@@ -86,7 +88,7 @@ def answer_export(request: HttpRequest) -> HttpResponse:
         if "use_case" in form.errors:
             raise Http404
         problems = "; ".join(
-            f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()
+            f"{name}: {' '.join(map(str, errors))}" for name, errors in form.errors.items()
         )
         return HttpResponseBadRequest(
             _("Ungültige Filter: %(problems)s") % {"problems": problems},
@@ -112,14 +114,14 @@ def answer_export(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _answer_or_404(request: HttpRequest, pk: int) -> Answer:
+def _answer_or_404(request: AuthenticatedRequest, pk: int) -> Answer:
     answer = selectors.answer_get_for_user(user=request.user, pk=pk)
     if answer is None:
         raise Http404
     return answer
 
 
-def _rescorable_answer(request: HttpRequest, pk: int) -> Answer:
+def _rescorable_answer(request: AuthenticatedRequest, pk: int) -> Answer:
     """The answer, if the user may see it (else 404) and rescore it (else 403)."""
     answer = _answer_or_404(request, pk)
     if not selectors.user_may_rescore(user=request.user, use_case=answer.use_case):
@@ -128,7 +130,7 @@ def _rescorable_answer(request: HttpRequest, pk: int) -> Answer:
 
 
 def _detail(
-    request: HttpRequest, answer: Answer, rescore_form: RescoreForm | None = None
+    request: AuthenticatedRequest, answer: Answer, rescore_form: RescoreForm | None = None
 ) -> HttpResponse:
     may_rescore = answer.sampled and selectors.user_may_rescore(
         user=request.user, use_case=answer.use_case
@@ -154,17 +156,17 @@ def _detail(
 
 @login_required
 @require_GET
-def answer_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def answer_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     return _detail(request, _answer_or_404(request, pk))
 
 
-def _confirm(request: HttpRequest, context: dict) -> HttpResponse:
+def _confirm(request: AuthenticatedRequest, context: dict) -> HttpResponse:
     return render(request, "monitoring/rescore_confirm.html", context)
 
 
 @login_required
 @require_POST
-def answer_rescore(request: HttpRequest, pk: int) -> HttpResponse:
+def answer_rescore(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     answer = _rescorable_answer(request, pk)
     back = reverse("monitoring:answer_detail", args=[answer.pk])
     if not answer.sampled:
@@ -201,7 +203,7 @@ def answer_rescore(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def judge_run_retry(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+def judge_run_retry(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     answer = _rescorable_answer(request, pk)
     run = answer.judge_runs.filter(pk=run_pk).first()
     if run is None:
@@ -233,14 +235,14 @@ def judge_run_retry(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
     return redirect(back + "#pruefung")
 
 
-def _use_case_or_404(request: HttpRequest, slug: str) -> UseCase:
+def _use_case_or_404(request: AuthenticatedRequest, slug: str) -> UseCase:
     use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404
     return use_case
 
 
-def _rescorable_use_case(request: HttpRequest, slug: str) -> UseCase:
+def _rescorable_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
     """The use case, if the user may see it (else 404) and rescore its answers (else 403)."""
     use_case = _use_case_or_404(request, slug)
     if not selectors.user_may_rescore(user=request.user, use_case=use_case):
@@ -249,7 +251,7 @@ def _rescorable_use_case(request: HttpRequest, slug: str) -> UseCase:
 
 
 def _judge_page(
-    request: HttpRequest, use_case: UseCase, week_form: WeekRescoreForm | None = None
+    request: AuthenticatedRequest, use_case: UseCase, week_form: WeekRescoreForm | None = None
 ) -> HttpResponse:
     may_rescore = selectors.user_may_rescore(user=request.user, use_case=use_case)
     if may_rescore and week_form is None:
@@ -260,7 +262,7 @@ def _judge_page(
     recent = list(selectors.judge_runs_recent(use_case=use_case))
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for run in recent:
-        run.blind = run.answer_id in blind
+        run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
     return render(request, "monitoring/use_case_judge.html", {
         "use_case": use_case,
         "usage": usage,
@@ -281,13 +283,13 @@ def _judge_page(
 
 @login_required
 @require_GET
-def use_case_judge(request: HttpRequest, slug: str) -> HttpResponse:
+def use_case_judge(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     return _judge_page(request, _use_case_or_404(request, slug))
 
 
 @login_required
 @require_POST
-def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
+def use_case_retry_failed(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = _rescorable_use_case(request, slug)
     result = rescoring.use_case_failed_retry(use_case=use_case, user=request.user)
     if not result.retried and not result.refused:
@@ -311,7 +313,7 @@ def use_case_retry_failed(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def use_case_rescore_week(request: HttpRequest, slug: str) -> HttpResponse:
+def use_case_rescore_week(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = _rescorable_use_case(request, slug)
     form = WeekRescoreForm(request.POST)
     if not form.is_valid():
@@ -361,7 +363,7 @@ def use_case_rescore_week(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def answer_record(request: HttpRequest, pk: int) -> HttpResponse:
+def answer_record(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Everything stored about one answer, as a JSON download (for a request under GDPR Art. 15).
 
     The same permission as the answer's page (404 for an answer of a use case the user is not

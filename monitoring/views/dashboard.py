@@ -11,7 +11,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
 from django.urls import NoReverseMatch, reverse
@@ -28,11 +28,12 @@ from monitoring.domain.statistics import Estimate
 from monitoring.selectors import dashboard as figures
 from monitoring.selectors.dashboard import WeekFigures
 from monitoring.views import answer_list
+from treue_site.http import AuthenticatedRequest
 
 
 @login_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthenticatedRequest) -> HttpResponse:
     """Team leads and staff land on the overview, everyone else on the answer list.
 
     The list is served here directly rather than redirected to: "/" was its address, so old
@@ -165,13 +166,12 @@ def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
 
 def similarity_label(bucket: Bucket) -> str:
     """The bucket's range in the page's number format ("0,5–0,6"; the domain writes "0.5")."""
-    if bucket.low is None and bucket.high is None:
-        return _("keine Angabe")
-    if bucket.low is None:
-        return f"< {formats.number_format(bucket.high)}"
-    if bucket.high is None:
-        return f"≥ {formats.number_format(bucket.low)}"
-    return f"{formats.number_format(bucket.low)}–{formats.number_format(bucket.high)}"
+    low, high = bucket.low, bucket.high
+    if low is None:
+        return _("keine Angabe") if high is None else f"< {formats.number_format(high)}"
+    if high is None:
+        return f"≥ {formats.number_format(low)}"
+    return f"{formats.number_format(low)}–{formats.number_format(high)}"
 
 
 def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
@@ -193,13 +193,13 @@ def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
 # --- readings in words ---------------------------------------------------------------------------
 
 
-def _num(value: float, digits: int = 2) -> str:
+def _num(value: float | None, digits: int = 2) -> str:
     # floatformat, as in the templates: localized (decimal comma in German), rounded alike.
-    return floatformat(value, digits)
+    return "–" if value is None else floatformat(value, digits)
 
 
-def _percent(value: float) -> str:
-    return floatformat(value * 100, 0)
+def _percent(value: float | None) -> str:
+    return "–" if value is None else floatformat(value * 100, 0)
 
 
 def _usable(estimate: Estimate) -> bool:
@@ -400,12 +400,18 @@ def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
 
 @login_required
 @require_GET
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: AuthenticatedRequest) -> HttpResponse:
     rows = figures.overview_rows(user=request.user)
     for i, row in enumerate(rows):
-        row.chart_id, row.data_id = f"overview-chart-{i}", f"overview-figure-{i}"
-        row.figure = trend_chart(row.weeks, row.use_case.action_threshold, compact=True)
-        row.precision = precision_reading(row.this_week) or precision_reading(row.last_week)
+        # What the template shows beside the row's figures: its chart and precision sentence.
+        row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]
+        row.data_id = f"overview-figure-{i}"  # type: ignore[attr-defined]
+        row.figure = trend_chart(  # type: ignore[attr-defined]
+            row.weeks, row.use_case.action_threshold, compact=True
+        )
+        row.precision = (  # type: ignore[attr-defined]
+            precision_reading(row.this_week) or precision_reading(row.last_week)
+        )
     return render(request, "monitoring/overview.html", {
         "rows": rows,
         "weeks": figures.OVERVIEW_WEEKS,
@@ -423,7 +429,7 @@ def _calibration_url(slug: str) -> str | None:
 
 @login_required
 @require_GET
-def use_case(request: HttpRequest, slug: str) -> HttpResponse:
+def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404

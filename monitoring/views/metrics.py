@@ -186,8 +186,8 @@ class TreueCollector:
             "treue_judge_queue_runs", "Judge runs waiting for a worker (pending) or running",
             labels=["status"],
         )
-        for status in metric_selectors.OPEN_RUN_STATUSES:
-            runs.add_metric([status], queue.runs.get(status, 0))
+        for run_status in metric_selectors.OPEN_RUN_STATUSES:
+            runs.add_metric([run_status], queue.runs.get(run_status, 0))
         yield runs
 
         oldest = GaugeMetricFamily(

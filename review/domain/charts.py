@@ -121,8 +121,8 @@ def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) ->
         marker={"color": ["#999" if r.too_few else "#1f77b4" for r in shown], "size": 9},
         error_y={
             "type": "data", "symmetric": False,
-            "array": [(r.high - r.bias) if _has_interval(r) else 0 for r in shown],
-            "arrayminus": [(r.bias - r.low) if _has_interval(r) else 0 for r in shown],
+            "array": [_reach(r)[1] for r in shown],
+            "arrayminus": [_reach(r)[0] for r in shown],
             "color": "#1f77b4",
         },
         text=[f"n = {r.n}" + (f" · {labels['too_few']}" if r.too_few else "") for r in shown],
@@ -147,5 +147,8 @@ def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) ->
     return fig.to_plotly_json()
 
 
-def _has_interval(row: WeekBias) -> bool:
-    return not row.too_few and row.low is not None and row.high is not None
+def _reach(row: WeekBias) -> tuple[float, float]:
+    """How far the interval reaches below and above the bias (0, 0 where none is drawn)."""
+    if row.too_few or row.bias is None or row.low is None or row.high is None:
+        return 0.0, 0.0
+    return row.bias - row.low, row.high - row.bias

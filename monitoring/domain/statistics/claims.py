@@ -34,7 +34,8 @@ def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> 
     """
     cells = []
     for s in strata:
-        points, claims = [], []
+        points: list[float] = []
+        claims: list[float] = []
         for a, m in s.answers:
             if not (isinstance(m, Integral) and m >= 0):
                 raise ValueError(f"number of claims must be an integer of at least 0, not {m!r}")

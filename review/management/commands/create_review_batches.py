@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from review import services
@@ -20,7 +22,7 @@ class Command(BaseCommand):
                  "answers, so the batch is drawn from all of them",
         )
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: Any, **opts: Any) -> None:
         given = opts.get("week")
         if given is None:
             week = services.current_week()
