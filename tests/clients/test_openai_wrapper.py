@@ -102,6 +102,36 @@ def test_the_callers_top_logprobs_and_logprobs_false_stand(
     assert statuses == ["none", "ok"]
 
 
+def test_the_question_external_id_and_metadata_can_be_given_per_call(
+    make_client: Any, openai_server: FakeOpenAIServer
+) -> None:
+    client = make_client()
+    wrapped = instrument(llm(openai_server), client)
+
+    wrapped.chat.completions.create(
+        model="m", messages=MESSAGES, treue_chunks=CHUNKS, treue_question="Wie oft prüfen?",
+        treue_external_id="chat-41/turn-3", treue_metadata={"tenant": "nord", "turn": 3},
+    )
+
+    sent = openai_server.requests[-1]
+    assert not [name for name in sent if name.startswith("treue_")]
+    assert client.flush(10)
+    stored = only_answer()
+    # The question as the user asked it, not the prompt with the passages in it.
+    assert stored.question == "Wie oft prüfen?"
+    assert stored.external_id == "chat-41/turn-3"
+    assert stored.metadata == {"tenant": "nord", "turn": 3}
+    assert stored.messages == MESSAGES
+
+    # Sent again under the same id: recognised as the same answer, not stored twice.
+    wrapped.chat.completions.create(
+        model="m", messages=MESSAGES, treue_chunks=CHUNKS, treue_question="Wie oft prüfen?",
+        treue_external_id="chat-41/turn-3", treue_metadata={"tenant": "nord", "turn": 3},
+    )
+    assert client.flush(10)
+    assert Answer.objects.count() == 1
+
+
 def test_async_client(make_client: Any, openai_server: FakeOpenAIServer) -> None:
     client = make_client()
     seen: list[dict[str, Any]] = []
@@ -116,7 +146,13 @@ def test_async_client(make_client: Any, openai_server: FakeOpenAIServer) -> None
         )
         instrument(async_llm, client, chunks_from=chunks_from)
         return await asyncio.gather(
-            *(async_llm.chat.completions.create(model="m", messages=MESSAGES) for _ in range(3))
+            *(
+                async_llm.chat.completions.create(
+                    model="m", messages=MESSAGES, treue_question="Wie oft?",
+                    treue_metadata={"call": i},
+                )
+                for i in range(3)
+            )
         )
 
     completions = asyncio.run(main())
@@ -129,6 +165,8 @@ def test_async_client(make_client: Any, openai_server: FakeOpenAIServer) -> None
     content = completions[0].choices[0].logprobs.content
     assert stored.token_data["lp"] == [t.logprob for t in content]
     assert stored.chunks.get().text == "Prüfintervall: 5 Jahre."
+    assert set(Answer.objects.values_list("question", flat=True)) == {"Wie oft?"}
+    assert sorted(a.metadata["call"] for a in Answer.objects.all()) == [0, 1, 2]
 
 
 def test_a_provider_that_rejects_logprobs_is_asked_again_without(
@@ -249,4 +287,5 @@ def test_the_example_runs_and_its_answer_arrives(
     assert done.stdout.strip() == only_answer().text
     assert "'sent': 1" in done.stderr
     assert only_answer().chunks.count() == 2
-    assert "treue_chunks" not in openai_server.requests[0]
+    assert only_answer().question == "Wie oft wird der Behälter geprüft?"
+    assert not [name for name in openai_server.requests[0] if name.startswith("treue_")]

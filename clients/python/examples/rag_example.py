@@ -51,9 +51,10 @@ def main() -> None:
             {"role": "system", "content": "Answer only from the sources."},
             {"role": "user", "content": f"Sources:\n{sources}\n\nQuestion: {question}"},
         ],
-        # Optional: the retrieved chunks, shown next to the answer in Treue (removed before
-        # the request goes to the model).
+        # Optional: the retrieved chunks, shown next to the answer in Treue, and the question
+        # as the user asked it (without the sources); removed before the request goes out.
         treue_chunks=chunks,
+        treue_question=question,
     )
     print(completion.choices[0].message.content)
     # Answers are sent in the background; the client flushes at interpreter exit by itself.

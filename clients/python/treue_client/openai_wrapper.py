@@ -21,9 +21,15 @@ from treue_client.client import TreueClient
 
 logger = logging.getLogger("treue_client")
 
-# The extra keyword a caller may pass to create() to name the retrieved chunks; removed before
-# the call reaches the SDK.
+# The extra keywords a caller may pass to create() to describe the answer for Treue: the
+# retrieved chunks, the question as the user asked it (without the passages the prompt adds),
+# the answer's own id in the caller's system and metadata. Removed before the call reaches the
+# SDK.
 CHUNKS_KWARG = "treue_chunks"
+QUESTION_KWARG = "treue_question"
+EXTERNAL_ID_KWARG = "treue_external_id"
+METADATA_KWARG = "treue_metadata"
+_TREUE_KWARGS = (CHUNKS_KWARG, QUESTION_KWARG, EXTERNAL_ID_KWARG, METADATA_KWARG)
 _WRAPPED = "__treue_wrapped__"
 
 
@@ -38,7 +44,10 @@ def instrument(
 
     ``chunks_from(messages=..., kwargs=...)`` returns the retrieved chunks for a call (dicts
     ``{text, id?, score?, source?}`` or strings); a ``treue_chunks=[...]`` argument to
-    ``create()`` does the same for one call and wins. Returns ``openai_client``.
+    ``create()`` does the same for one call and wins. ``create()`` also takes
+    ``treue_question=`` (the question as the user asked it; default: the last user message,
+    which often carries the passages too), ``treue_external_id=`` (your id for the answer, so a
+    resend is recognised) and ``treue_metadata={...}``. Returns ``openai_client``.
     """
     completions = openai_client.chat.completions
     original = completions.create
@@ -50,7 +59,7 @@ def instrument(
 
         @functools.wraps(original)
         async def create_async(*args: Any, **kwargs: Any) -> Any:
-            chunks = kwargs.pop(CHUNKS_KWARG, None)
+            treue = _pop_treue_kwargs(kwargs)
             if kwargs.get("stream"):
                 return await original(*args, **kwargs)
             added = _ask_for_logprobs(kwargs)
@@ -61,7 +70,7 @@ def instrument(
                     raise
                 del kwargs["logprobs"]
                 completion = await original(*args, **kwargs)
-            recorder.record(completion, kwargs, chunks)
+            recorder.record(completion, kwargs, treue)
             return completion
 
         setattr(create_async, _WRAPPED, True)
@@ -70,7 +79,7 @@ def instrument(
 
         @functools.wraps(original)
         def create(*args: Any, **kwargs: Any) -> Any:
-            chunks = kwargs.pop(CHUNKS_KWARG, None)
+            treue = _pop_treue_kwargs(kwargs)
             if kwargs.get("stream"):
                 return original(*args, **kwargs)
             added = _ask_for_logprobs(kwargs)
@@ -81,7 +90,7 @@ def instrument(
                     raise
                 del kwargs["logprobs"]
                 completion = original(*args, **kwargs)
-            recorder.record(completion, kwargs, chunks)
+            recorder.record(completion, kwargs, treue)
             return completion
 
         setattr(create, _WRAPPED, True)
@@ -100,23 +109,27 @@ class _Recorder:
         self.use_case = use_case
         self.chunks_from = chunks_from
 
-    def record(self, completion: Any, kwargs: dict[str, Any], chunks: Any) -> None:
+    def record(self, completion: Any, kwargs: dict[str, Any], treue: dict[str, Any]) -> None:
         try:
             messages = [_plain(m) for m in kwargs.get("messages") or ()]
+            chunks = treue.get(CHUNKS_KWARG)
             if chunks is None and self.chunks_from is not None:
                 chunks = self.chunks_from(messages=messages, kwargs=kwargs)
             choice = completion.choices[0]
             logprobs = getattr(choice, "logprobs", None)
             if logprobs is not None and hasattr(logprobs, "model_dump"):
                 logprobs = logprobs.model_dump()
+            question = treue.get(QUESTION_KWARG)
             self.treue.record(
-                question=_last_user_text(messages),
+                question=question if question is not None else _last_user_text(messages),
                 answer=choice.message.content,
                 chunks=chunks,
                 model=completion.model,
                 logprobs=logprobs,
                 messages=messages,
                 use_case=self.use_case,
+                external_id=treue.get(EXTERNAL_ID_KWARG),
+                metadata=treue.get(METADATA_KWARG),
             )
         except Exception:
             # Lost, but not silently: counted with the answers the client could not read. Both
@@ -125,6 +138,11 @@ class _Recorder:
                 self.treue._count("rejected")
             with contextlib.suppress(Exception):
                 logger.exception("treue: could not record a chat completion")
+
+
+def _pop_treue_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take Treue's own keywords out of a create() call's keywords (the SDK refuses them)."""
+    return {name: kwargs.pop(name) for name in _TREUE_KWARGS if name in kwargs}
 
 
 def _ask_for_logprobs(kwargs: dict[str, Any]) -> bool:
