@@ -4,10 +4,6 @@ Rescoring spends judge calls, so it takes two POSTs: the first validates the for
 confirmation with the expected calls and cost, the second (with `confirm`) queues the runs.
 """
 
-import csv
-import io
-from collections.abc import Iterator
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -32,6 +28,7 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from monitoring import selectors
 from monitoring.demo import DEMO_JUDGE_MODEL
+from monitoring.domain.csv_export import DIALECTS, csv_chunks
 from monitoring.domain.highlight import segments
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
 from monitoring.models import Answer, UseCase
@@ -94,21 +91,19 @@ def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
             _("Ungültige Filter: %(problems)s") % {"problems": problems},
             content_type="text/plain; charset=utf-8",
         )
+    dialect = request.GET.get("dialect") or "standard"
+    if dialect not in DIALECTS:
+        return HttpResponseBadRequest(
+            _("Unbekanntes CSV-Format „%(dialect)s“; möglich: %(known)s.")
+            % {"dialect": dialect, "known": ", ".join(DIALECTS)},
+            content_type="text/plain; charset=utf-8",
+        )
     rows = answer_selectors.answer_export_rows(user=request.user, **form.filters())
-
-    def lines() -> Iterator[str]:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(answer_selectors.EXPORT_HEADER)
-        for n, row in enumerate(rows, start=1):
-            writer.writerow(row)
-            if n % answer_selectors.EXPORT_CHUNK_SIZE == 0:
-                yield buffer.getvalue()
-                buffer.seek(0)
-                buffer.truncate()
-        yield buffer.getvalue()
-
-    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    lines = csv_chunks(
+        answer_selectors.EXPORT_HEADER, rows, dialect=dialect,
+        rows_per_chunk=answer_selectors.EXPORT_CHUNK_SIZE,
+    )
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     filename = f"treue-answers-{timezone.localdate().isoformat()}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

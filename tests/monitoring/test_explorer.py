@@ -223,6 +223,37 @@ def test_export_holds_exactly_the_filtered_answers(
     assert set(ids) == set(pks(world, expected))
 
 
+def test_the_excel_de_export_is_the_same_table_in_german_excels_dialect(
+    lead_client: Client, world: dict[str, Answer]
+) -> None:
+    standard = parse_csv(lead_client.get(export_url()))
+    response = lead_client.get(export_url(), {"dialect": "excel-de"})
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content).decode("utf-8")
+    assert body.startswith("\ufeff" + ";".join(HEADER))
+    german = list(csv.reader(io.StringIO(body[1:], newline=""), delimiter=";"))
+    assert len(german) == len(standard) > 2
+    decimals = {HEADER.index(n) for n in ("inclusion_probability", "score", "best_chunk_score")}
+    commas = 0
+    for plain, de in zip(standard[1:], german[1:], strict=True):
+        for column, (a, b) in enumerate(zip(plain, de, strict=True)):
+            if column in decimals and a:
+                assert b == a.replace(".", ",")
+                commas += "," in b
+            else:  # text (answers with full stops in them), ids, times, flags: unchanged
+                assert b == a
+    assert commas >= 4
+
+
+def test_an_unknown_export_dialect_is_a_400_that_names_the_known_ones(
+    lead_client: Client, world: dict[str, Answer]
+) -> None:
+    response = lead_client.get(export_url(), {"dialect": "lotus"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "lotus" in body and "excel-de" in body and "standard" in body
+
+
 # --- sort ------------------------------------------------------------------------------------
 
 NEWEST_FIRST = ["notsamp", "queued", "abst", "bad", "mid", "good", "failed"]
