@@ -25,9 +25,9 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from investigations.domain import consistency
 from investigations.models import Investigation, Question
 from investigations.selectors import Plan, model_prices, price_of
-from monitoring.domain import consistency
 from monitoring.domain.judging import CallResult
 from monitoring.judge_client import (
     GeneratorClient,

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from investigations.domain.consistency import prompt as consistency_prompts
 from monitoring.demo import (
     DEMO_JUDGE_MODEL,
     answer_logprobs,
@@ -67,7 +68,6 @@ from monitoring.demo import (
     synthetic_logprobs,
 )
 from monitoring.domain import judge_prompt as prompts
-from monitoring.domain.consistency import prompt as consistency_prompts
 from monitoring.domain.judge_parse import LABEL_POINTS, Label, parse_claims
 from monitoring.domain.scoring import score_labels
 

@@ -1,11 +1,11 @@
-"""Self-consistency (monitoring.domain.consistency): values, comparison, verdict."""
+"""Self-consistency (investigations.domain.consistency): values, comparison, verdict."""
 
 import random
 
 import pytest
 
-from monitoring.domain import consistency
-from monitoring.domain.consistency import (
+from investigations.domain import consistency
+from investigations.domain.consistency import (
     Comparison,
     ContradictionReply,
     Value,

@@ -1,12 +1,12 @@
-"""The self-consistency judge wording and its parsing (monitoring.domain.consistency.prompt)."""
+"""The self-consistency judge wording and its parsing (investigations.domain.consistency.prompt)."""
 
 import hashlib
 import json
 
 import pytest
 
-from monitoring.domain.consistency import prompt
-from monitoring.domain.consistency.prompt import (
+from investigations.domain.consistency import prompt
+from investigations.domain.consistency.prompt import (
     MAX_REASON_CHARS,
     PROMPT_TEXTS,
     PROMPT_VERSION,

@@ -6,7 +6,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOMAIN_DIRS = [ROOT / "monitoring" / "domain", ROOT / "review" / "domain"]
+DOMAIN_DIRS = [
+    ROOT / "monitoring" / "domain",
+    ROOT / "review" / "domain",
+    ROOT / "investigations" / "domain",
+]
 FORBIDDEN = {"django", "openai"}
 
 

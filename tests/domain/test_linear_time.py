@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
+from investigations.domain import consistency
+from investigations.domain.consistency import values as consistency_values
 from monitoring.domain import (
-    consistency,
     highlight,
     judge_parse,
     judging,
@@ -36,7 +37,6 @@ from monitoring.domain import (
     questions,
     sampling,
 )
-from monitoring.domain.consistency import values as consistency_values
 from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
 from monitoring.domain.tuner import min_content_probability
 from review.domain.batches import parse_week

@@ -18,6 +18,7 @@ import openai
 import pytest
 from django.test import override_settings
 
+from investigations.domain import consistency
 from monitoring import services
 from monitoring.demo import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from monitoring.demo import demo_messages as demo_messages_for
@@ -29,7 +30,6 @@ from monitoring.demo_judge import (
     load_answers,
     vary,
 )
-from monitoring.domain import consistency
 from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.domain.judge_prompt import (
     decompose_messages,

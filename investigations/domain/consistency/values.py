@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from monitoring.domain.consistency.vocabulary import (
+from investigations.domain.consistency.vocabulary import (
     _ARTICLES,
     _CURRENCY_CODES,
     _DAY,
@@ -210,7 +210,9 @@ def _frequencies(text: str, language: str):
             n = 2.0 if m["other"] else _number(m["n"], language) if m["n"] else 1.0
             period = None if n is None else n * _UNITS[m["unit"]][1]
         elif m["times"]:
-            times = {"once": 1, "twice": 2, "thrice": 3, "doppelt": 2}.get(m["times"].lower())
+            times: float | None = {"once": 1, "twice": 2, "thrice": 3, "doppelt": 2}.get(
+                m["times"].lower()
+            )
             if times is None:
                 times = _number(m["tn"], language)
             base = _UNITS[m["punit"]][1] if m["punit"] else _adverb_period(m["padv"])
@@ -337,7 +339,9 @@ def _company_names(text: str):
     while (start := _CAP_START.search(text, pos)) is not None:
         m = _NAMES[0].match(text, start.start())
         if m is None:
-            pos = _CAP_RUN.match(text, start.start()).end()
+            run = _CAP_RUN.match(text, start.start())
+            assert run is not None  # it starts at the capital, itself a word character
+            pos = run.end()
             continue
         yield m
         pos = m.end()

@@ -41,10 +41,10 @@ qualifiers ("mindestens", "ca.", "up to") are not read, so "ca. 4 Wochen" and "e
 Layout: ``values`` reads the values out of a sample (``extract_values``), with the units and
 number words in ``vocabulary``; ``compare`` applies the rule above and decides the verdict;
 ``prompt`` holds the judge's wording and parses its reply. The public API is re-exported here:
-callers import ``from monitoring.domain import consistency`` and use ``consistency.X``.
+callers import ``from investigations.domain import consistency`` and use ``consistency.X``.
 """
 
-from monitoring.domain.consistency.compare import (
+from investigations.domain.consistency.compare import (
     REL_TOL,
     Comparison,
     Verdict,
@@ -52,14 +52,14 @@ from monitoring.domain.consistency.compare import (
     decide,
     needs_judge,
 )
-from monitoring.domain.consistency.prompt import (
+from investigations.domain.consistency.prompt import (
     PROMPT_VERSION,
     ContradictionReply,
     contradiction_messages,
     contradiction_retry_messages,
     parse_contradiction,
 )
-from monitoring.domain.consistency.values import Value, extract_values
+from investigations.domain.consistency.values import Value, extract_values
 
 __all__ = [
     "PROMPT_VERSION",

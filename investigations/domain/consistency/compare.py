@@ -12,8 +12,8 @@ once, and whether two samples share a value is found by a sweep over their sorte
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from monitoring.domain.consistency.prompt import ContradictionReply
-from monitoring.domain.consistency.values import Value, extract_values
+from investigations.domain.consistency.prompt import ContradictionReply
+from investigations.domain.consistency.values import Value, extract_values
 
 REL_TOL = 1e-9
 

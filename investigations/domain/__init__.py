@@ -1,0 +1,1 @@
+"""Investigations' plain-Python domain: no Django, no openai (see STYLE.md)."""
