@@ -22,7 +22,8 @@ export DEBUG=True
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+# The lock (scripts/lock.sh) pins every package, dependencies included, with its hashes.
+.venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes -r requirements.lock
 
 mkdir -p var
 judge="" worker="" web="" batcher="" reviews=""

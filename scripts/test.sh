@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
-.venv/bin/python -m pip install -q --disable-pip-version-check ./clients/python
+.venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes \
+  -r requirements-dev.lock
+# The Python client's own dependencies (httpx, openai) are in the lock already.
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-deps ./clients/python
 
 # Browser tests drive Debian's chromium; Playwright never downloads a browser of its own.
 if [ ! -x /usr/bin/chromium ]; then
