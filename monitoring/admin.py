@@ -14,7 +14,6 @@ from django.utils.translation import gettext_lazy as _
 from monitoring import selectors, services
 from monitoring.domain import keys
 from monitoring.models import (
-    Alarm,
     Answer,
     Chunk,
     Claim,
@@ -163,17 +162,3 @@ class JudgeRunAdmin(admin.ModelAdmin):
 class JudgePriceAdmin(admin.ModelAdmin):
     list_display = ("judge_model", "prompt_per_1k", "completion_per_1k", "currency")
     search_fields = ("judge_model",)
-
-
-@admin.register(Alarm)
-class AlarmAdmin(admin.ModelAdmin):
-    """Alarms are raised by the checks; a person may only mark one as done (cleared)."""
-
-    list_display = ("use_case", "kind", "key", "opened_at", "cleared_at", "mailed_at")
-    list_filter = ("kind", "use_case")
-    readonly_fields = ("use_case", "kind", "key", "message", "details", "opened_at", "mailed_at")
-    fields = ("use_case", "kind", "key", "message", "details", "opened_at", "mailed_at",
-              "cleared_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

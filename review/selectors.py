@@ -14,8 +14,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from alarms.models import Alarm
 from monitoring.domain.expert_scale import Rectifier, Review, rectifier
-from monitoring.models import Alarm, Answer, Claim, UseCase
+from monitoring.models import Answer, Claim, UseCase
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
 

@@ -14,9 +14,10 @@ from django.utils import timezone, translation
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
+from alarms.models import Alarm
+from alarms.services import alarm_clear, alarm_raise
 from monitoring.domain.scoring import score_labels
-from monitoring.models import Alarm, Answer, UseCase
-from monitoring.services.alarms import alarm_clear, alarm_raise
+from monitoring.models import Answer, UseCase
 from review import selectors
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict

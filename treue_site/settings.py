@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "monitoring",
+    "alarms",
     "review",
     "investigations",
     # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.

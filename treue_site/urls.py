@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from monitoring import views
 from monitoring.api import api
@@ -13,6 +14,11 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
+    # Alarms had their admin list under monitoring before they got their own app.
+    re_path(
+        r"^admin/monitoring/alarm/(?P<rest>.*)$",
+        RedirectView.as_view(url="/admin/alarms/alarm/%(rest)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("review/", include("review.urls")),
     path("investigations/", include("investigations.urls")),

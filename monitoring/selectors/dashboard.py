@@ -46,10 +46,11 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from alarms.models import Alarm
 from monitoring.domain import causes, cost, statistics, tuner
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
 from monitoring.domain.statistics import Estimate, Lift, Precision, Stratum
-from monitoring.models import Alarm, Answer, Claim, JudgePrice, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
 from monitoring.selectors.judging import iso_week_bounds
 
 # The use-case page's trend: half a year of weeks.

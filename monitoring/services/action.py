@@ -22,10 +22,11 @@ from django.template.defaultfilters import floatformat
 from django.utils import translation
 from django.utils.translation import gettext as _
 
+from alarms.models import Alarm
+from alarms.services import alarm_clear, alarm_raise
 from monitoring.domain import alarms
-from monitoring.models import Alarm, UseCase
+from monitoring.models import UseCase
 from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
-from monitoring.services.alarms import alarm_clear, alarm_raise
 
 
 @dataclass(frozen=True)

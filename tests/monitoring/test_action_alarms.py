@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from django.core import mail
 
+from alarms.models import Alarm
+from alarms.services import alarm_raise
 from monitoring import tasks
-from monitoring.models import Alarm
 from monitoring.selectors import dashboard
 from monitoring.services.action import action_alarms_check
-from monitoring.services.alarms import alarm_raise
 from tests.monitoring.test_dashboard_pages import (  # noqa: F401
     DashWorld,
     G,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone, translation
 
-from monitoring.models import Alarm
+from alarms.models import Alarm
 from review import services, tasks
 from review.domain.batches import shift_week
 from review.models import ReviewBatch, ReviewItem

@@ -15,7 +15,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from scipy import stats
 
-from monitoring.models import Alarm, Answer
+from alarms.models import Alarm
+from monitoring.models import Answer
 from review import selectors, services
 from review.domain.batches import shift_week
 from review.domain.calibration import CusumParams, cusum_limit, cusum_params_for

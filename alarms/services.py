@@ -6,6 +6,7 @@ hourly check that finds the same condition again finds the row and mails nobody.
 """
 
 import logging
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -13,13 +14,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from monitoring.models import Alarm, UseCase
+from alarms.models import Alarm
+
+if TYPE_CHECKING:  # a type only: the alarms app imports no app above it at run time
+    from monitoring.models import UseCase
 
 logger = logging.getLogger(__name__)
 
 
 def alarm_raise(
-    *, use_case: UseCase, kind: str, key: str, message: str, details: dict | None = None
+    *, use_case: "UseCase", kind: str, key: str, message: str, details: dict | None = None
 ) -> Alarm | None:
     """Open the alarm unless it exists; returns the new alarm, or None when it already was.
 
@@ -38,7 +42,7 @@ def alarm_raise(
 
 
 def alarm_clear(
-    *, use_case: UseCase, kind: str, key: str | None = None, keep_key: str | None = None
+    *, use_case: "UseCase", kind: str, key: str | None = None, keep_key: str | None = None
 ) -> int:
     """Clear open alarms of one kind: the one with `key`, or all but `keep_key`, or all.
 
