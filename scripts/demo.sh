@@ -19,6 +19,11 @@ cd "$(dirname "$0")/.."
 # The embedded demo runs with DEBUG on (a fixed demo SECRET_KEY, plain HTTP on localhost); a
 # production setting of DEBUG=False left in the shell would refuse to start without a key.
 export DEBUG=True
+# The demo is an app of its own (treue_demo: the seed_demo command, the demo judge/generator
+# server), installed only when this is set. Runs of its judge model (a name no real model has)
+# are marked on the pages as replayed human labels, whichever judge this start uses.
+demo_model=treue-demo-judge
+export TREUE_DEMO=True TREUE_DEMO_JUDGE_MODEL=$demo_model
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
@@ -47,14 +52,14 @@ trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# The demo server (monitoring/demo_judge.py) plays the judge and, for self-consistency
+# The demo server (treue_demo/server.py) plays the judge and, for self-consistency
 # investigations, the generator: it starts when either has no endpoint of its own.
 if [ -z "${TREUE_JUDGE_BASE_URL:-}" ] || [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
   port_args=(--port "${DEMO_JUDGE_PORT:-8790}")
   # Only an explicitly chosen port must be that port; the default may move if it is taken.
   [ -n "${DEMO_JUDGE_PORT:-}" ] || port_args+=(--any-port)
   : >var/demo-judge.log
-  .venv/bin/python -m monitoring.demo_judge "${port_args[@]}" >>var/demo-judge.log 2>&1 &
+  .venv/bin/python -m treue_demo.server "${port_args[@]}" >>var/demo-judge.log 2>&1 &
   judge=$!
   url=""
   for _ in $(seq 100); do
@@ -80,7 +85,7 @@ if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
   echo "Demo judge: verdicts are replayed human labels (RAGTruth), not a model."
   echo "Echter Prüfer / real judge: TREUE_JUDGE_BASE_URL=... TREUE_JUDGE_API_KEY=..." \
     "TREUE_JUDGE_MODEL=... bash scripts/demo.sh"
-  export TREUE_JUDGE_BASE_URL=$url TREUE_JUDGE_MODEL=treue-demo-judge TREUE_JUDGE_API_KEY=demo
+  export TREUE_JUDGE_BASE_URL=$url TREUE_JUDGE_MODEL=$demo_model TREUE_JUDGE_API_KEY=demo
   echo "Demo-Prüfer läuft auf $url (Log: var/demo-judge.log)."
   scale=${DEMO_SCALE:-1}
 else

@@ -70,6 +70,12 @@ INSTALLED_APPS = [
     # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.
     "treue_site.apps.AxesConfig",
 ]
+# The demo (treue_demo: demo data, its seed_demo command, the demo judge/generator server) is an
+# app of its own, installed only when the demo runs: scripts/demo.sh sets TREUE_DEMO=True.
+# Nothing else imports it.
+TREUE_DEMO = envbool("TREUE_DEMO", "False")
+if TREUE_DEMO:
+    INSTALLED_APPS.append("treue_demo")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -362,6 +368,9 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 TREUE_JUDGE_BASE_URL = os.environ.get("TREUE_JUDGE_BASE_URL", "")
 TREUE_JUDGE_API_KEY = os.environ.get("TREUE_JUDGE_API_KEY", "")
 TREUE_JUDGE_MODEL = os.environ.get("TREUE_JUDGE_MODEL", "")
+# A judge model whose verdicts are replayed human labels, not a model's (the demo judge, named
+# by scripts/demo.sh): the pages mark its runs as such. Empty: no run is marked.
+TREUE_DEMO_JUDGE_MODEL = os.environ.get("TREUE_DEMO_JUDGE_MODEL", "")
 # A verdict is one word; a decomposition a list of claims. Caps keep a runaway reply cheap.
 TREUE_JUDGE_TIMEOUT_SECONDS = envfloat("TREUE_JUDGE_TIMEOUT_SECONDS", 60.0)
 TREUE_JUDGE_MAX_TOKENS_DECOMPOSE = envint("TREUE_JUDGE_MAX_TOKENS_DECOMPOSE", 1500)

@@ -12,7 +12,6 @@ from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from monitoring.demo import DEMO_JUDGE_MODEL
 from monitoring.domain import cost
 from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
 
@@ -85,13 +84,14 @@ def answer_judging(*, answer: Answer) -> AnswerJudging:
     )
     for run in runs:
         run.currency = currencies.get(run.judge_model, "")
+    demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # the demo judge's name; "" outside the demo
     return AnswerJudging(
         runs=runs,
         shown=shown,
         newer=newer,
         history=[r for r in runs if r is not shown],
         mixed=len({(r.judge_model, r.prompt_version) for r in runs}) > 1,
-        demo=any(r.judge_model == DEMO_JUDGE_MODEL for r in runs),
+        demo=bool(demo_model) and any(r.judge_model == demo_model for r in runs),
         open_run=open_run,
         retry_run=retry_run,
     )

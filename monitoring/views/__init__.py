@@ -27,7 +27,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
 from monitoring import selectors
-from monitoring.demo import DEMO_JUDGE_MODEL
 from monitoring.domain.csv_export import DIALECTS, csv_chunks
 from monitoring.domain.highlight import segments
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
@@ -258,15 +257,18 @@ def _judge_page(
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for run in recent:
         run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
+    demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # "" outside the demo: no run is marked
     return render(request, "monitoring/use_case_judge.html", {
         "use_case": use_case,
         "usage": usage,
         "total": total,
         "counts": selectors.judge_run_counts(use_case=use_case),
         "recent": recent,
-        "demo_model": DEMO_JUDGE_MODEL,
-        "demo": settings.TREUE_JUDGE_MODEL == DEMO_JUDGE_MODEL
-        or any(r.judge_model == DEMO_JUDGE_MODEL for r in recent),
+        "demo_model": demo_model,
+        "demo": bool(demo_model) and (
+            settings.TREUE_JUDGE_MODEL == demo_model
+            or any(r.judge_model == demo_model for r in recent)
+        ),
         "weekly": selectors.use_case_weekly_cost(use_case=use_case),
         "may_rescore": may_rescore,
         "week_form": week_form,

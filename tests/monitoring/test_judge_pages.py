@@ -23,7 +23,6 @@ from django.test import Client
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.demo import DEMO_JUDGE_MODEL
 from monitoring.domain.judge_prompt import PROMPT_VERSION
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
@@ -441,10 +440,15 @@ def test_history_lists_earlier_runs_and_warns_that_models_differ(
         in text
 
 
+# The demo names its judge in TREUE_DEMO_JUDGE_MODEL (scripts/demo.sh); the product knows no
+# demo name of its own.
+DEMO_JUDGE_MODEL = "treue-demo-judge"
+
+
 def test_demo_judge_runs_say_they_are_replayed_human_labels(
     world: World, judge: Any, settings: Any
 ) -> None:
-    settings.TREUE_JUDGE_MODEL = DEMO_JUDGE_MODEL
+    settings.TREUE_JUDGE_MODEL = settings.TREUE_DEMO_JUDGE_MODEL = DEMO_JUDGE_MODEL
     answer = judged(judge, world.service, world.use_case, "demo",
                     [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT")])
     assert answer.current_run.judge_model == DEMO_JUDGE_MODEL
@@ -457,10 +461,24 @@ def test_demo_judge_runs_say_they_are_replayed_human_labels(
             "(RAGTruth), kein Modell.") in page
 
 
-def test_no_demo_note_for_a_real_judge(world: World, scored: Answer) -> None:
+def test_no_demo_note_for_a_real_judge(world: World, scored: Answer, settings: Any) -> None:
+    settings.TREUE_DEMO_JUDGE_MODEL = DEMO_JUDGE_MODEL
     lead = client_for(world, "lead")
     assert "Demo:" not in lead.get(f"/answers/{scored.pk}/").content.decode()
     assert "Demo:" not in lead.get("/use-cases/pruefung/judge/").content.decode()
+
+
+def test_no_demo_note_outside_the_demo(world: World, judge: Any, settings: Any) -> None:
+    # A run under the demo judge's name, but no demo judge named in the settings (the default).
+    settings.TREUE_JUDGE_MODEL = DEMO_JUDGE_MODEL
+    assert settings.TREUE_DEMO_JUDGE_MODEL == ""
+    answer = judged(judge, world.service, world.use_case, "kein-demo",
+                    [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT")])
+    expert = client_for(world, "expert")
+    assert "Demo:" not in text_of(judging_section(
+        expert.get(f"/answers/{answer.pk}/").content.decode()))
+    page = expert.get("/use-cases/pruefung/judge/").content.decode()
+    assert "Demo:" not in page and '<span class="badge muted">Demo</span>' not in page
 
 
 def test_english_page_translates_the_judging_section(world: World, judge: Any) -> None:

@@ -27,7 +27,7 @@ verdicts mean nothing, which is why the demo says everywhere that its judge repl
 
 The same server plays the demo's generator for self-consistency investigations: a request for
 a demo answer's own model (``llama-2-70b-chat``, ...) with that answer's messages (see
-``monitoring.demo.demo_messages``) gets that answer back, with its synthetic log-probabilities
+``treue_demo.data.demo_messages``) gets that answer back, with its synthetic log-probabilities
 when asked. It is not a model either: it replays the stored answer, and for answers with human
 hallucination labels it varies the labelled spans on a script (numbers shifted, other spans left
 out or replaced by a hedge), so that an investigation finds inconsistency where humans found
@@ -38,7 +38,7 @@ For the investigation's contradiction check, the judge compares the samples' tex
 is KONSISTENT; samples of a demo answer that differ inside its labelled spans are WIDERSPRUCH;
 anything else is KONSISTENT (a fallback, like GEDECKT for unknown claims).
 
-It listens on loopback only. ``python -m monitoring.demo_judge --port 8790`` prints its URL.
+It listens on loopback only. ``python -m treue_demo.server --port 8790`` prints its URL.
 It needs neither Django nor the database.
 """
 
@@ -60,16 +60,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from investigations.domain.consistency import prompt as consistency_prompts
-from monitoring.demo import (
+from monitoring.domain import judge_prompt as prompts
+from monitoring.domain.judge_parse import LABEL_POINTS, Label, parse_claims
+from monitoring.domain.scoring import score_labels
+from treue_demo.data import (
     DEMO_JUDGE_MODEL,
     answer_logprobs,
     demo_messages,
     load_rows,
     synthetic_logprobs,
 )
-from monitoring.domain import judge_prompt as prompts
-from monitoring.domain.judge_parse import LABEL_POINTS, Label, parse_claims
-from monitoring.domain.scoring import score_labels
 
 logger = logging.getLogger("treue.demo_judge")
 
@@ -207,14 +207,14 @@ class DemoAnswer:
 
     @property
     def logprobs(self) -> dict[str, Any]:
-        """As the demo ingested them (`monitoring.demo.answer_logprobs`): made when asked, as
+        """As the demo ingested them (`treue_demo.data.answer_logprobs`): made when asked, as
         4,000 answers' token lists would take the judge's memory for nothing."""
         labels = [{"start": s, "end": e} for s, e in self.spans]
         return answer_logprobs({"id": self.id, "response": self.response, "labels": labels})
 
 
 def load_answers(rows: Sequence[dict[str, Any]] | None = None) -> list[DemoAnswer]:
-    """The demo answers (default: all of RAGTruth QA, `monitoring.demo.load_rows`)."""
+    """The demo answers (default: all of RAGTruth QA, `treue_demo.data.load_rows`)."""
     answers = []
     for row in load_rows() if rows is None else rows:
         spans = [label for label in row["labels"] if label["label_type"] in HALLUCINATION_TYPES]
@@ -732,7 +732,7 @@ def _make_handler(server: DemoJudgeServer) -> type[BaseHTTPRequestHandler]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m monitoring.demo_judge",
+        prog="python -m treue_demo.server",
         description="The demo's judge: an OpenAI-compatible endpoint on 127.0.0.1 that replays "
         "RAGTruth's human labels.",
     )

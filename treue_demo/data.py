@@ -16,7 +16,7 @@ metadata.
 Each answer also carries the chat messages that produced it (``demo_messages``: a system prompt
 and RAGTruth's QA prompt with the passages and the question), as a RAG service would send them,
 so that a self-consistency investigation can re-ask them. In the demo, the generator it re-asks
-is ``monitoring.demo_judge``, which replays these answers with scripted variation.
+is ``treue_demo.server``, which replays these answers with scripted variation.
 
 Plain Python: the seed command (``seed_demo``) turns the week bounds into bodies to ingest.
 """

@@ -1,4 +1,4 @@
-"""The demo's story (`monitoring.demo`) and its seed command (`seed_demo`).
+"""The demo's story (`treue_demo.data`) and its seed command (`seed_demo`).
 
 The story must give the pages something to show: enough weeks and answers for a light and a
 band every week, a healthy use case, one that degrades after week DEGRADES_AFTER on the
@@ -26,7 +26,15 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from monitoring.demo import (
+from monitoring.domain.judge_parse import parse_claims, parse_verdict
+from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
+from monitoring.domain.scoring import score_labels
+from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.selectors.dashboard import iso_weeks
+from monitoring.services.judging import judge_run_execute
+from review.domain.imports import LabelLine, parse_line
+from review.models import ReviewSubmission
+from treue_demo.data import (
     DEGRADES_AFTER,
     DEMO_JUDGE_MODEL,
     USE_CASES,
@@ -34,22 +42,16 @@ from monitoring.demo import (
     DemoUseCase,
     planned,
 )
-from monitoring.demo_judge import (
+from treue_demo.management.commands.seed_demo import DEMO_EXPERT, DEMO_USER
+from treue_demo.server import (
     DemoAnswer,
     DemoJudge,
     DemoJudgeServer,
     expert_score,
     load_answers,
 )
-from monitoring.domain.judge_parse import parse_claims, parse_verdict
-from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
-from monitoring.domain.scoring import score_labels
-from monitoring.management.commands.seed_demo import DEMO_EXPERT, DEMO_USER
-from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.selectors.dashboard import iso_weeks
-from monitoring.services.judging import judge_run_execute
-from review.domain.imports import LabelLine, parse_line
-from review.models import ReviewSubmission
+
+pytestmark = pytest.mark.usefixtures("demo_app")
 
 HEALTHY, DEGRADING, SMALL = USE_CASES
 SCALE = 0.04  # 16, 10 and 2 answers a week: every path, in seconds

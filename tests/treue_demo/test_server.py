@@ -20,16 +20,6 @@ from django.test import override_settings
 
 from investigations.domain import consistency
 from monitoring import services
-from monitoring.demo import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
-from monitoring.demo import demo_messages as demo_messages_for
-from monitoring.demo_judge import (
-    LENIENT_TYPES,
-    DemoJudge,
-    DemoJudgeServer,
-    expert_labels,
-    load_answers,
-    vary,
-)
 from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.domain.judge_prompt import (
     decompose_messages,
@@ -41,6 +31,18 @@ from monitoring.domain.judge_prompt import (
 from monitoring.judge_client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from monitoring.models import Answer, JudgeRun
 from monitoring.services.judging import judge_run_execute
+from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
+from treue_demo.data import demo_messages as demo_messages_for
+from treue_demo.server import (
+    LENIENT_TYPES,
+    DemoJudge,
+    DemoJudgeServer,
+    expert_labels,
+    load_answers,
+    vary,
+)
+
+pytestmark = pytest.mark.usefixtures("demo_app")
 
 ROWS = {row["id"]: row for row in load_rows()}
 # Every 12th answer of RAGTruth QA: 330, 128 of them labelled, about the demo's first sample;

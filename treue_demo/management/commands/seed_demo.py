@@ -1,13 +1,13 @@
 """python manage.py seed_demo [--scale F] — and, once judged, seed_demo --expert-labels DIR
 
-The first form creates the demo's use cases (`monitoring.demo.USE_CASES`), its service, a demo
+The first form creates the demo's use cases (`treue_demo.data.USE_CASES`), its service, a demo
 login and the answers of `WEEKS` weeks and the current one up to now; the answers sampled at
 ingest get their judge runs, which the worker scores in the background.
 
 The second form plays the experts of the weeks before: it waits until the judge has scored
 those weeks' answers, writes for each use case a JSONL file of expert labels, as an annotation
 tool would export them, and imports it with `import_expert_labels`. The labels are RAGTruth's
-own, every span counted (`monitoring.demo_judge.expert_labels`); the demo judge passes over the
+own, every span counted (`treue_demo.server.expert_labels`); the demo judge passes over the
 subtle ones, so the experts score a little lower and the expert-scale estimate shows the gap.
 """
 
@@ -25,10 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.demo import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
-from monitoring.demo_judge import DemoAnswer, expert_labels, expert_score, load_answers
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.selectors.dashboard import Week, iso_weeks
+from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
+from treue_demo.server import DemoAnswer, expert_labels, expert_score, load_answers
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "treue-demo"
