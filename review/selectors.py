@@ -1,14 +1,16 @@
-"""Reads of the weekly review: an expert's queue, one item, the calibration figures.
+"""Reads of the weekly review: an expert's queue, one item, the calibration figures, which
+answers an expert reviews blind, and the experts' latest reviews for the dashboard.
 
-Which answers an expert must not see the judge's verdicts of yet is answered in
-`monitoring.selectors.answers.blind_answer_ids`, since the monitoring pages ask it."""
+The blind rule is `blind_answer_ids` here; the monitoring pages ask it through
+`monitoring.selectors.answers.blind_answer_ids`, which calls what review registered
+(review/extensions.py)."""
 
 import dataclasses
 from collections.abc import Sequence
 from datetime import datetime, time
 
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
@@ -16,6 +18,7 @@ from django.utils import timezone
 
 from alarms.models import Alarm
 from monitoring.domain.expert_scale import Rectifier, Review, rectifier
+from monitoring.extensions import ExpertReview
 from monitoring.models import Answer, Claim, UseCase
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
@@ -25,6 +28,46 @@ ROLLING_WEEKS = 4
 KAPPA_WEEKS = 13  # "over a quarter"
 
 User = AuthUser | AnonymousUser
+
+
+def blind_answer_ids(*, user: AbstractBaseUser | AnonymousUser) -> set[int]:
+    """Answers whose judge results this user must not see yet: they wait, unsubmitted, in a
+    weekly review of a use case the user is an expert for (blind review, against anchoring).
+    A few dozen at most: a batch has 20 answers a week."""
+    if not user.is_authenticated:
+        return set()
+    return set(
+        ReviewItem.objects.filter(version=0, batch__use_case__experts=user.pk)
+        .values_list("answer_id", flat=True)
+    )
+
+
+def expert_reviews_latest(
+    *, use_case_ids: Sequence[int], start: datetime, end: datetime
+) -> list[ExpertReview]:
+    """Each review item's latest submission (imported ones included) of the answers of these
+    use cases created in [start, end), where the judge had scored the answer."""
+    rows = (
+        ReviewSubmission.objects.filter(
+            item__batch__use_case_id__in=use_case_ids,
+            item__answer__created_at__gte=start,
+            item__answer__created_at__lt=end,
+            automatic_score__isnull=False,
+        )
+        .order_by("item_id", "-version")
+        .values_list(
+            "item_id", "item__batch__use_case_id", "item__answer__created_at",
+            "item__answer__flagged", "manual_score", "automatic_score",
+        )
+    )
+    out: list[ExpertReview] = []
+    seen: set[int] = set()
+    for item_id, use_case_id, created, flagged, manual, automatic in rows:
+        if item_id in seen or automatic is None:
+            continue  # an earlier version of an item already counted
+        seen.add(item_id)
+        out.append(ExpertReview(use_case_id, created, flagged, manual, automatic))
+    return out
 
 
 def expert_use_cases(*, user: User) -> QuerySet[UseCase]:

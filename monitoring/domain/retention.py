@@ -3,7 +3,9 @@
 Plain values in, plain values out; the service (monitoring/services/retention.py) does the
 writes. What is removed is what a person could ask about — the question, the answer, the
 retrieved passages, and everything the judge or an expert wrote about them. What stays is every
-number the dashboards read, so the figures of a week do not move when its texts go.
+number the dashboards read, so the figures of a week do not move when its texts go. The
+review's and the investigations' parts are in review/domain/retention.py and
+investigations/domain/retention.py.
 """
 
 from datetime import datetime, timedelta
@@ -24,11 +26,6 @@ CALL_LOG_NUMBERS = (
     "purpose", "position", "attempt", "prompt_tokens", "completion_tokens", "latency_ms",
     "model",
 )
-
-
-# Keys of a self-consistency sample (investigations.models.Question.sample_data) without text:
-# the re-asked answer and its log-probabilities go, the call's figures stay.
-SAMPLE_NUMBERS = ("model", "latency_ms", "prompt_tokens", "completion_tokens")
 
 
 def validate_retention_days(days: int | None) -> None:
@@ -52,26 +49,4 @@ def scrub_call_log(call_log: Any) -> list[dict[str, Any]]:
         {key: entry[key] for key in CALL_LOG_NUMBERS if key in entry}
         for entry in call_log
         if isinstance(entry, dict)
-    ]
-
-
-def scrub_samples(samples: Any) -> list[dict[str, Any]]:
-    """A self-consistency question's samples without the re-asked answers' texts."""
-    if not isinstance(samples, list):
-        return []
-    return [
-        {key: sample[key] for key in SAMPLE_NUMBERS if key in sample}
-        for sample in samples
-        if isinstance(sample, dict)
-    ]
-
-
-def scrub_submitted_verdicts(verdicts: Any) -> list[dict[str, Any]]:
-    """A review submission's verdicts with their claim texts blanked: the labels, positions and
-    claim ids stay (calibration pairs them with the judge's labels)."""
-    if not isinstance(verdicts, list):
-        return []
-    return [
-        {**verdict, "text": ""} if isinstance(verdict, dict) else verdict
-        for verdict in verdicts
     ]

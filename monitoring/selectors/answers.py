@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import Col, OrderBy
 
+from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
 from monitoring.selectors.judging import iso_week_bounds
 
@@ -128,16 +129,14 @@ def _filtered(
 
 
 def blind_answer_ids(*, user: AbstractBaseUser | AnonymousUser) -> set[int]:
-    """Answers whose judge results this user must not see yet: they wait, unsubmitted, in a
-    weekly review of a use case the user is an expert for (blind review, against anchoring).
-    A few dozen at most: a batch has 20 answers a week."""
-    if not user.is_authenticated:
-        return set()
-    return set(
-        Answer.objects.filter(
-            review_items__version=0, review_items__batch__use_case__experts=user
-        ).values_list("id", flat=True)
-    )
+    """Answers whose judge results this user must not see yet (blind review, against
+    anchoring). The rule is the weekly review's (review.selectors.blind_answer_ids), asked
+    through monitoring/extensions.py; without it registered no answer is blind. Every page,
+    export and report asks here."""
+    blind: set[int] = set()
+    for answers in extensions.registry.blind_answers.values():
+        blind |= answers(user=user)
+    return blind
 
 
 def _orders_or_filters_by_score(filters: dict[str, Any]) -> bool:

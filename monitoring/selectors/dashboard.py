@@ -47,6 +47,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from alarms.models import Alarm
+from monitoring import extensions
 from monitoring.domain import causes, cost, statistics, tuner
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
 from monitoring.domain.statistics import Estimate, Lift, Precision, Stratum
@@ -571,34 +572,21 @@ def _reviews(
     use_case_ids: Sequence[int], weeks: Sequence[Week]
 ) -> dict[tuple[int, int], list[Review]]:
     """The experts' reviews (each item's latest submission, imported ones included) of the
-    answers of `weeks`, by (use case id, index of the answer's week). Each review carries the
-    answer's tier-1 flag: the expert-scale correction is stratified like the estimate, so a
-    batch topped up with flagged answers does not count them as a random sample."""
-    from review.models import ReviewSubmission  # the review app's table, read here only
-
-    rows = (
-        ReviewSubmission.objects.filter(
-            item__batch__use_case_id__in=use_case_ids,
-            item__answer__created_at__gte=weeks[0].start,
-            item__answer__created_at__lt=weeks[-1].end,
-            automatic_score__isnull=False,
-        )
-        .order_by("item_id", "-version")
-        .values_list(
-            "item_id", "item__batch__use_case_id", "item__answer__created_at",
-            "item__answer__flagged", "manual_score", "automatic_score",
-        )
-    )
+    answers of `weeks`, by (use case id, index of the answer's week), from what review
+    registered (monitoring/extensions.py; none without it). Each review carries the answer's
+    tier-1 flag: the expert-scale correction is stratified like the estimate, so a batch topped
+    up with flagged answers does not count them as a random sample."""
     ends = [w.end for w in weeks]
     out: dict[tuple[int, int], list[Review]] = defaultdict(list)
-    seen: set[int] = set()
-    for item_id, use_case_id, created, flagged, manual, automatic in rows:
-        if item_id in seen:
-            continue  # an earlier version of an item already counted
-        seen.add(item_id)
-        out[use_case_id, bisect_right(ends, created)].append(
-            Review(min(1.0, max(0.0, manual)), min(1.0, max(0.0, automatic)), flagged)
-        )
+    for expert_reviews in extensions.registry.expert_reviews.values():
+        for review in expert_reviews(
+            use_case_ids=use_case_ids, start=weeks[0].start, end=weeks[-1].end
+        ):
+            out[review.use_case_id, bisect_right(ends, review.answer_created_at)].append(Review(
+                min(1.0, max(0.0, review.manual_score)),
+                min(1.0, max(0.0, review.automatic_score)),
+                review.flagged,
+            ))
     return out
 
 

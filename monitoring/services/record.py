@@ -2,10 +2,11 @@
 
 Everything Treue keeps about an answer, read field by field from the models so that a field
 added later is exported too: the answer, its chunks, every judge run with its claims and call
-log, the weekly reviews it was in with their verdicts and submitted versions, and the
-self-consistency investigations that re-asked its question. Alarms are
-about a use case and a week, not an answer, and are not part of it. The caller decides whether
-the judge's verdicts may be shown (an expert reviewing the answer blind must not see them).
+log, and what the other apps keep about it, each under its own key through
+monitoring/extensions.py (the weekly reviews it was in, "reviews"; the self-consistency
+investigations that re-asked its question, "investigations"). Alarms are about a use case and a
+week, not an answer, and are not part of it. The caller decides whether the judge's verdicts may
+be shown (an expert reviewing the answer blind must not see them); each part is told.
 """
 
 from typing import Any
@@ -13,17 +14,17 @@ from typing import Any
 from django.db.models import Model
 from django.utils import timezone
 
-from investigations.models import Question
+from monitoring import extensions
 from monitoring.models import Answer, Chunk, Claim, JudgeRun
-from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
 
 FORMAT = "treue.answer-record/1"
 # The judge's results on the answer row itself, withheld with the runs.
 _ANSWER_JUDGE_FIELDS = ("current_run_id", "score", "abstention")
 
 
-def _fields(obj: Model, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Every stored column of `obj`, foreign keys as their ids."""
+def record_fields(obj: Model, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every stored column of `obj`, foreign keys as their ids (for the parts of the record
+    other apps contribute too)."""
     return {
         field.attname: getattr(obj, field.attname)
         for field in obj._meta.concrete_fields
@@ -40,45 +41,20 @@ def answer_record_build(*, answer_id: int, include_judge: bool = True) -> dict[s
         "exported_at": timezone.now(),
         "use_case": {"slug": answer.use_case.slug, "name": answer.use_case.name},
         "service": {"name": answer.service.name},
-        "answer": _fields(answer, skip=() if include_judge else _ANSWER_JUDGE_FIELDS),
-        "chunks": [_fields(c) for c in Chunk.objects.filter(answer=answer).order_by("rank")],
+        "answer": record_fields(answer, skip=() if include_judge else _ANSWER_JUDGE_FIELDS),
+        "chunks": [
+            record_fields(c) for c in Chunk.objects.filter(answer=answer).order_by("rank")
+        ],
         "judge_withheld": not include_judge,
     }
     if include_judge:
         runs = list(JudgeRun.objects.filter(answer=answer).order_by("created_at", "pk"))
         claims: dict[int, list[dict[str, Any]]] = {}
         for claim in Claim.objects.filter(run__answer=answer).order_by("run", "position"):
-            claims.setdefault(claim.run_id, []).append(_fields(claim))
+            claims.setdefault(claim.run_id, []).append(record_fields(claim))
         record["judge_runs"] = [
-            {**_fields(run), "claims": claims.get(run.pk, [])} for run in runs
+            {**record_fields(run), "claims": claims.get(run.pk, [])} for run in runs
         ]
-    items = list(
-        ReviewItem.objects.filter(answer=answer).select_related("batch").order_by("pk")
-    )
-    verdicts: dict[int, list[dict[str, Any]]] = {}
-    for verdict in ReviewVerdict.objects.filter(item__in=items).order_by("item", "position"):
-        verdicts.setdefault(verdict.item_id, []).append(_fields(verdict))
-    submissions: dict[int, list[dict[str, Any]]] = {}
-    for submission in ReviewSubmission.objects.filter(item__in=items).order_by("item", "version"):
-        # The judge's score, copied into each submission, is the judge's verdict too.
-        skip = () if include_judge else ("automatic_score",)
-        submissions.setdefault(submission.item_id, []).append(_fields(submission, skip=skip))
-    record["reviews"] = [
-        {
-            "batch": {
-                "week": item.batch.week, "source_week": item.batch.source_week,
-                "finished_at": item.batch.finished_at,
-            },
-            **_fields(item),
-            "verdicts": verdicts.get(item.pk, []),
-            "submissions": submissions.get(item.pk, []),
-        }
-        for item in items
-    ]
-    record["investigations"] = [
-        {"investigation": {"id": q.investigation_id, "created_at": q.investigation.created_at},
-         **_fields(q)}
-        for q in Question.objects.filter(answer=answer).select_related("investigation")
-        .order_by("pk")
-    ]
+    for name, part in extensions.registry.record_parts.items():
+        record[name] = part(answer_id=answer.pk, include_judge=include_judge)
     return record

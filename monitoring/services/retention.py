@@ -27,9 +27,12 @@ answered as before, not stored a second time).
 
 Answers are left alone while something still needs their text: a judge run waiting or running
 (or the answer not yet scored), an investigation question waiting or running, or a review batch
-that is not finished. They are anonymised by
-a later run. Each batch of BATCH_SIZE answers is its own transaction; running twice does
-nothing more (`anonymised_at` is set once, and only rows without it are looked at).
+that is not finished. They are anonymised by a later run.
+
+The weekly review's and the investigations' rows are theirs to hold back and to blank: each app
+registers its hold and its scrubber in monitoring/extensions.py, and this module calls them.
+Each batch of BATCH_SIZE answers is its own transaction; running twice does nothing more
+(`anonymised_at` is set once, and only rows without it are looked at).
 """
 
 from collections.abc import Iterable, Sequence
@@ -40,22 +43,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from investigations.models import Question
-from monitoring.domain.retention import (
-    BATCH_SIZE,
-    retention_cutoff,
-    scrub_call_log,
-    scrub_samples,
-    scrub_submitted_verdicts,
-)
+from monitoring import extensions
+from monitoring.domain.retention import BATCH_SIZE, retention_cutoff, scrub_call_log
 from monitoring.models import Answer, Chunk, Claim, JudgeRun, UseCase
-from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
 
 # A run in these states still reads the answer's text.
 _OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 _UNSCORED = (Answer.Status.QUEUED, Answer.Status.JUDGING)
-# An investigation question in these states will still re-ask the answer's question.
-_OPEN_QUESTIONS = (Question.Status.PENDING, Question.Status.RUNNING)
 
 
 @dataclass
@@ -72,20 +66,18 @@ class RetentionResult:
 
 def _held(answer_ids: Sequence[int]) -> tuple[set[int], set[int]]:
     """(in an unfinished review batch, waiting for the judge or an investigation) among
-    `answer_ids`."""
-    in_review = set(
-        ReviewItem.objects.filter(answer_id__in=answer_ids, batch__finished_at__isnull=True)
-        .values_list("answer_id", flat=True)
-    )
-    for_judge = set(
+    `answer_ids`: the registered holds (monitoring/extensions.py) and the judge's own."""
+    in_review: set[int] = set()
+    for_judge: set[int] = set()
+    for hold, answers_held in extensions.registry.retention_holds.values():
+        held = answers_held(answer_ids=answer_ids)
+        (in_review if hold is extensions.Hold.IN_REVIEW else for_judge).update(held)
+    for_judge |= set(
         JudgeRun.objects.filter(answer_id__in=answer_ids, status__in=_OPEN_RUNS)
         .values_list("answer_id", flat=True)
     ) | set(
         Answer.objects.filter(pk__in=answer_ids, status__in=_UNSCORED)
         .values_list("pk", flat=True)
-    ) | set(
-        Question.objects.filter(answer_id__in=answer_ids, status__in=_OPEN_QUESTIONS)
-        .values_list("answer_id", flat=True)
     )
     return in_review, for_judge - in_review
 
@@ -122,26 +114,8 @@ def answers_anonymise(*, answer_ids: Sequence[int], now: datetime | None = None)
             run.call_log = scrub_call_log(run.call_log)
             run.decomposition_raw = ""
         JudgeRun.objects.bulk_update(runs, ["call_log", "decomposition_raw"], batch_size=500)
-        ReviewItem.objects.filter(answer_id__in=todo).exclude(comment="").update(comment="")
-        ReviewVerdict.objects.filter(item__answer_id__in=todo).exclude(added_text="").update(
-            added_text=""
-        )
-        submissions = list(
-            ReviewSubmission.objects.filter(item__answer_id__in=todo).only("pk", "verdicts")
-        )
-        for submission in submissions:
-            submission.verdicts = scrub_submitted_verdicts(submission.verdicts)
-            submission.comment = ""
-        ReviewSubmission.objects.bulk_update(submissions, ["verdicts", "comment"], batch_size=500)
-        questions = list(Question.objects.filter(answer_id__in=todo).only("pk", "sample_data"))
-        for question in questions:
-            question.sample_data = scrub_samples(question.sample_data)
-            question.comparison = {}
-            question.reason = ""
-            question.judge_raw = ""
-        Question.objects.bulk_update(
-            questions, ["sample_data", "comparison", "reason", "judge_raw"], batch_size=500
-        )
+        for scrub in extensions.registry.retention_scrubbers.values():
+            scrub(answer_ids=todo)
     return count
 
 

@@ -13,8 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from investigations.models import Investigation, Question
-from monitoring import services
+from monitoring import extensions, services
 from monitoring.models import Answer, Service, UseCase
+from monitoring.selectors import answers as answer_selectors
 from monitoring.services import retention
 from monitoring.services.judging import judge_run_execute
 from review import services as review_services
@@ -245,3 +246,27 @@ def test_investigations_of_the_answer_are_part_of_it(
     assert question["investigation"]["id"] == investigation.pk
     assert question["sample_data"] == [{"text": "Alle 5 Jahre.", "model": "gen"}]
     assert question["reason"] == "übereinstimmend"
+
+
+def test_monitoring_works_alone_with_nothing_registered_by_review_or_investigations(
+    review_world: ReviewWorld, reviewed: tuple[Answer, ReviewBatch], monkeypatch: Any
+) -> None:
+    """Review and investigations contribute their parts through monitoring/extensions.py;
+    without them monitoring still exports, hides nothing, draws its pages and anonymises."""
+    answer, batch = reviewed
+    expert = review_world.users["expert"]
+    assert set(extensions.registry.record_parts) == {"reviews", "investigations"}
+    assert answer_selectors.blind_answer_ids(user=expert) == {answer.pk}
+    assert retention.answers_anonymise(answer_ids=[answer.pk]) == 0  # held: in an open review
+
+    monkeypatch.setattr(extensions, "registry", extensions.Registry())
+    data = download(as_user(review_world, "expert"), answer)
+    assert "reviews" not in data and "investigations" not in data
+    assert data["judge_withheld"] is False and data["judge_runs"]
+    assert answer_selectors.blind_answer_ids(user=expert) == set()
+    lead = as_user(review_world, "lead")
+    assert lead.get(reverse("monitoring:use_case", args=["recht"])).status_code == 200
+    assert lead.get(reverse("monitoring:overview")).status_code == 200
+    assert retention.answers_anonymise(answer_ids=[answer.pk]) == 1
+    assert Answer.objects.get(pk=answer.pk).text == ""
+    assert batch.items.get().answer_id == answer.pk  # review's rows are review's to blank

@@ -1,0 +1,112 @@
+"""What other apps contribute to monitoring's work on an answer, without monitoring importing them.
+
+Monitoring anonymises old answers (retention), exports one answer's full record (GDPR Art. 15),
+hides the judge's verdicts from an expert who reviews an answer blind, and corrects the
+dashboard's estimate by the experts' reviews. Parts of each belong to other apps — the weekly
+review (`review`) and the self-consistency investigations (`investigations`) keep rows about an
+answer — so those apps register their part here from their AppConfig.ready(), and monitoring
+calls what is registered. With nothing registered, monitoring works on its own: nothing is held
+back or scrubbed beyond its own tables, the record has only its own parts, no answer is blind,
+and the dashboard has no expert reviews to correct by.
+
+Parts are registered by name; registering a name again replaces the part (ready() may run more
+than once in a test process).
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Protocol
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+User = AbstractBaseUser | AnonymousUser
+
+
+class Hold(Enum):
+    """Why retention leaves an answer's text alone for now (counted apart in its result)."""
+
+    IN_REVIEW = "in_review"  # a person is still working with it
+    FOR_WORKER = "for_worker"  # a background job will still read it (judge, re-asking)
+
+
+@dataclass(frozen=True)
+class ExpertReview:
+    """An expert's latest review of one answer: the answer's use case, when it was created,
+    its tier-1 flag, and the expert's and the judge's scores."""
+
+    use_case_id: int
+    answer_created_at: datetime
+    flagged: bool
+    manual_score: float
+    automatic_score: float
+
+
+class RecordPart(Protocol):
+    """The part of an answer's record under the registered name, as plain values; without
+    the judge's verdicts where `include_judge` is false."""
+
+    def __call__(self, *, answer_id: int, include_judge: bool) -> Any: ...
+
+
+class RetentionHold(Protocol):
+    """Those of the answers the contributing app still needs the text of."""
+
+    def __call__(self, *, answer_ids: Sequence[int]) -> set[int]: ...
+
+
+class RetentionScrubber(Protocol):
+    """Blanks the contributing app's texts of these answers. Runs inside the transaction that
+    anonymises them, after the answers are locked."""
+
+    def __call__(self, *, answer_ids: Sequence[int]) -> None: ...
+
+
+class BlindAnswers(Protocol):
+    """The answers whose judge results this person must not see yet."""
+
+    def __call__(self, *, user: User) -> set[int]: ...
+
+
+class ExpertReviews(Protocol):
+    """The latest expert review of each answer of these use cases created in [start, end)."""
+
+    def __call__(
+        self, *, use_case_ids: Sequence[int], start: datetime, end: datetime
+    ) -> Iterable[ExpertReview]: ...
+
+
+@dataclass
+class Registry:
+    record_parts: dict[str, RecordPart] = field(default_factory=dict)
+    retention_holds: dict[str, tuple[Hold, RetentionHold]] = field(default_factory=dict)
+    retention_scrubbers: dict[str, RetentionScrubber] = field(default_factory=dict)
+    blind_answers: dict[str, BlindAnswers] = field(default_factory=dict)
+    expert_reviews: dict[str, ExpertReviews] = field(default_factory=dict)
+
+
+# The one registry of the process; a test may swap in an empty Registry() to see monitoring
+# alone.
+registry = Registry()
+
+
+def record_part_register(*, name: str, part: RecordPart) -> None:
+    """`part` fills the key `name` of an answer's record (monitoring/services/record.py)."""
+    registry.record_parts[name] = part
+
+
+def retention_hold_register(*, name: str, hold: Hold, answers_held: RetentionHold) -> None:
+    registry.retention_holds[name] = (hold, answers_held)
+
+
+def retention_scrubber_register(*, name: str, scrub: RetentionScrubber) -> None:
+    registry.retention_scrubbers[name] = scrub
+
+
+def blind_answers_register(*, name: str, answers: BlindAnswers) -> None:
+    registry.blind_answers[name] = answers
+
+
+def expert_reviews_register(*, name: str, reviews: ExpertReviews) -> None:
+    registry.expert_reviews[name] = reviews
