@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from jobs.models import LeasedJob
 from monitoring.models import Answer, UseCase
 
 
@@ -62,7 +63,7 @@ class Investigation(models.Model):
         return f"{self.use_case.slug} #{self.pk}"
 
 
-class Question(models.Model):
+class Question(LeasedJob):
     class Status(models.TextChoices):
         SKIPPED = "skipped", _("übersprungen")
         PENDING = "pending", _("wartet")
@@ -88,18 +89,12 @@ class Question(models.Model):
     reason = models.TextField(blank=True)
     decided_by = models.CharField(max_length=10, blank=True)  # "values" | "judge"
     judge_raw = models.TextField(blank=True)
-    lease_token = models.UUIDField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    not_before = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # The lease fields are jobs.models.LeasedJob's.
     generator_calls = models.PositiveIntegerField(default=0)
     judge_calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
-    error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["investigation", "position"]

@@ -1,11 +1,11 @@
 """Writes of the investigations app: starting, executing, cancelling and reconciling.
 
-A question is executed like a judge run (monitoring/services/judging.py) and with the same
-settings for retries, backoff and leases: claimed by a conditional UPDATE that hands out a
-lease token; each generator sample is stored the moment it arrives, by the token's holder only,
-so a redelivered or retried task asks only for the samples still missing and nothing is paid
-twice; the verdict is written once. Cancelling flips the investigation; a running question sees
-it before its next call, and queued tasks find nothing to claim.
+A question is a leased job of the job framework (jobs/framework.py), like a judge run, and with
+the same settings for retries, backoff and leases: claimed by a conditional UPDATE that hands
+out a lease token; each generator sample is stored the moment it arrives, by the token's
+holder only, so a redelivered or retried task asks only for the samples still missing and
+nothing is paid twice; the verdict is written once. Cancelling flips the investigation; a
+running question sees it before its next call, and queued tasks find nothing to claim.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -28,6 +27,7 @@ from django.utils import timezone
 from investigations.domain import consistency
 from investigations.models import Investigation, Question
 from investigations.selectors import Plan, model_prices, price_of
+from jobs import framework as jobs
 from monitoring.domain.judging import CallResult
 from monitoring.judge_client import (
     GeneratorClient,
@@ -45,8 +45,17 @@ SELF_JUDGING = (
 )
 UNFINISHED = (Question.Status.PENDING, Question.Status.RUNNING)
 
+QUESTION = jobs.JobKind(
+    model=Question,
+    task="investigations.tasks.investigate_question",
+    what="question",
+    # A cancelled investigation's questions are not taken up again.
+    claimable=Q(investigation__status=Investigation.Status.RUNNING),
+    worker_lost="gave up: the worker was lost on every attempt",
+)
 
-def investigation_start(*, plan: Plan, user: AbstractBaseUser) -> Investigation:
+
+def investigation_start(*, plan: Plan, user: User) -> Investigation:
     """Create the investigation and its questions (skipped ones with their reason) and enqueue
     one task per question once the transaction commits."""
     with transaction.atomic():
@@ -87,17 +96,14 @@ def investigation_start(*, plan: Plan, user: AbstractBaseUser) -> Investigation:
         if not ids:
             _finish_investigation(investigation.pk)
             investigation.refresh_from_db()
-        transaction.on_commit(lambda: questions_enqueue(question_ids=ids))
+        jobs.publish_on_commit(QUESTION, ids)
     return investigation
 
 
 def questions_enqueue(*, question_ids: Iterable[int]) -> int:
     """A broker that is down costs nothing: the questions stay pending and the reconciler
     enqueues them later."""
-    from investigations.tasks import investigate_question
-    from monitoring.tasks import publish_each
-
-    return publish_each(investigate_question, question_ids, what="question")
+    return jobs.publish(QUESTION, question_ids)
 
 
 def investigation_cancel(*, investigation: Investigation) -> bool:
@@ -112,30 +118,6 @@ def investigation_cancel(*, investigation: Investigation) -> bool:
             investigation_id=investigation.pk, status=Question.Status.PENDING
         ).update(status=Question.Status.CANCELLED, finished_at=now)
     return bool(done)
-
-
-def _claim(question_id: int) -> uuid.UUID | None:
-    now = timezone.now()
-    token = uuid.uuid4()
-    claimed = Question.objects.filter(
-        pk=question_id, investigation__status=Investigation.Status.RUNNING
-    ).filter(
-        Q(status=Question.Status.PENDING)
-        | Q(status=Question.Status.RUNNING, lease_expires_at__lt=now)
-    ).update(
-        status=Question.Status.RUNNING,
-        lease_token=token,
-        lease_expires_at=now + timedelta(seconds=settings.TREUE_JUDGE_LEASE_SECONDS),
-        not_before=None,
-        attempts=F("attempts") + 1,
-    )
-    return token if claimed == 1 else None
-
-
-def _held(question: Question, token: uuid.UUID) -> Any:
-    return Question.objects.filter(
-        pk=question.pk, status=Question.Status.RUNNING, lease_token=token
-    )
 
 
 def _cost(question: Question, model: str, result: CallResult) -> Decimal | None:
@@ -155,12 +137,12 @@ def _record_call(
     """Store one call's usage (and `fields`) if we still hold the lease, extending it."""
     cost = _cost(question, model, result)
     counter = "judge_calls" if judge else "generator_calls"
-    done = _held(question, token).update(
+    done = jobs.renew(
+        QUESTION, question.pk, token,
         **{counter: F(counter) + 1},
         prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
         completion_tokens=F("completion_tokens") + result.completion_tokens,
         cost=cost,
-        lease_expires_at=timezone.now() + timedelta(seconds=settings.TREUE_JUDGE_LEASE_SECONDS),
         **fields,
     )
     if done:
@@ -172,25 +154,12 @@ def _record_call(
 
 
 def _release(question: Question, token: uuid.UUID, reason: str, retry_in: float) -> None:
-    retry_in = min(max(retry_in, 0.0), settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS)
-    _held(question, token).update(
-        status=Question.Status.PENDING,
-        error=reason[:2000],
-        lease_token=None,
-        lease_expires_at=None,
-        not_before=timezone.now() + timedelta(seconds=retry_in),
-    )
+    jobs.release(QUESTION, question.pk, token, reason=reason, retry_in=retry_in)
 
 
 def _end(question: Question, token: uuid.UUID, status: str, **fields: Any) -> bool:
     with transaction.atomic():
-        done = _held(question, token).update(
-            status=status,
-            finished_at=timezone.now(),
-            lease_token=None,
-            lease_expires_at=None,
-            **fields,
-        )
+        done = jobs.finish(QUESTION, question.pk, token, status=status, **fields)
         if done:
             _finish_investigation(question.investigation_id)
     return bool(done)
@@ -227,7 +196,7 @@ def question_execute(*, question_id: int) -> str:
 
     Raises JudgeUnavailable after giving the question back, so the task can retry it later.
     """
-    token = _claim(question_id)
+    token = jobs.claim(QUESTION, question_id)
     if token is None:
         return "skipped"
     question = Question.objects.select_related("investigation__use_case", "answer").get(
@@ -336,13 +305,7 @@ def _comparison_json(comparison: consistency.Comparison) -> dict[str, Any]:
 def question_give_up(*, question_id: int, reason: str) -> None:
     """After the last retry: the question fails visibly with the reason."""
     with transaction.atomic():
-        done = Question.objects.filter(pk=question_id, status=Question.Status.PENDING).update(
-            status=Question.Status.FAILED,
-            error=reason[:2000],
-            finished_at=timezone.now(),
-            not_before=None,
-        )
-        if done:
+        if jobs.give_up(QUESTION, question_id, reason=reason):
             investigation_id = (
                 Question.objects.filter(pk=question_id)
                 .values_list("investigation_id", flat=True)
@@ -355,28 +318,8 @@ def questions_reconcile() -> int:
     """Re-enqueue questions whose message was lost: pending past their time, or whose worker
     died (running with an expired lease). Returns how many were enqueued."""
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS)
-    Question.objects.filter(
-        status=Question.Status.RUNNING,
-        lease_expires_at__lt=now,
-        attempts__gte=settings.TREUE_JUDGE_MAX_ATTEMPTS,
-    ).update(
-        status=Question.Status.FAILED,
-        error="gave up: the worker was lost on every attempt",
-        finished_at=now,
-        lease_token=None,
-        lease_expires_at=None,
-    )
-    ids = list(
-        Question.objects.filter(investigation__status=Investigation.Status.RUNNING)
-        .filter(
-            Q(status=Question.Status.PENDING, not_before__isnull=True, created_at__lt=stale)
-            | Q(status=Question.Status.PENDING, not_before__lt=stale)
-            | Q(status=Question.Status.RUNNING, lease_expires_at__lt=now)
-        )
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:5000]
-    )
+    jobs.abandon_lost(QUESTION, now=now)
+    ids = jobs.lost(QUESTION, now=now)
     for investigation_id in set(
         Investigation.objects.filter(status=Investigation.Status.RUNNING).values_list(
             "pk", flat=True

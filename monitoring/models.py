@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from jobs.models import LeasedJob
 from monitoring.domain.logprobs import pack_compact, unpack_compact
 from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
@@ -303,7 +304,7 @@ class Chunk(models.Model):
         return f"{self.answer_id}#{self.rank}"
 
 
-class JudgeRun(models.Model):
+class JudgeRun(LeasedJob):
     """One judgement of one answer by one judge model and prompt version.
 
     A rescore adds a run; earlier runs stay. The answer points at its current run. The worker
@@ -330,14 +331,9 @@ class JudgeRun(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The lease fields (created_at, finished_at, lease_token, lease_expires_at, attempts,
+    # not_before, error) are jobs.models.LeasedJob's; started_at is set at every claim.
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.UUIDField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    # Set while a transient failure waits for its retry, so the reconciler does not jump in.
-    not_before = models.DateTimeField(null=True, blank=True)
 
     calls = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(default=0)
@@ -350,7 +346,6 @@ class JudgeRun(models.Model):
     score = models.FloatField(null=True, blank=True)
     abstention = models.BooleanField(default=False)
     unparseable = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     retryable = models.BooleanField(
         default=False, help_text="the last error was transient (timeout, 429, 5xx)"
     )

@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    # Only an abstract model (LeasedJob) and the job framework: no tables.
+    "jobs",
     "monitoring",
     "alarms",
     "review",

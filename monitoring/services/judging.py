@@ -1,10 +1,11 @@
 """The judge tier (tier 2): creating, claiming, executing and finishing judge runs.
 
-A run is the unit of work. Ingest creates one per sampled answer in the same transaction as the
-answer and enqueues `score_answer` after commit; a rescore creates another. The worker claims a
-run with a conditional UPDATE that hands out a lease token; only the token's holder can finish
-the run, and finishing is one transaction (claims, verdicts, the run, the answer's score), so a
-run is scored exactly once however often its task is delivered.
+A run is the unit of work, a leased job of the job framework (jobs/framework.py). Ingest creates
+one per sampled answer in the same transaction as the answer and publishes `score_answer` after
+commit; a rescore creates another. The worker claims a run with a conditional UPDATE that hands
+out a lease token; only the token's holder can finish the run, and finishing is one
+transaction (claims, verdicts, the run, the answer's score), so a run is scored exactly
+once however often its task is delivered.
 
 A run's calls, tokens and cost add up every attempt of its holders: the calls of an attempt
 that failed midway (a 429 after three verdicts) were billed too. Its claims, call log and score
@@ -16,15 +17,14 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.utils import timezone
 
+from jobs import framework as jobs
 from monitoring.domain import judging
 from monitoring.domain.judge_prompt import PROMPT_VERSION
 from monitoring.domain.judging import CallResult, JudgeCall
@@ -78,44 +78,38 @@ def judge_run_new(
     )
 
 
-def judge_runs_enqueue_on_commit(*, run_ids: Sequence[int]) -> None:
-    ids = list(run_ids)
-    transaction.on_commit(lambda: judge_runs_enqueue(run_ids=ids))
-
-
 # A publish costs ~0.7 ms of the caller's CPU (Celery builds, serialises and sends each
 # message): for a batch of 500 answers with a hundred sampled, a tenth of its ingest. More runs
 # than this go out as one message that a worker fans out, off the request.
 FAN_OUT_ABOVE = 4
+
+# The tasks' names (monitoring/judging/tasks.py): published by name, so no service imports tasks.
+SCORE_ANSWER_TASK = "monitoring.tasks.score_answer"
+SCORE_ANSWERS_TASK = "monitoring.tasks.score_answers"
+
+JUDGE_RUN = jobs.JobKind(
+    model=JudgeRun,
+    task=SCORE_ANSWER_TASK,
+    what="judge run",
+    started_field="started_at",
+    # Failed for good by the reconciler, the run can still be retried from the page.
+    abandoned_fields={"retryable": True},
+    fan_out_task=SCORE_ANSWERS_TASK,
+    fan_out_above=FAN_OUT_ABOVE,
+)
+
+
+def judge_runs_enqueue_on_commit(*, run_ids: Sequence[int]) -> None:
+    jobs.publish_on_commit(
+        JUDGE_RUN, run_ids, publish_ids=lambda ids: judge_runs_enqueue(run_ids=ids)
+    )
 
 
 def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
     """Publish a task per run; more than FAN_OUT_ABOVE runs as one message from which a worker
     publishes them. A broker that is down costs nothing: the runs stay pending in the database
     and the reconciler enqueues them later. Returns how many runs were handed to the broker."""
-    from monitoring.tasks import publish_each, score_answer, score_answers
-
-    ids = list(run_ids)
-    if len(ids) > FAN_OUT_ABOVE:
-        return len(ids) if publish_each(score_answers, [ids], what="judge runs") else 0
-    return publish_each(score_answer, ids, what="judge run")
-
-
-def _claim(run_id: int) -> uuid.UUID | None:
-    now = timezone.now()
-    token = uuid.uuid4()
-    claimed = JudgeRun.objects.filter(pk=run_id).filter(
-        Q(status=JudgeRun.Status.PENDING)
-        | Q(status=JudgeRun.Status.RUNNING, lease_expires_at__lt=now)
-    ).update(
-        status=JudgeRun.Status.RUNNING,
-        lease_token=token,
-        lease_expires_at=now + timedelta(seconds=settings.TREUE_JUDGE_LEASE_SECONDS),
-        started_at=now,
-        not_before=None,
-        attempts=F("attempts") + 1,
-    )
-    return token if claimed == 1 else None
+    return jobs.publish(JUDGE_RUN, run_ids)
 
 
 def _price(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
@@ -176,61 +170,43 @@ def _finish_failed(
         else {}
     )
     with transaction.atomic():
-        done = JudgeRun.objects.filter(
-            pk=run.pk, status=JudgeRun.Status.RUNNING, lease_token=token
-        ).update(
-            status=JudgeRun.Status.FAILED,
-            error=reason[:2000],
-            retryable=retryable,
-            finished_at=timezone.now(),
-            lease_token=None,
-            lease_expires_at=None,
-            **spent,
+        done = jobs.fail(JUDGE_RUN, run.pk, token, reason=reason, retryable=retryable, **spent)
+        if done:
+            _answer_failed(run)
+    return done
+
+
+def _answer_failed(run: Any) -> None:
+    """A run of the sample that failed leaves its answer failed, unless an earlier run scored
+    it (a failed rescore keeps the answer's score)."""
+    if run.trigger == JudgeRun.Trigger.SAMPLE:
+        Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
+            status=Answer.Status.FAILED
         )
-        if done and run.trigger == JudgeRun.Trigger.SAMPLE:
-            Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
-                status=Answer.Status.FAILED
-            )
-    return bool(done)
 
 
 def _release(
     run: JudgeRun, token: uuid.UUID, reason: str, retry_in: float, meter: _Meter
 ) -> None:
-    """Give a run back after a transient failure; its task retries after `retry_in` seconds.
-
-    `retry_in` is capped like the task's backoff: a server's Retry-After of years would
-    otherwise put `not_before` out of the reconciler's reach (or beyond what a date can hold).
-    """
-    retry_in = min(max(retry_in, 0.0), settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS)
+    """Give a run back after a transient failure (keeping what its calls cost); its task
+    retries after `retry_in` seconds."""
     spent = (
         _spent(run, meter.calls, meter.prompt_tokens, meter.completion_tokens)
         if meter.calls
         else {}
     )
-    JudgeRun.objects.filter(pk=run.pk, status=JudgeRun.Status.RUNNING, lease_token=token).update(
-        **spent,
-        status=JudgeRun.Status.PENDING,
-        error=reason[:2000],
-        retryable=True,
-        lease_token=None,
-        lease_expires_at=None,
-        not_before=timezone.now() + timedelta(seconds=retry_in),
+    jobs.release(
+        JUDGE_RUN, run.pk, token, reason=reason, retry_in=retry_in, retryable=True, **spent
     )
 
 
 def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bool:
     result = judgement.result
     failed = judgement.failed_reason or (result.reason if result.failed else None)
-    now = timezone.now()
     with transaction.atomic():
-        done = JudgeRun.objects.filter(
-            pk=run.pk, status=JudgeRun.Status.RUNNING, lease_token=token
-        ).update(
+        done = jobs.finish(
+            JUDGE_RUN, run.pk, token,
             status=JudgeRun.Status.FAILED if failed else JudgeRun.Status.SUCCEEDED,
-            finished_at=now,
-            lease_token=None,
-            lease_expires_at=None,
             **_spent(
                 run, judgement.calls, judgement.prompt_tokens, judgement.completion_tokens
             ),
@@ -281,7 +257,7 @@ def judge_run_execute(*, run_id: int) -> str:
 
     Raises JudgeUnavailable after giving the run back, so the task can retry it later.
     """
-    token = _claim(run_id)
+    token = jobs.claim(JUDGE_RUN, run_id)
     if token is None:
         return "skipped"
     run = JudgeRun.objects.select_related("answer__use_case").get(pk=run_id)
@@ -346,68 +322,17 @@ def judge_run_execute(*, run_id: int) -> str:
 def judge_run_give_up(*, run_id: int, reason: str) -> None:
     """After the last retry: the run fails visibly and can be retried from the page."""
     with transaction.atomic():
-        run = JudgeRun.objects.select_for_update().filter(
-            pk=run_id, status=JudgeRun.Status.PENDING
-        ).first()
-        if run is None:
-            return
-        run.status = JudgeRun.Status.FAILED
-        run.error = reason[:2000]
-        run.retryable = True
-        run.finished_at = timezone.now()
-        run.not_before = None
-        run.save(update_fields=["status", "error", "retryable", "finished_at", "not_before"])
-        if run.trigger == JudgeRun.Trigger.SAMPLE:
-            Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
-                status=Answer.Status.FAILED
-            )
-
-
-WORKER_LOST = (
-    "gave up after {attempts} attempts: the worker was lost each time (killed, out of memory "
-    "or past its time limit)"
-)
-
-
-def _abandon_runs_of_lost_workers(now: datetime) -> None:
-    """Fail the runs whose workers died with them TREUE_JUDGE_MAX_ATTEMPTS times. Taken up
-    again, such a run (an answer that kills its worker) would cost its calls every cycle."""
-    abandoned = JudgeRun.objects.filter(
-        status=JudgeRun.Status.RUNNING,
-        lease_expires_at__lt=now,
-        attempts__gte=settings.TREUE_JUDGE_MAX_ATTEMPTS,
-    ).only("pk", "answer_id", "trigger", "attempts")
-    for run in abandoned[:5000]:
-        with transaction.atomic():
-            done = JudgeRun.objects.filter(
-                pk=run.pk, status=JudgeRun.Status.RUNNING, lease_expires_at__lt=now
-            ).update(
-                status=JudgeRun.Status.FAILED,
-                error=WORKER_LOST.format(attempts=run.attempts),
-                retryable=True,
-                finished_at=now,
-                lease_token=None,
-                lease_expires_at=None,
-            )
-            if done and run.trigger == JudgeRun.Trigger.SAMPLE:
-                Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
-                    status=Answer.Status.FAILED
-                )
+        if jobs.give_up(JUDGE_RUN, run_id, reason=reason, retryable=True):
+            _answer_failed(JudgeRun.objects.only("trigger", "answer_id").get(pk=run_id))
 
 
 def judge_runs_reconcile() -> int:
     """Re-enqueue runs whose message was lost: pending past their time, or whose worker died
-    (running with an expired lease). Returns how many were enqueued."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS)
-    _abandon_runs_of_lost_workers(now)
-    ids = list(
-        JudgeRun.objects.filter(
-            Q(status=JudgeRun.Status.PENDING, not_before__isnull=True, created_at__lt=stale)
-            | Q(status=JudgeRun.Status.PENDING, not_before__lt=stale)
-            | Q(status=JudgeRun.Status.RUNNING, lease_expires_at__lt=now)
-        )
-        .order_by("created_at")
-        .values_list("pk", flat=True)[:5000]
+    (running with an expired lease); fail those whose worker died with them too often.
+    Returns how many were enqueued."""
+    return jobs.reconcile(
+        JUDGE_RUN,
+        publish_ids=lambda ids: judge_runs_enqueue(run_ids=ids),
+        on_abandoned=_answer_failed,
+        only=("answer_id", "trigger"),
     )
-    return judge_runs_enqueue(run_ids=ids)

@@ -20,6 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import connection
 from django.utils import timezone
 
+from jobs import framework as jobs
 from monitoring import services, tasks
 from monitoring.domain import sampling
 from monitoring.domain.judge_prompt import (
@@ -736,7 +737,7 @@ def test_backoff_is_jittered_capped_and_honours_retry_after(
     settings, retries, retry_after, low, high
 ):
     settings.TREUE_JUDGE_BACKOFF_MAX_SECONDS = 600
-    delays = [tasks.backoff_seconds(retries, retry_after) for _ in range(200)]
+    delays = [jobs.backoff_seconds(retries, retry_after) for _ in range(200)]
     assert all(low <= d <= high for d in delays)
     if retry_after is None:
         assert len(set(delays)) > 100  # jitter, so retries of many runs do not line up
@@ -751,7 +752,7 @@ def test_a_judge_that_is_down_is_retried_for_about_an_hour_with_the_defaults(set
     shortest, longest = sum(s / 2 for s in steps), sum(steps)
     assert 30 * 60 <= shortest and longest <= 70 * 60, (shortest / 60, longest / 60)
     assert project.TREUE_HEALTH_BACKLOG_SECONDS < shortest
-    waited = sum(tasks.backoff_seconds(n, None) for n in retries)
+    waited = sum(jobs.backoff_seconds(n, None) for n in retries)
     assert shortest <= waited <= longest
 
 
