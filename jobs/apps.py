@@ -1,9 +1,8 @@
 from django.apps import AppConfig
-from django.utils.translation import gettext_lazy as _
 
 
 class JobsConfig(AppConfig):
-    """Holds only an abstract model: no tables, no migrations, no admin."""
+    """Holds only an abstract model and the framework: no tables, no migrations, no admin (so
+    no name a person reads either)."""
 
     name = "jobs"
-    verbose_name = _("Hintergrundaufträge")
