@@ -3,6 +3,7 @@
 from monitoring.services.ingest import (
     WARNING_NO_LOGPROBS,
     WARNING_UNALIGNED,
+    IngestOutcome,
     IngestResult,
     answer_ingest,
     answer_ingest_batch,
@@ -18,6 +19,7 @@ from monitoring.services.ingest import (
 __all__ = [
     "WARNING_NO_LOGPROBS",
     "WARNING_UNALIGNED",
+    "IngestOutcome",
     "IngestResult",
     "answer_ingest",
     "answer_ingest_batch",

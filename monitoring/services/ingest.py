@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -62,11 +63,21 @@ WARNING_UNALIGNED = (
 )
 
 
+class IngestOutcome(Enum):
+    """What one answer's ingest came to; the API says it as an HTTP status (monitoring/api)."""
+
+    CREATED = "created"  # stored now
+    EXISTING = "existing"  # the same external_id with the same content was stored before
+    CONFLICT = "conflict"  # the external_id holds different content
+    NOT_ALLOWED = "not_allowed"  # the key may not send to the use case, or it is inactive
+    INVALID = "invalid"  # the item is not a valid answer, or the database refused it
+
+
 @dataclass
 class IngestResult:
-    """What one answer's ingest came to: an HTTP status and either the record or errors."""
+    """What one answer's ingest came to: the outcome and either the record or errors."""
 
-    status: int
+    outcome: IngestOutcome
     answer: Answer | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
 
@@ -239,7 +250,7 @@ class _UseCases:
                 else "this key may not send to this use case"
             )
             self.refused[slug] = IngestResult(
-                403, errors=[{"field": "use_case", "message": message}]
+                IngestOutcome.NOT_ALLOWED, errors=[{"field": "use_case", "message": message}]
             )
         return self.refused[slug]
 
@@ -270,7 +281,7 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
         ).exists():
             return _refused(answer, e)
         return _existing(answer.service, answer.external_id, answer.content_hash, raw)
-    return IngestResult(201, answer)
+    return IngestResult(IngestOutcome.CREATED, answer)
 
 
 def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
@@ -325,7 +336,7 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     # Arrays of the columns' base types: a cast to varchar(n) would cut a longer value without
     # an error, where the insert into the column refuses it.
     arrays = ", ".join(
-        f"%s::{re.sub(r'[(].*[)]', '', f.db_type(connection))}[]" for f in chunk_fields
+        f"%s::{re.sub(r'[(].*[)]', '', _db_type(f))}[]" for f in chunk_fields
     )
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
@@ -342,11 +353,25 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     return answer_fields, chunk_fields, run_fields, sql
 
 
+def _db_type(f: models.Field) -> str:
+    """A concrete field's column type (None only for fields without a column)."""
+    db_type = f.db_type(connection)
+    assert db_type is not None, f
+    return db_type
+
+
+def _column(f: models.Field) -> str:
+    """A concrete field's column name (None only for fields without a column)."""
+    assert f.column is not None, f
+    return f.column
+
+
 def _refused(answer: Answer, error: Exception) -> IngestResult:
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
     logger.warning("the database refused answer %r: %s", answer.external_id, reason)
     return IngestResult(
-        400, errors=[{"field": "", "message": f"the database refused this answer: {reason}"}]
+        IngestOutcome.INVALID,
+        errors=[{"field": "", "message": f"the database refused this answer: {reason}"}]
     )
 
 
@@ -387,15 +412,19 @@ def answer_ingest_batch(
     valid: list[tuple[int, AnswerIn]] = []
     for i, item in enumerate(items):
         if isinstance(item, Unreadable):
-            results[i] = IngestResult(400, errors=[{"field": item.field, "message": item.message}])
+            results[i] = IngestResult(
+                IngestOutcome.INVALID, errors=[{"field": item.field, "message": item.message}]
+            )
             continue
         if not isinstance(item, dict):
-            results[i] = IngestResult(400, errors=[{"field": "", "message": "must be an object"}])
+            results[i] = IngestResult(
+                IngestOutcome.INVALID, errors=[{"field": "", "message": "must be an object"}]
+            )
             continue
         try:
             valid.append((i, AnswerIn.model_validate(item)))
         except ValidationError as e:
-            results[i] = IngestResult(400, errors=field_errors(e))
+            results[i] = IngestResult(IngestOutcome.INVALID, errors=field_errors(e))
 
     use_cases = _UseCases(service, {p.use_case for _, p in valid}, allowed)
     first_of: dict[str, int] = {}  # external id -> index of its first item
@@ -437,7 +466,7 @@ def answer_ingest_batch(
             _bulk_insert(Chunk, [c for _, _, cs in new for c in cs], with_ids=False)
             judge_runs_create(answers=[a for _, a, _ in new if a.sampled])
         for i, answer, _ in new:
-            results[i] = IngestResult(201, answer)
+            results[i] = IngestResult(IngestOutcome.CREATED, answer)
     except DatabaseError as e:
         if not (_row_refused(e) or _rolled_back(e)):
             raise
@@ -457,7 +486,7 @@ def answer_ingest_batch(
             # The first of the id stored nothing (its content conflicts with a stored answer,
             # or the database refused it): this one is answered as it would be alone.
             results[i] = _insert_one(answer, chunks, raw_of[i])
-    return [r if r is not None else IngestResult(400) for r in results]
+    return [r if r is not None else IngestResult(IngestOutcome.INVALID) for r in results]
 
 
 def _bulk_insert(model: type[Answer] | type[Chunk], rows: list, *, with_ids: bool) -> None:
@@ -490,7 +519,7 @@ def _bulk_insert(model: type[Answer] | type[Chunk], rows: list, *, with_ids: boo
         for obj in rows:
             for f in stamped:
                 f.pre_save(obj, add=True)
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        columns = ", ".join(connection.ops.quote_name(_column(f)) for f in fields)
         json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
         with raw.copy(f"COPY {connection.ops.quote_name(table)} ({columns}) FROM STDIN") as copy:
             for obj in rows:
@@ -520,9 +549,9 @@ def _compare(stored: Answer, digest: str, raw: Any) -> IngestResult:
     if stored.content_hash == digest or (
         raw is not None and stored.content_hash == legacy_content_hash(raw)
     ):
-        return IngestResult(200, stored)
+        return IngestResult(IngestOutcome.EXISTING, stored)
     return IngestResult(
-        409,
+        IngestOutcome.CONFLICT,
         errors=[{
             "field": "external_id",
             "message": "an answer with this external_id and different content already exists",

@@ -27,6 +27,7 @@ from monitoring.domain import charts
 from monitoring.domain.charts import Point
 from monitoring.models import Answer, JudgeRun
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from review import services as review_services
 from review.domain.batches import shift_week
@@ -113,7 +114,7 @@ def hostile_answer(world: DashWorld, external_id: str) -> Answer:  # noqa: F811
     result = services.answer_ingest(
         service=world.service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     run = result.answer.judge_runs.get(status=JudgeRun.Status.PENDING)
     claim = f"Aussage {external_id}."
     world.judge.claims = [claim]

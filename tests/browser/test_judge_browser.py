@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from monitoring import services
 from monitoring.models import Answer, JudgeRun
 from monitoring.schemas import AnswerIn
-from monitoring.services import judging
+from monitoring.services import IngestOutcome, judging
 from tests.monitoring.test_judge_pages import ScriptedJudge
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -59,7 +59,7 @@ def judged_answer(
     result = services.answer_ingest(
         service=service_and_key[0], payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201
+    assert result.outcome == IngestOutcome.CREATED
     [run_id] = enqueued
     assert judging.judge_run_execute(run_id=run_id) == "scored"
     use_case.team_leads.add(User.objects.create_user("teamleitung"))

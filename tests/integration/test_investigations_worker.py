@@ -15,6 +15,7 @@ from investigations.models import Investigation, Question
 from monitoring import services
 from monitoring.models import Answer, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from tests.integration.conftest import route_to, wait_for
 from tests.investigations.conftest import (
     GENERATOR,
@@ -54,7 +55,8 @@ def setup_world() -> tuple[UseCase, User, list[Answer]]:
         result = services.answer_ingest(
             service=service, payload=AnswerIn.model_validate(body), raw=body
         )
-        assert result.status == 201 and not result.answer.sampled  # no judge run in the way
+        # Not sampled: no judge run in the way.
+        assert result.outcome == IngestOutcome.CREATED and not result.answer.sampled
         answers.append(result.answer)
     return use_case, lead, answers
 

@@ -16,6 +16,7 @@ from django.test import override_settings
 from monitoring import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from tests.support.openai_server import FakeOpenAIServer
 
 GENERATOR = "gpt-4o-mini"
@@ -85,7 +86,7 @@ class World:
         result = services.answer_ingest(
             service=self.service, payload=AnswerIn.model_validate(body), raw=body
         )
-        assert result.status == 201, result.errors
+        assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
         if flagged:
             Answer.objects.filter(pk=answer.pk).update(flagged=True)

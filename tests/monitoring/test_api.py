@@ -15,6 +15,7 @@ from monitoring import selectors, services
 from monitoring.domain import sampling
 from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
 from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS, AnswerIn
+from monitoring.services import IngestOutcome
 from tests.conftest import ApiClient
 from tests.support.openai_server import DEFAULT_ANSWER
 
@@ -1264,12 +1265,12 @@ def test_a_value_too_long_for_its_column_is_refused_whole_not_cut(
     payload = AnswerIn.model_validate(make_answer(logprobs=None))
     payload.chunks[0].id = "x" * 300
     result = services.answer_ingest(service=service, payload=payload)
-    assert result.status == 400, result
+    assert result.outcome == IngestOutcome.INVALID, result
     assert "the database refused" in result.errors[0]["message"]
     assert not Answer.objects.exists() and not Chunk.objects.exists()
     assert not JudgeRun.objects.exists()
     payload.chunks[0].id = "x" * 200
     stored = services.answer_ingest(service=service, payload=payload)
-    assert stored.status == 201
+    assert stored.outcome == IngestOutcome.CREATED
     assert Chunk.objects.get(answer=stored.answer, rank=1).source_chunk_id == "x" * 200
     assert JudgeRun.objects.filter(answer=stored.answer).count() == (1 if sampled else 0)

@@ -40,6 +40,7 @@ from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.selectors import dashboard
 from monitoring.selectors.dashboard import Week, iso_weeks
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from tests.support.openai_server import ScriptedJudge
 
@@ -118,7 +119,7 @@ class DashWorld:
         result = services.answer_ingest(
             service=self.service, payload=AnswerIn.model_validate(body), raw=body
         )
-        assert result.status == 201, result.errors
+        assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()

@@ -16,6 +16,7 @@ from monitoring import services
 from monitoring.domain import health
 from monitoring.models import Answer, UseCase, WorkerHeartbeat
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from monitoring.services.health import worker_heartbeat_record
 
 KEYS = {"status", "database", "broker", "worker", "oldest_unscored_seconds"}
@@ -118,7 +119,7 @@ def _ingest(use_case: UseCase, ext: str, **extra: Any) -> Answer:
     result = services.answer_ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     return result.answer
 
 

@@ -26,7 +26,7 @@ from monitoring import services
 from monitoring.domain.judge_prompt import PROMPT_VERSION
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import rescoring
+from monitoring.services import IngestOutcome, rescoring
 from monitoring.services.judging import judge_run_execute
 from tests.support.judged import Judge as ScriptedJudge
 
@@ -77,7 +77,7 @@ def ingest(
     result = services.answer_ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     assert result.answer.flagged == flagged
     return result.answer
 

@@ -19,6 +19,7 @@ from django.test import Client
 from monitoring import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 
 EN_CATALOGUE = Path(__file__).resolve().parents[2] / "locale/en/LC_MESSAGES/django.mo"
 
@@ -41,7 +42,7 @@ def ingest(service: Service, body: dict[str, Any]) -> Answer:
     result = services.answer_ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     return result.answer
 
 

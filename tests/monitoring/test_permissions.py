@@ -11,6 +11,7 @@ from django.test import Client
 from monitoring import services
 from monitoring.models import Answer, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 
 PASSWORD = "pw-for-tests-only-8e2c"
 EMPTY_STATE = "Ihnen ist noch kein Anwendungsfall zugeordnet"
@@ -26,7 +27,7 @@ class World:
 def ingest(service: Any, body: dict[str, Any]) -> Answer:
     result = services.answer_ingest(service=service, payload=AnswerIn.model_validate(body),
                                     raw=body)
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     return result.answer
 
 

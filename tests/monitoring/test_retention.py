@@ -22,7 +22,7 @@ from monitoring import services
 from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.selectors.dashboard import overview_rows, use_case_page
-from monitoring.services import rescoring, retention
+from monitoring.services import IngestOutcome, rescoring, retention
 from monitoring.services.judging import judge_run_execute
 from monitoring.tasks import apply_retention
 from review import services as review_services
@@ -96,7 +96,7 @@ def _ingest_full(service: Service, use_case: UseCase, ext: str, created_at: date
     }
     result = services.answer_ingest(service=service, payload=AnswerIn.model_validate(body),
                                     raw=body)
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     return result.answer
 
 
@@ -406,7 +406,7 @@ def test_a_replay_of_an_anonymised_answer_is_still_idempotent(
     }
     result = services.answer_ingest(service=world.service, payload=AnswerIn.model_validate(body),
                                     raw=body)
-    assert result.status == 200
+    assert result.outcome == IngestOutcome.EXISTING
     assert Answer.objects.filter(external_id=answer.external_id).count() == 1
 
 

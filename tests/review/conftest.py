@@ -15,6 +15,7 @@ from django.utils import timezone
 from monitoring import services
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge
@@ -72,7 +73,7 @@ class ReviewWorld:
         result = services.answer_ingest(
             service=service, payload=AnswerIn.model_validate(body), raw=body
         )
-        assert result.status == 201, result.errors
+        assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()

@@ -15,6 +15,7 @@ from monitoring import services as monitoring_services
 from monitoring.domain.sampling import random_draw
 from monitoring.models import Answer, JudgeRun, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from review import services
 from review.domain.batches import week_monday
@@ -48,7 +49,7 @@ def ingest(
     result = monitoring_services.answer_ingest(
         service=world.service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     answer = result.answer
     assert answer.flagged == flagged
     run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()

@@ -20,6 +20,7 @@ from monitoring import services
 from monitoring.domain import sampling
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 
 GENERATOR = "gpt-4o-mini"
@@ -86,7 +87,7 @@ def ingest(
     result = services.answer_ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
-    assert result.status == 201, result.errors
+    assert result.outcome == IngestOutcome.CREATED, result.errors
     assert result.answer.flagged == flagged
     return result.answer
 

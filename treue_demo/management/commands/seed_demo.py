@@ -27,6 +27,7 @@ from django.utils import timezone
 from monitoring import services
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.selectors.dashboard import Week, iso_weeks
+from monitoring.services import IngestOutcome
 from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
 from treue_demo.server import DemoAnswer, expert_labels, expert_score, load_answers
 
@@ -120,7 +121,7 @@ class Command(BaseCommand):
                     results = services.answer_ingest_batch(
                         service=service, items=bodies[start:start + BATCH]
                     )
-                    created[case.slug] += sum(r.status == 201 for r in results)
+                    created[case.slug] += sum(r.outcome == IngestOutcome.CREATED for r in results)
         for case, use_case in zip(USE_CASES, use_cases, strict=True):
             self.stdout.write(
                 f"Demo: {created[case.slug]} neue Antworten ({total[case.slug]} insgesamt, "

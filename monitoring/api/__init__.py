@@ -1,0 +1,59 @@
+"""The API (`/api/v1/`): RAG services post answers with a bearer key; the weekly estimates of
+a use case are read with a service key allowed on it or by a team lead logged in to the pages.
+
+Errors are always `{"errors": [{"field", "message"}]}` with a 4xx status; a client's mistake is
+never a 500. The body is parsed by the API rather than by Django's form machinery so that every
+way a body can be malformed (not UTF-8, not JSON, NaN, nesting that exhausts the parser, too
+large) becomes a named 400 or 413.
+
+By concern: `parsing` reads the body, `auth` knows the callers, `errors` says every error the
+same way, `ingest` and `estimates` are the two groups of endpoints. The URLs and the OpenAPI
+document are the ones of the single module this package was.
+"""
+
+from typing import Any
+
+from ninja import NinjaAPI
+from ninja.operation import Operation
+
+from monitoring.api import estimates, ingest
+from monitoring.api.auth import ServiceKey
+from monitoring.api.errors import handle_errors
+from monitoring.api.estimates import EstimatesOut
+from monitoring.api.parsing import StrictJSONParser, body_limit
+
+__all__ = ["EstimatesOut", "api", "body_limit"]
+
+
+class TreueAPI(NinjaAPI):
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        # Batch items are validated one by one (a bad item must not cost the others), so the
+        # model holds them as Any; the published schema still says what an item must be.
+        answers = schema["components"]["schemas"]["BatchIn"]["properties"]["answers"]
+        answers["items"] = {"$ref": "#/components/schemas/AnswerIn"}
+        return schema
+
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        # The ids the endpoints had when they were one module (monitoring/api.py): a client
+        # generated from the document keeps its method names.
+        return f"monitoring_api_{operation.view_func.__name__}"
+
+
+api = TreueAPI(
+    title="Treue ingest API",
+    version="1",
+    description=(
+        "RAG services send every answer they produce. Treue flags doubtful answers from token "
+        "log-probabilities and samples answers for the LLM judge. Each service key may make a "
+        "limited number of requests a minute (a batch counts as one); above it the answer is "
+        "429 with Retry-After, the seconds until the minute is over."
+    ),
+    parser=StrictJSONParser(),
+    auth=ServiceKey(),
+    urls_namespace="api",
+    docs_url=None,
+)
+handle_errors(api)
+api.add_router("", ingest.router)
+api.add_router("", estimates.router)
