@@ -579,7 +579,7 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
          "model": GENERATOR, "logprobs": None},
     ]
     results = services.answer_ingest_batch(service=world.service, items=items)
-    assert [r.status for r in results] == [201, 201]
+    assert [r.outcome for r in results] == [IngestOutcome.CREATED] * 2
     first, second = (Answer.objects.get(external_id=i) for i in ("stapel-1", "stapel-2"))
     assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
     assert (second.min_content_probability, second.multi_part) == (None, True)

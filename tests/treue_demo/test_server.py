@@ -30,6 +30,7 @@ from monitoring.domain.judge_prompt import (
 )
 from monitoring.judge_client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from monitoring.models import Answer, JudgeRun
+from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
@@ -291,7 +292,7 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
     with override_settings(TREUE_JUDGE_BASE_URL=demo_judge.base_url,
                            TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL, TREUE_JUDGE_API_KEY="demo"):
         results = services.answer_ingest_batch(service=service, items=labelled + clean)
-        assert [r.status for r in results] == [201] * len(results)
+        assert [r.outcome for r in results] == [IngestOutcome.CREATED] * len(results)
         runs = JudgeRun.objects.filter(answer__use_case=use_case).order_by("pk")
         assert runs.count() == 16
         assert {run.judge_model for run in runs} == {DEMO_JUDGE_MODEL}
@@ -503,7 +504,7 @@ def test_an_investigation_over_demo_answers(
     labelled = [b for b in bodies if b["metadata"]["human_labels"]][::32]  # 4 of 128
     clean = [b for b in bodies if not b["metadata"]["human_labels"]][::51]  # 4 of 202
     results = services.answer_ingest_batch(service=service, items=labelled + clean)
-    assert [r.status for r in results] == [201] * len(results)
+    assert [r.outcome for r in results] == [IngestOutcome.CREATED] * len(results)
     lead = User.objects.create_user("lead")
     use_case.team_leads.add(lead)
     server = DemoJudgeServer(port=0).start()
