@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need and runs them all: ruff, the migration check, pytest
-# (domain, API, pages, browser). Embedded defaults unless DATABASE_URL / CELERY_BROKER_URL are
-# set (CI sets them to PostgreSQL and Redis, see .ci/run). Extra arguments go to pytest.
+# (domain, API, pages, integration, browser) on four processes. Embedded defaults unless
+# DATABASE_URL / CELERY_BROKER_URL are set (CI sets them to PostgreSQL and Redis, see .ci/run).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,4 +27,8 @@ export TREUE_VAR_DIR=${TREUE_VAR_DIR:-$PWD/var/test}
 .venv/bin/ruff check .
 # DATABASE_URL emptied: the check needs no server (the test database does not exist yet).
 DATABASE_URL= .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
-.venv/bin/python -m pytest "$@"
+# Four processes (pytest-xdist), each with its own test database, var/ folder and free ports
+# (tests/settings.py): much of the suite waits on the network, subprocesses and the browser, so
+# four keep two cores busy. A module that starts processes or a browser stays on one of them
+# (--dist loadgroup, tests/conftest.py). `-n 0` among the arguments runs it in one process.
+.venv/bin/python -m pytest -n "${TEST_PROCESSES:-4}" --dist loadgroup "$@"

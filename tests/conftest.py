@@ -1,8 +1,20 @@
-"""Shared fixtures: use cases, services with keys, users, an API client, the OpenAI server."""
+"""Shared fixtures: use cases, services with keys, users, an API client, the OpenAI server;
+and the suite's markers, which follow the folders (see CONTRIBUTING.md):
+
+- `integration` (tests/integration, tests/bench): real processes — celery workers, gunicorn,
+  redis-server — against the database and the broker;
+- `browser` (tests/browser): Chromium driven through Playwright against a live server;
+- `timing` (set by hand): asserts on the wall clock, so such tests take turns
+  (tests/support/timing.py).
+
+`pytest -m "not integration and not browser"` is the fast part; tests/domain runs without
+Django on its own (tests/domain/pytest.ini).
+"""
 
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +23,31 @@ from django.test import Client
 
 from monitoring import services
 from monitoring.models import Service, UseCase
+from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 
 pytest_plugins = ["tests.support.openai_server"]
 
 IN_CI = os.environ.get("CI") == "true"
+TESTS = Path(__file__).resolve().parent
+# The folders whose tests are marked, and the marker. Their modules start processes or a
+# browser in module-scoped fixtures, so under pytest-xdist (--dist loadgroup) each module
+# stays on one worker instead of starting them again on every worker.
+MARKED_FOLDERS = {"integration": "integration", "bench": "integration", "browser": "browser"}
+FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        marker = MARKED_FOLDERS.get(folder)
+        if marker:
+            item.add_marker(marker)
+            if not item.get_closest_marker("xdist_group"):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 def _on_postgres() -> bool:
@@ -29,6 +62,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if IN_CI:
             pytest.fail("CI must run on PostgreSQL: DATABASE_URL is not a PostgreSQL URL")
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hasher(request: pytest.FixtureRequest) -> None:
+    """Every test with a database hashes passwords with MD5: the production hasher takes a good
+    part of a second per password, on purpose, and the suite creates hundreds of users."""
+    if DATABASE_FIXTURES.isdisjoint(request.fixturenames) and not request.node.get_closest_marker(
+        "django_db"
+    ):
+        return
+    request.getfixturevalue("settings").PASSWORD_HASHERS = FAST_HASHER
 
 
 @pytest.fixture

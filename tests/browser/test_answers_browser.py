@@ -35,7 +35,6 @@ def answers(
     settings: Any, use_case: UseCase, other_use_case: UseCase, api: Any, make_answer: Any
 ) -> dict[str, int]:
     """An expert of A; in A one flagged and one unremarkable answer, in B one answer."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     use_case.experts.add(User.objects.create_user(USERNAME, password=PASSWORD))
     ids = {}
     for external_id, low in (("a-flagged", {"5": 0.2}), ("a-calm", {})):

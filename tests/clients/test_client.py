@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from monitoring.models import Answer
 from tests.clients.conftest import Proxy, Treue, free_port, wait_for
 
@@ -65,6 +67,7 @@ def test_external_id_defaults_to_a_fresh_uuid(make_client: Any) -> None:
     assert set(Answer.objects.values_list("external_id", flat=True)) == {first, second}
 
 
+@pytest.mark.timing
 def test_treue_down_the_caller_waits_not_and_the_answers_arrive_later(
     make_client: Any, proxy: Proxy
 ) -> None:
@@ -103,6 +106,7 @@ def test_5xx_is_retried_and_retry_after_honoured(make_client: Any, proxy: Proxy)
     assert Answer.objects.filter(external_id="req-1").exists()
 
 
+@pytest.mark.timing
 def test_queue_full_drops_and_counts_and_the_queue_stays_bounded(make_client: Any) -> None:
     client = make_client(url=f"http://127.0.0.1:{free_port()}", max_queue=50, batch_size=10)
     started = time.monotonic()

@@ -169,6 +169,7 @@ def test_concurrency_must_be_positive(concurrency):
         judge(FakeJudge(['["A."]'], {"A.": "GEDECKT"}), concurrency=concurrency)
 
 
+@pytest.mark.timing
 def test_eight_claims_take_about_one_call_not_eight():
     claims = [f"Aussage {i}." for i in range(8)]
     fake = FakeJudge([claims_json(claims)], dict.fromkeys(claims, "GEDECKT"), sleep=0.2)

@@ -514,6 +514,7 @@ def test_lower_threshold_on_stored_copy_flags_fewer(threshold, expected):
     assert [w.word for w in reanalyse(answer, stored, threshold)] == expected
 
 
+@pytest.mark.timing
 def test_three_hundred_tokens_analyse_fast():
     sentence = " Die Aufbewahrungsfrist für Behältergrößen beträgt 3,5 Jahre nach § 4."
     answer = (sentence * 30).strip()
@@ -537,6 +538,7 @@ def test_three_hundred_tokens_analyse_fast():
     assert best < 0.05
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     ("tokens", "aligned"),
     [

@@ -346,6 +346,7 @@ def test_threshold_table_matches_brute_force():
     ] == expected
 
 
+@pytest.mark.timing
 def test_threshold_table_is_fast_on_100k_answers():
     probabilities, sample = window(100_000, seed=11)
     start = time.perf_counter()

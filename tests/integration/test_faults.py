@@ -325,6 +325,7 @@ def _assert_503(response: requests.Response, *, json_body: bool) -> None:
         assert errors and "database" in errors[0]["message"]
 
 
+@pytest.mark.timing
 @pytest.mark.postgres
 @transactional
 def test_the_database_unreachable_is_503_with_retry_after_and_recovers_by_itself(

@@ -161,7 +161,6 @@ class DashWorld:
 def world(openai_server: Any, settings: Any, db: None) -> DashWorld:
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     judge = ScriptedJudge()
     openai_server.responder = judge
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),

@@ -175,6 +175,7 @@ def test_connection_refused_is_unavailable():
     assert caught.value.retry_after is None
 
 
+@pytest.mark.timing
 def test_a_reply_slower_than_the_timeout_is_unavailable(openai_server):
     openai_server.delay_for = lambda index, request: 5.0
     judge = make_client(openai_server.base_url, timeout=0.3)

@@ -41,7 +41,6 @@ OTHER_JUDGE = "judge-y"
 def judge(openai_server: Any, settings: Any) -> ScriptedJudge:
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     scripted = ScriptedJudge()
     openai_server.responder = scripted
     return scripted

@@ -35,7 +35,6 @@ class World:
 def judge(openai_server: Any, settings: Any) -> Judge:
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     scripted = Judge()
     openai_server.responder = scripted
     return scripted
@@ -93,7 +92,6 @@ def families(response: Any) -> dict[str, str]:
 
 @pytest.fixture
 def staff(db: None, settings: Any) -> Client:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     client = Client()
     client.force_login(User.objects.create_user("betrieb", password="x-3kd9", is_staff=True))
     return client
@@ -211,7 +209,6 @@ def test_empty_installation(db: None, staff: Client) -> None:
 
 
 def test_access_rules(db: None, settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     anonymous = Client()
     response = scrape(anonymous)
     assert response.status_code == 401

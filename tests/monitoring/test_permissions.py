@@ -36,8 +36,6 @@ def world(
     use_case: UseCase, other_use_case: UseCase, service_and_key: Any, make_answer: Any,
     settings: Any,
 ) -> World:
-    # The default hasher takes a good part of a second per password, on purpose.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     service_a, _ = service_and_key
     service_b, _ = services.service_create(name="sales-bot", use_cases=[other_use_case])
     answer_a = ingest(service_a, make_answer(external_id="ext-in-a", question="Frage aus A?"))

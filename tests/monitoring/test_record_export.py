@@ -40,7 +40,6 @@ def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:
     use case "fremd" with its own expert and lead; staff; a user without a use case."""
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     judge = Judge()
     openai_server.responder = judge
     use_case = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)

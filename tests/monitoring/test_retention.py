@@ -66,7 +66,6 @@ class World:
 def judge(openai_server: Any, settings: Any) -> Judge:
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     scripted = Judge()
     openai_server.responder = scripted
     return scripted

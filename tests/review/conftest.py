@@ -106,7 +106,6 @@ class ReviewWorld:
 def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:
     settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
     settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     judge = ScriptedJudge()
     openai_server.responder = judge
     use_case = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)

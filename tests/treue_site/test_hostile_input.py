@@ -239,6 +239,7 @@ def get(client: Client, path: str) -> tuple[str, Any]:
     return body, response
 
 
+@pytest.mark.timing
 @pytest.mark.django_db
 def test_hostile_text_is_inert_on_every_page(hostile_world, client):
     w = hostile_world["world"]
@@ -297,6 +298,7 @@ def test_hostile_text_is_inert_on_every_page(hostile_world, client):
     assert MB_WORD in admin_html
 
 
+@pytest.mark.timing
 @pytest.mark.django_db
 def test_the_csv_export_neutralises_formulas(hostile_world, client):
     client.force_login(hostile_world["world"].users["lead"])

@@ -26,8 +26,6 @@ LOGINS = {"site": ("/login/", "/"), "admin": ("/admin/login/?next=/admin/", "/ad
 
 @pytest.fixture
 def people(db: None, settings: Any) -> dict[str, User]:
-    # The default hasher takes a good part of a second per password, on purpose.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return {
         "anna": User.objects.create_user("anna", password=PASSWORD, is_staff=True),
         "ben": User.objects.create_user("ben", password=PASSWORD, is_staff=True),

@@ -123,6 +123,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.timing
 def test_a_dead_redis_fails_open_quickly(
     api: ApiClient, make_answer: Any, settings: Any
 ) -> None:

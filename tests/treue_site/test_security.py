@@ -170,7 +170,6 @@ def test_the_admin_action_revokes_keys(
     api: ApiClient, make_answer: Any, service_and_key: tuple[Service, str],
     django_user_model: Any, settings: Any,
 ) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     service, _ = service_and_key
     admin = Client()
     admin.force_login(django_user_model.objects.create_superuser("root", "r@example.org", "pw"))
