@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    # django-ninja's templates and static files, so /api/v1/docs serves Swagger UI from here.
+    "ninja",
     # Only an abstract model (LeasedJob) and the job framework: no tables.
     "jobs",
     "monitoring",

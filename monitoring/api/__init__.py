@@ -13,7 +13,7 @@ document are the ones of the single module this package was.
 
 from typing import Any
 
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.operation import Operation
 
 from monitoring.api import estimates, ingest
@@ -52,7 +52,11 @@ api = TreueAPI(
     parser=StrictJSONParser(),
     auth=ServiceKey(),
     urls_namespace="api",
-    docs_url=None,
+    # Swagger UI from django-ninja's own static files ("ninja" is installed for them), never a
+    # CDN: the page works offline and under the site's Content-Security-Policy. Public, like
+    # the schema it reads: it holds no data, and "Authorize" takes a service key.
+    docs=Swagger(settings={"persistAuthorization": False}),
+    docs_url="/docs",
 )
 handle_errors(api)
 api.add_router("", ingest.router)

@@ -106,7 +106,12 @@ def test_main_pages_run_under_the_policy(page: Page, live_server: Any, world: Wo
         page.locator('input[type="radio"]').first.check()
     assert saved.value.status == 200
 
+    # The API docs (Swagger UI from the site's own static files) render under the policy too,
+    # for anyone: they list the ingest operations from the schema.
     page.context.clear_cookies()
+    watch.visit(f"{base}/api/v1/docs")
+    expect(page.get_by_text("/api/v1/answers/batch")).to_be_visible(timeout=DRAW_TIMEOUT_MS)
+
     log_in(page, base, world.users["superuser"])
     watch.visit(f"{base}/admin/")
     watch.visit(f"{base}/admin/monitoring/service/")
