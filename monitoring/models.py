@@ -148,6 +148,13 @@ class Service(models.Model):
     name = models.CharField(_("Name"), max_length=200, unique=True)
     key_prefix = models.CharField(_("Schlüssel-Präfix"), max_length=16, unique=True)
     key_hash = models.CharField(max_length=64)
+    # The key before the last rotation, valid until previous_key_expires_at (a grace period in
+    # which the services move to the new key); empty when there is none.
+    previous_key_prefix = models.CharField(max_length=16, blank=True, default="", db_index=True)
+    previous_key_hash = models.CharField(max_length=64, blank=True, default="")
+    previous_key_expires_at = models.DateTimeField(
+        _("alter Schlüssel gültig bis"), null=True, blank=True
+    )
     use_cases = models.ManyToManyField(
         UseCase, blank=True, related_name="services", verbose_name=_("erlaubte Anwendungsfälle")
     )

@@ -44,8 +44,14 @@ class ServiceKey(HttpBearer):
         # The prefix only finds the row; the secret is compared as hashes in constant time,
         # and a revoked service (active=False) is not found at all.
         prefix = keys.key_prefix(token)
-        found = selectors.service_for_key(prefix) if prefix else None
-        if found is None or not keys.key_matches(token, found.service.key_hash):
+        if not prefix:
+            return None
+        found = selectors.service_for_key(prefix)
+        digest = found.service.key_hash if found else ""
+        if found is None:  # perhaps the key before a rotation, in its grace period
+            found = selectors.service_for_key(prefix, previous=True)
+            digest = found.service.previous_key_hash if found else ""
+        if found is None or not keys.key_matches(token, digest):
             return None
         service = found.service
         # Ingest resolves use cases against these, without asking the database again.

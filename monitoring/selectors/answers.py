@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import Col, OrderBy
+from django.utils import timezone
 
 from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
@@ -262,16 +263,24 @@ class KeyOwner:
     use_cases: dict[str, UseCase]  # the active use cases it may send to, by slug
 
 
-def service_for_key(prefix: str) -> KeyOwner | None:
+def service_for_key(prefix: str, *, previous: bool = False) -> KeyOwner | None:
     """The active service holding the key with this prefix and the active use cases it may send
-    to; None when there is none.
+    to; None when there is none. With ``previous``: the service whose key before the last
+    rotation has this prefix and is still in its grace period.
 
     One plain SQL query, as it runs for every ingest request and the ORM's query building cost
     more than the query: the service, left-joined to its links and active use cases. The values
     pass through the fields' database converters as the ORM's would (SQLite's datetimes).
     """
     with connection.cursor() as cursor:
-        cursor.execute(_KeyOwnerQuery.sql(connection.vendor), [prefix])
+        if previous:
+            cursor.execute(
+                _KeyOwnerQuery.sql(connection.vendor, "previous_key_prefix")
+                + f" AND s.{connection.ops.quote_name('previous_key_expires_at')} > %s",
+                [prefix, timezone.now()],
+            )
+        else:
+            cursor.execute(_KeyOwnerQuery.sql(connection.vendor, "key_prefix"), [prefix])
         rows = cursor.fetchall()
     if not rows:
         return None
@@ -327,7 +336,7 @@ class _KeyOwnerQuery:
 
     @staticmethod
     @functools.cache
-    def sql(vendor: str) -> str:
+    def sql(vendor: str, prefix_column: str) -> str:
         # Built on first use, per database vendor (quoting), not at import.
         q = connection.ops.quote_name
         links = Service.use_cases.through._meta
@@ -338,5 +347,5 @@ class _KeyOwnerQuery:
             f" ON l.{q(links.get_field('service').column)} = s.{q('id')}"
             f" LEFT JOIN {q(UseCase._meta.db_table)} u"
             f" ON u.{q('id')} = l.{q(links.get_field('usecase').column)} AND u.{q('active')}"
-            f" WHERE s.{q('key_prefix')} = %s AND s.{q('active')}"
+            f" WHERE s.{q(prefix_column)} = %s AND s.{q('active')}"
         )

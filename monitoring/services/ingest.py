@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import Enum
 from typing import Any
 
@@ -594,8 +595,21 @@ def service_create(*, name: str, use_cases: Sequence[UseCase]) -> tuple[Service,
     return service, key
 
 
-def service_rotate_key(*, service: Service) -> str:
+def service_rotate_key(*, service: Service, grace: timedelta = timedelta(0)) -> str:
+    """Give the service a new key and return it. The old key stays valid for ``grace`` (none by
+    default), so that the services can move to the new one; a key older than that is revoked
+    now."""
     key, prefix, digest = keys.generate_key()
+    if grace > timedelta(0):
+        service.previous_key_prefix = service.key_prefix
+        service.previous_key_hash = service.key_hash
+        service.previous_key_expires_at = timezone.now() + grace
+    else:
+        service.previous_key_prefix, service.previous_key_hash = "", ""
+        service.previous_key_expires_at = None
     service.key_prefix, service.key_hash = prefix, digest
-    service.save(update_fields=["key_prefix", "key_hash"])
+    service.save(update_fields=[
+        "key_prefix", "key_hash",
+        "previous_key_prefix", "previous_key_hash", "previous_key_expires_at",
+    ])
     return key

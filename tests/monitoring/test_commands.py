@@ -2,15 +2,17 @@
 
 import hashlib
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.utils import timezone
 
 from monitoring.domain import keys
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
-from monitoring.models import Service, UseCase
+from monitoring.models import Answer, Service, UseCase
 from tests.conftest import ApiClient
 
 pytestmark = pytest.mark.django_db
@@ -171,3 +173,72 @@ def test_create_service_requires_a_use_case():
         run("create_service", "svc")
     assert not Service.objects.exists()
 
+
+
+def _hotline_service_and_key():
+    run("create_use_case", "hotline", "--name", "Hotline")
+    out = run("create_service", "rag-hotline", "--use-case", "hotline")
+    return Service.objects.get(name="rag-hotline"), out.rstrip("\n").split("\n")[-1].strip()
+
+
+def _post_with(client, key, n):
+    body = {"external_id": f"rot-{n}", "use_case": "hotline", "question": "Frage?",
+            "answer": "Antwort.", "model": "m"}
+    return ApiClient(client, key).post("/api/v1/answers", body).status_code
+
+
+def test_rotate_service_key_prints_a_new_key_and_the_old_one_works_through_the_grace(client):
+    service, old = _hotline_service_and_key()
+
+    out = run("rotate_service_key", "rag-hotline", "--grace-hours", "2")
+
+    lines = out.rstrip("\n").split("\n")
+    new = lines[-1].strip()
+    assert keys.key_prefix(new) is not None and new != old
+    assert "old key works until" in lines[0]
+    service.refresh_from_db()
+    assert service.key_hash == hashlib.sha256(new.encode()).hexdigest()
+    assert service.previous_key_hash == hashlib.sha256(old.encode()).hexdigest()
+    row = _service_row_values(service.pk)
+    for secret in (new.split("_", 2)[2], old.split("_", 2)[2]):
+        assert not any(secret in value for value in row), row
+    # Both keys work during the grace period, for the same service.
+    assert _post_with(client, new, 1) == 201
+    assert _post_with(client, old, 2) == 201
+    assert _post_with(client, old + "x", 3) == 401
+    assert set(Answer.objects.values_list("service__name", flat=True)) == {"rag-hotline"}
+
+    # After it, the old key is refused and the new one still works.
+    Service.objects.filter(pk=service.pk).update(
+        previous_key_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert _post_with(client, old, 4) == 401
+    assert _post_with(client, new, 5) == 201
+
+
+def test_rotating_twice_revokes_the_first_key_and_grace_zero_revokes_at_once(client):
+    service, first = _hotline_service_and_key()
+    second = run("rotate_service_key", "rag-hotline").rstrip("\n").split("\n")[-1]
+    third = run("rotate_service_key", "rag-hotline").rstrip("\n").split("\n")[-1]
+    # Only the key just replaced has a grace period.
+    assert _post_with(client, first, 1) == 401
+    assert _post_with(client, second, 2) == 201
+    assert _post_with(client, third, 3) == 201
+
+    out = run("rotate_service_key", "rag-hotline", "--grace-hours", "0")
+    fourth = out.rstrip("\n").split("\n")[-1]
+    assert "refused from now on" in out
+    assert _post_with(client, third, 4) == 401
+    assert _post_with(client, fourth, 5) == 201
+
+
+def test_rotate_service_key_refuses_an_unknown_or_revoked_service_and_a_bad_grace():
+    service, _ = _hotline_service_and_key()
+    with pytest.raises(CommandError, match="unknown service 'nope'.*rag-hotline"):
+        run("rotate_service_key", "nope")
+    with pytest.raises(CommandError, match="between 0 and 8760"):
+        run("rotate_service_key", "rag-hotline", "--grace-hours", "-1")
+    Service.objects.filter(pk=service.pk).update(active=False)
+    with pytest.raises(CommandError, match="revoked"):
+        run("rotate_service_key", "rag-hotline")
+    assert Service.objects.get(pk=service.pk).key_hash == service.key_hash

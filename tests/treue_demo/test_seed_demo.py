@@ -166,7 +166,10 @@ def seed(**options: object) -> str:
 def test_seed_then_judge_then_import_the_experts_labels(
     demo_judge: DemoJudgeServer, tmp_path: Path
 ) -> None:
-    seed(scale=SCALE)
+    first = seed(scale=SCALE)
+    # The key once, then on every later start where it went and how to get a new one.
+    assert "API-Schlüssel des Demo-Dienstes (nur jetzt sichtbar): tr_" in first
+    assert "manage.py rotate_service_key demo-rag" in first
     weeks = iso_weeks(weeks=WEEKS + 1)
     now = timezone.now()
     for case in USE_CASES:
@@ -184,7 +187,10 @@ def test_seed_then_judge_then_import_the_experts_labels(
         assert not Answer.objects.filter(use_case=use_case,
                                          created_at__lt=weeks[0].start).exists()
     total = Answer.objects.count()
-    assert "0 neue Antworten" in seed(scale=SCALE)  # safe to run again
+    again = seed(scale=SCALE)
+    assert "0 neue Antworten" in again  # safe to run again
+    assert "nur jetzt sichtbar" not in again
+    assert "beim ersten Start gezeigt" in again and "rotate_service_key demo-rag" in again
     assert Answer.objects.count() == total
 
     runs = list(JudgeRun.objects.filter(status=JudgeRun.Status.PENDING).values_list("pk",

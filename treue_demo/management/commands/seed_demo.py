@@ -129,8 +129,15 @@ class Command(BaseCommand):
                 f"{use_case.sample_rate:.0%}: {case.story}"
             )
         self.stdout.write(f"Demo-Daten geladen in {time.monotonic() - started:.0f} s.")
+        rotate = f".venv/bin/python manage.py rotate_service_key {DEMO_SERVICE}"
         if key:
             self.stdout.write(f"API-Schlüssel des Demo-Dienstes (nur jetzt sichtbar): {key}")
+            self.stdout.write(f"Einen neuen Schlüssel gibt / a new key: {rotate}")
+        else:
+            self.stdout.write(
+                "Der API-Schlüssel des Demo-Dienstes wurde beim ersten Start gezeigt und ist nur "
+                f"als Hash gespeichert; einen neuen gibt / a new key: {rotate}"
+            )
         self.stdout.write(
             f"Anmeldung / login: Benutzer {DEMO_USER!r}, Passwort {DEMO_PASSWORD!r}"
         )
