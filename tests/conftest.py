@@ -24,6 +24,7 @@ from django.test import Client
 from monitoring import services
 from monitoring.models import Service, UseCase
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
+from tests.support.world import WorldBuilder
 
 pytest_plugins = ["tests.support.openai_server"]
 
@@ -73,6 +74,13 @@ def fast_password_hasher(request: pytest.FixtureRequest) -> None:
     ):
         return
     request.getfixturevalue("settings").PASSWORD_HASHERS = FAST_HASHER
+
+
+@pytest.fixture
+def world_builder(request: pytest.FixtureRequest, settings: Any) -> WorldBuilder:
+    """The shared builder of test worlds (tests/support/world.py); the local OpenAI-compatible
+    server starts only if the world needs it. The world fixture asks for the database."""
+    return WorldBuilder(settings, lambda: request.getfixturevalue("openai_server"))
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
+from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -33,8 +34,8 @@ document.addEventListener('securitypolicyviolation', e => window.__violations.pu
 
 
 @pytest.fixture
-def world(openai_server: Any, settings: Any, transactional_db: None) -> World:
-    return build_world(openai_server, settings)
+def world(world_builder: WorldBuilder, transactional_db: None) -> World:
+    return build_world(world_builder)
 
 
 def log_in(page: Page, base: str, user: User) -> None:

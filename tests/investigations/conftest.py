@@ -18,6 +18,7 @@ from monitoring.models import Answer, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services import IngestOutcome
 from tests.support.openai_server import FakeOpenAIServer
+from tests.support.world import WorldBuilder
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"
@@ -111,19 +112,22 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.fixture
-def world(db: None, openai_server: FakeOpenAIServer) -> Iterator[World]:
-    use_case = services.use_case_create(
-        slug="behaelter", name="Behälterprüfung", language="de", sample_rate=0.01
+def world(
+    world_builder: WorldBuilder, db: None, openai_server: FakeOpenAIServer
+) -> Iterator[World]:
+    use_case = world_builder.use_case(
+        "behaelter", "Behälterprüfung", language="de", sample_rate=0.01
     )
-    other = services.use_case_create(slug="vertrieb", name="Vertrieb", language="en")
-    service, _key = services.service_create(name="rag-bot", use_cases=[use_case, other])
-    users = {
-        name: User.objects.create_user(name, password=PASSWORD, is_staff=name == "staff")
-        for name in ("lead", "expert", "staff", "stranger", "other_lead")
+    other = world_builder.use_case("vertrieb", "Vertrieb", language="en")
+    service, _key = world_builder.service("rag-bot", use_case, other)
+    roles: dict[str, dict[str, Any]] = {
+        "lead": {"lead_of": [use_case]}, "expert": {"expert_of": [use_case]},
+        "staff": {"is_staff": True}, "stranger": {}, "other_lead": {"lead_of": [other]},
     }
-    use_case.team_leads.add(users["lead"])
-    use_case.experts.add(users["expert"])
-    other.team_leads.add(users["other_lead"])
+    users = {
+        name: world_builder.user(name, password=PASSWORD, **extra)
+        for name, extra in roles.items()
+    }
     models = ScriptedModels()
     openai_server.responder = models
     with override_settings(

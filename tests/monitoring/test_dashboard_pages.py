@@ -43,6 +43,7 @@ from monitoring.selectors.dashboard import Week, iso_weeks
 from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from tests.support.openai_server import ScriptedJudge
+from tests.support.world import WorldBuilder
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 GENERATOR = "gpt-4o-mini"
@@ -158,29 +159,22 @@ class DashWorld:
 
 
 @pytest.fixture
-def world(openai_server: Any, settings: Any, db: None) -> DashWorld:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    judge = ScriptedJudge()
-    openai_server.responder = judge
+def world(world_builder: WorldBuilder, db: None) -> DashWorld:
+    judge = world_builder.judge(ScriptedJudge())
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
                               completion_per_1k=Decimal("2"), currency="EUR")
-    a = services.use_case_create(slug="auskunft", name="Auskunft", sample_rate=RATE,
-                                 action_threshold=0.9)
-    b = services.use_case_create(slug="vertrieb", name="Vertrieb", sample_rate=RATE)
-    service, _ = services.service_create(name="dash-bot", use_cases=[a, b])
+    a = world_builder.use_case("auskunft", "Auskunft", sample_rate=RATE, action_threshold=0.9)
+    b = world_builder.use_case("vertrieb", "Vertrieb", sample_rate=RATE)
+    service, _ = world_builder.service("dash-bot", a, b)
 
     def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(name, email=f"{name}@example.org", password=PASSWORD,
-                                        **extra)
+        return world_builder.user(name, email=f"{name}@example.org", password=PASSWORD, **extra)
 
     users = {
-        "lead_a": user("leitung-a"), "lead_b": user("leitung-b"), "expert_a": user("expertin"),
+        "lead_a": user("leitung-a", lead_of=[a]), "lead_b": user("leitung-b", lead_of=[b]),
+        "expert_a": user("expertin", expert_of=[a]),
         "staff": user("verwaltung", is_staff=True), "nobody": user("niemand"),
     }
-    a.team_leads.add(users["lead_a"])
-    a.experts.add(users["expert_a"])
-    b.team_leads.add(users["lead_b"])
     return DashWorld(a, b, service, judge, users)
 
 

@@ -32,6 +32,7 @@ from monitoring.domain.statistics import Stratum
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.selectors.dashboard import use_case_weeks
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
+from tests.support.world import WorldBuilder
 
 PASSWORD = "pw-only-for-tests-5d1"
 
@@ -61,22 +62,18 @@ class World:
 
 
 @pytest.fixture
-def judge(openai_server: Any, settings: Any) -> Judge:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    scripted = Judge()
-    openai_server.responder = scripted
-    return scripted
+def judge(world_builder: WorldBuilder) -> Judge:
+    return world_builder.judge(Judge())
 
 
 @pytest.fixture
-def world(judge: Judge, db: None) -> World:
+def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     """Last week: 2 flagged answers (scores 0.5 and 0), 4 unflagged of which the random sample
     took 2 (scores 1 and 0.5). This week: one answer, not sampled."""
-    use_case = services.use_case_create(slug="pruefung", name="Prüfung", sample_rate=0.5)
-    other = services.use_case_create(slug="fremd", name="Fremd")
-    service, key = services.service_create(name="pruef-bot", use_cases=[use_case])
-    _, other_key = services.service_create(name="fremd-bot", use_cases=[other])
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5)
+    other = world_builder.use_case("fremd", "Fremd")
+    service, key = world_builder.service("pruef-bot", use_case)
+    _, other_key = world_builder.service("fremd-bot", other)
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
                               completion_per_1k=Decimal("2"), currency="EUR")
 
@@ -106,12 +103,11 @@ def world(judge: Judge, db: None) -> World:
     }
 
     def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(name, password=PASSWORD, **extra)
+        return world_builder.user(name, password=PASSWORD, **extra)
 
-    lead, expert, other_lead = user("leitung"), user("expertin"), user("fremdleitung")
-    use_case.team_leads.add(lead)
-    use_case.experts.add(expert)
-    other.team_leads.add(other_lead)
+    lead = user("leitung", lead_of=[use_case])
+    expert = user("expertin", expert_of=[use_case])
+    other_lead = user("fremdleitung", lead_of=[other])
     return World(
         use_case=use_case, other=other, service=service, key=key, other_key=other_key,
         week=week_label(wednesday), answers=answers,

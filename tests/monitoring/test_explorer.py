@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from monitoring import services
 from monitoring.models import Answer, Service, UseCase
+from tests.support.world import WorldBuilder
 
 INVALID_NOTE = "Einige Filter waren ungültig und wurden ignoriert."
 HEADER = [
@@ -96,17 +97,17 @@ def lead(db: None) -> User:
 
 
 @pytest.fixture
-def world(lead: User) -> dict[str, Answer]:
+def world(world_builder: WorldBuilder, lead: User) -> dict[str, Answer]:
     """Seven answers the lead may see (in "a", which they lead, and "b", where they are expert)
     and one in "fremd", which they may not. 2025-W10 runs from Monday 3 March to Sunday 9 March.
     Multi-part: "good" and "queued" (and "foreign"); "bad" is single-part; the rest undetected.
     """
-    a = services.use_case_create(slug="a", name="A")
-    b = services.use_case_create(slug="b", name="B")
-    fremd = services.use_case_create(slug="fremd", name="Fremd")
+    a = world_builder.use_case("a", "A")
+    b = world_builder.use_case("b", "B")
+    fremd = world_builder.use_case("fremd", "Fremd")
     a.team_leads.add(lead)
     b.experts.add(lead)
-    service, _ = services.service_create(name="rag-bot", use_cases=[a, b, fremd])
+    service, _ = world_builder.service("rag-bot", a, b, fremd)
     flagged = {"flagged": True, "sample_reason": Answer.SampleReason.FLAGGED,
                "inclusion_probability": 1.0, "in_random_sample": False}
 

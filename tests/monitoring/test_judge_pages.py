@@ -29,6 +29,7 @@ from monitoring.schemas import AnswerIn
 from monitoring.services import IngestOutcome, rescoring
 from monitoring.services.judging import judge_run_execute
 from tests.support.judged import Judge as ScriptedJudge
+from tests.support.world import WorldBuilder
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"
@@ -38,12 +39,8 @@ OTHER_JUDGE = "judge-y"
 
 
 @pytest.fixture
-def judge(openai_server: Any, settings: Any) -> ScriptedJudge:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    scripted = ScriptedJudge()
-    openai_server.responder = scripted
-    return scripted
+def judge(world_builder: WorldBuilder) -> ScriptedJudge:
+    return world_builder.judge(ScriptedJudge())
 
 
 def low_logprobs(text: str) -> dict[str, Any]:
@@ -110,20 +107,17 @@ class World:
 
 
 @pytest.fixture
-def world(judge: ScriptedJudge, db: None) -> World:
+def world(world_builder: WorldBuilder, judge: ScriptedJudge, db: None) -> World:
     """Use case A samples every answer; B is someone else's. Users of every kind."""
-    use_case = services.use_case_create(slug="pruefung", name="Prüfung", sample_rate=1.0)
-    other = services.use_case_create(slug="fremd", name="Fremd", sample_rate=1.0)
-    service, _ = services.service_create(name="pruef-bot", use_cases=[use_case])
-    other_service, _ = services.service_create(name="fremd-bot", use_cases=[other])
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=1.0)
+    other = world_builder.use_case("fremd", "Fremd", sample_rate=1.0)
+    service, _ = world_builder.service("pruef-bot", use_case)
+    other_service, _ = world_builder.service("fremd-bot", other)
 
-    def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(name, password="pw-only-for-tests-31c", **extra)
-
-    expert, lead, other_lead = user("expertin"), user("teamleitung"), user("fremdleitung")
-    use_case.experts.add(expert)
-    use_case.team_leads.add(lead)
-    other.team_leads.add(other_lead)
+    user = world_builder.user  # password PASSWORD of tests/support/world.py
+    expert = user("expertin", expert_of=[use_case])
+    lead = user("teamleitung", lead_of=[use_case])
+    other_lead = user("fremdleitung", lead_of=[other])
     return World(use_case, other, service, other_service, {
         "anonymous": None,
         "expert": expert,

@@ -13,11 +13,11 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring import services
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.selectors.dashboard import use_case_weeks
 from monitoring.services.judging import judge_run_execute
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
+from tests.support.world import WorldBuilder
 
 TOKEN = "metrics-token-for-tests-9f3a"
 
@@ -32,22 +32,18 @@ class World:
 
 
 @pytest.fixture
-def judge(openai_server: Any, settings: Any) -> Judge:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    scripted = Judge()
-    openai_server.responder = scripted
-    return scripted
+def judge(world_builder: WorldBuilder) -> Judge:
+    return world_builder.judge(Judge())
 
 
 @pytest.fixture
-def world(judge: Judge, db: None) -> World:
+def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     """This week: 2 flagged answers judged (1.0 and 0.0), one refused (judge = generator),
     3 unflagged of which the random sample took 2 (judged 1.0; waiting), 1 not sampled."""
-    use_case = services.use_case_create(slug="pruefung", name="Prüfung", sample_rate=0.5)
-    quiet = services.use_case_create(slug="ruhig", name="Ruhig")
-    retired = services.use_case_create(slug="alt", name="Alt")
-    service, _ = services.service_create(name="pruef-bot", use_cases=[use_case, retired])
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5)
+    quiet = world_builder.use_case("ruhig", "Ruhig")
+    retired = world_builder.use_case("alt", "Alt")
+    service, _ = world_builder.service("pruef-bot", use_case, retired)
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("1"),
                               completion_per_1k=Decimal("1"), currency="EUR")
 

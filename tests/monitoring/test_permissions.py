@@ -8,10 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from monitoring import services
 from monitoring.models import Answer, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from tests.support.world import WorldBuilder, ingested
 
 PASSWORD = "pw-for-tests-only-8e2c"
 EMPTY_STATE = "Ihnen ist noch kein Anwendungsfall zugeordnet"
@@ -24,32 +22,24 @@ class World:
     users: dict[str, User | None]
 
 
-def ingest(service: Any, body: dict[str, Any]) -> Answer:
-    result = services.answer_ingest(service=service, payload=AnswerIn.model_validate(body),
-                                    raw=body)
-    assert result.outcome == IngestOutcome.CREATED, result.errors
-    return result.answer
-
-
 @pytest.fixture
 def world(
-    use_case: UseCase, other_use_case: UseCase, service_and_key: Any, make_answer: Any,
-    settings: Any,
+    world_builder: WorldBuilder, use_case: UseCase, other_use_case: UseCase,
+    service_and_key: Any, make_answer: Any,
 ) -> World:
     service_a, _ = service_and_key
-    service_b, _ = services.service_create(name="sales-bot", use_cases=[other_use_case])
-    answer_a = ingest(service_a, make_answer(external_id="ext-in-a", question="Frage aus A?"))
-    answer_b = ingest(
+    service_b, _ = world_builder.service("sales-bot", other_use_case)
+    answer_a = ingested(service_a, make_answer(external_id="ext-in-a", question="Frage aus A?"))
+    answer_b = ingested(
         service_b,
         make_answer(external_id="ext-in-b", use_case="vertrieb", question="Question from B?"),
     )
 
     def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(name, password=PASSWORD, **extra)
+        return world_builder.user(name, password=PASSWORD, **extra)
 
-    expert, lead = user("expertin"), user("teamleitung")
-    use_case.experts.add(expert)
-    use_case.team_leads.add(lead)
+    expert = user("expertin", expert_of=[use_case])
+    lead = user("teamleitung", lead_of=[use_case])
     return World(
         answer_a=answer_a,
         answer_b=answer_b,

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from investigations.models import Investigation, Question
-from monitoring import extensions, services
+from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.services import retention
@@ -21,7 +21,8 @@ from monitoring.services.judging import judge_run_execute
 from review import services as review_services
 from review.domain.batches import shift_week, week_monday
 from review.models import ReviewBatch
-from tests.support.judged import JUDGE, Judge, ingest
+from tests.support.judged import Judge, ingest
+from tests.support.world import WorldBuilder
 
 CLAIMS = [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
           ("Kleine Behälter jährlich.", "UNGEDECKT")]
@@ -35,25 +36,22 @@ class ReviewWorld:
 
 
 @pytest.fixture
-def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:
+def review_world(world_builder: WorldBuilder, db: None) -> ReviewWorld:
     """Use case "recht" (sample rate 1) with experts "expert" and "expert2" and lead "lead";
     use case "fremd" with its own expert and lead; staff; a user without a use case."""
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    judge = Judge()
-    openai_server.responder = judge
-    use_case = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)
-    other = services.use_case_create(slug="fremd", name="Fremd")
-    service, _ = services.service_create(name="recht-bot", use_cases=[use_case])
-    users = {
-        name: User.objects.create_user(name, password="pw-77a", **extra)
-        for name, extra in [("lead", {}), ("expert", {}), ("expert2", {}), ("other_expert", {}),
-                            ("other_lead", {}), ("staff", {"is_staff": True}), ("nobody", {})]
+    judge = world_builder.judge(Judge())
+    use_case = world_builder.use_case("recht", "Rechtsauskunft", sample_rate=1.0)
+    other = world_builder.use_case("fremd", "Fremd")
+    service, _ = world_builder.service("recht-bot", use_case)
+    roles: dict[str, dict[str, Any]] = {
+        "lead": {"lead_of": [use_case]}, "expert": {"expert_of": [use_case]},
+        "expert2": {"expert_of": [use_case]}, "other_expert": {"expert_of": [other]},
+        "other_lead": {"lead_of": [other]}, "staff": {"is_staff": True}, "nobody": {},
     }
-    use_case.experts.add(users["expert"], users["expert2"])
-    use_case.team_leads.add(users["lead"])
-    other.experts.add(users["other_expert"])
-    other.team_leads.add(users["other_lead"])
+    users = {
+        name: world_builder.user(name, password="pw-77a", **extra)
+        for name, extra in roles.items()
+    }
     text = "Der Behälter wird alle 5 Jahre geprüft, kleine jährlich."
     judge.script(text, CLAIMS)
     return ReviewWorld(use_case, service, users)

@@ -29,6 +29,7 @@ from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 from review.selectors import calibration_data
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
+from tests.support.world import WorldBuilder
 from treue_site.celery import app as celery_app
 
 RETENTION_DAYS = 30
@@ -63,12 +64,8 @@ class World:
 
 
 @pytest.fixture
-def judge(openai_server: Any, settings: Any) -> Judge:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    scripted = Judge()
-    openai_server.responder = scripted
-    return scripted
+def judge(world_builder: WorldBuilder) -> Judge:
+    return world_builder.judge(Judge())
 
 
 def _ingest_full(service: Service, use_case: UseCase, ext: str, created_at: datetime) -> Answer:
@@ -115,22 +112,20 @@ def _submit_all(batch: ReviewBatch, expert: User, *, comment: str = "") -> None:
 
 
 @pytest.fixture
-def world(judge: Judge, db: None) -> World:
+def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     """Six weeks ago (old): judged answers, all in a review batch that was finished, a full
     answer with messages and metadata, an unsampled one, one still queued for the judge. Five
     weeks ago (old): a judged answer in a batch nobody finished. Last week (recent): judged
     answers. Another use case without retention has an old answer too."""
-    use_case = services.use_case_create(slug="pruefung", name="Prüfung", sample_rate=0.5)
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5)
     use_case.retention_days = RETENTION_DAYS
     use_case.save()
-    other = services.use_case_create(slug="fremd", name="Fremd", sample_rate=0.5)
-    service, key = services.service_create(name="pruef-bot", use_cases=[use_case, other])
+    other = world_builder.use_case("fremd", "Fremd", sample_rate=0.5)
+    service, key = world_builder.service("pruef-bot", use_case, other)
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
                               completion_per_1k=Decimal("2"), currency="EUR")
-    lead = User.objects.create_user("leitung", password="pw-31f")
-    expert = User.objects.create_user("expertin", password="pw-31f")
-    use_case.team_leads.add(lead)
-    use_case.experts.add(expert)
+    lead = world_builder.user("leitung", lead_of=[use_case], password="pw-31f")
+    expert = world_builder.user("expertin", expert_of=[use_case], password="pw-31f")
     old, old2, recent = _wednesday(6), _wednesday(5), _wednesday(1)
 
     def ext(prefix: str, in_random: bool) -> str:

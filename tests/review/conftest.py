@@ -19,6 +19,7 @@ from monitoring.services import IngestOutcome
 from monitoring.services.judging import judge_run_execute
 from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge
+from tests.support.world import WorldBuilder
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"
@@ -103,33 +104,24 @@ class ReviewWorld:
 
 
 @pytest.fixture
-def review_world(openai_server: Any, settings: Any, db: None) -> ReviewWorld:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    judge = ScriptedJudge()
-    openai_server.responder = judge
-    use_case = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)
-    other = services.use_case_create(slug="fremd", name="Fremd", sample_rate=1.0)
-    service, _ = services.service_create(name="recht-bot", use_cases=[use_case, other])
+def review_world(world_builder: WorldBuilder, db: None) -> ReviewWorld:
+    judge = world_builder.judge(ScriptedJudge())
+    use_case = world_builder.use_case("recht", "Rechtsauskunft", sample_rate=1.0)
+    other = world_builder.use_case("fremd", "Fremd", sample_rate=1.0)
+    service, _ = world_builder.service("recht-bot", use_case, other)
 
     def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(
-            name, email=f"{name}@example.org", password=PASSWORD, **extra
-        )
+        return world_builder.user(name, email=f"{name}@example.org", password=PASSWORD, **extra)
 
     users = {
-        "expert": user("expertin"),
-        "expert2": user("experte"),
-        "lead": user("leitung"),
-        "other_expert": user("fremdexpertin"),
-        "other_lead": user("fremdleitung"),
+        "expert": user("expertin", expert_of=[use_case]),
+        "expert2": user("experte", expert_of=[use_case]),
+        "lead": user("leitung", lead_of=[use_case]),
+        "other_expert": user("fremdexpertin", expert_of=[other]),
+        "other_lead": user("fremdleitung", lead_of=[other]),
         "staff": user("admin", is_staff=True),
         "nobody": user("niemand"),
     }
-    use_case.experts.add(users["expert"], users["expert2"])
-    use_case.team_leads.add(users["lead"])
-    other.experts.add(users["other_expert"])
-    other.team_leads.add(users["other_lead"])
     return ReviewWorld(use_case, other, service, judge, users)
 
 

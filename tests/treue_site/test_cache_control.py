@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
 
 
 @pytest.fixture
-def world(openai_server: Any, settings: Any, db: None) -> World:
-    return build_world(openai_server, settings)
+def world(world_builder: WorldBuilder, db: None) -> World:
+    return build_world(world_builder)
 
 
 def as_user(world: World, role: str) -> Client:

@@ -25,6 +25,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
 
 LOGIN = "LOGIN"
@@ -228,8 +229,8 @@ def test_every_url_pattern_has_a_row() -> None:
 
 
 @pytest.fixture
-def world(openai_server: Any, settings: Any, db: None) -> World:
-    return build_world(openai_server, settings)
+def world(world_builder: WorldBuilder, db: None) -> World:
+    return build_world(world_builder)
 
 
 def client_for(world: World, role: str) -> tuple[Client, dict[str, str]]:

@@ -16,6 +16,7 @@ from monitoring import services
 from monitoring.domain import keys
 from monitoring.models import Answer, Service, UseCase
 from tests.conftest import ApiClient
+from tests.support.world import WorldBuilder
 from tests.treue_site.test_permission_matrix import ROWS, Row, fill
 from tests.treue_site.world import World, build_world
 
@@ -215,8 +216,8 @@ def test_a_key_reads_only_its_own_answers_and_learns_nothing_of_others(
 
 
 @pytest.fixture
-def world(openai_server: Any, settings: Any, db: None) -> World:
-    return build_world(openai_server, settings)
+def world(world_builder: WorldBuilder, db: None) -> World:
+    return build_world(world_builder)
 
 
 def page_rows() -> list[Row]:

@@ -2,9 +2,9 @@
 
 Use case A ("recht") has a service key, an expert, a team lead, judged answers from last week,
 this week's review batch and an investigation; use case B ("fremd") has its own key, expert, lead
-and answer. Built through the real services (ingest, the judge against the local
-OpenAI-compatible server, the review batch, the investigation's start), like the other tests'
-worlds.
+and answer. Built with the shared builder (tests/support/world.py) and the real services
+(ingest, the judge against the local OpenAI-compatible server, the review batch, the
+investigation's start).
 """
 
 from dataclasses import dataclass
@@ -15,16 +15,15 @@ from django.contrib.auth.models import User
 from investigations import selectors as investigation_selectors
 from investigations import services as investigation_services
 from investigations.models import Investigation
-from monitoring import services
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
 from review.domain.batches import shift_week
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld
 from tests.support.openai_server import ScriptedJudge
+from tests.support.world import WorldBuilder
 
 PASSWORD = "pw-for-security-tests-5d1"
-JUDGE = "judge-x"
 
 
 @dataclass
@@ -44,37 +43,25 @@ class World:
     users: dict[str, User]
 
 
-def build_world(openai_server: Any, settings: Any) -> World:
-    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
-    settings.TREUE_JUDGE_MODEL = JUDGE
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    judge = ScriptedJudge()
-    openai_server.responder = judge
-    a = services.use_case_create(slug="recht", name="Rechtsauskunft", sample_rate=1.0)
-    b = services.use_case_create(slug="fremd", name="Fremd", sample_rate=1.0)
-    service_a, key_a = services.service_create(name="recht-bot", use_cases=[a])
-    service_b, key_b = services.service_create(name="fremd-bot", use_cases=[b])
+def build_world(builder: WorldBuilder) -> World:
+    judge = builder.judge(ScriptedJudge())
+    a = builder.use_case("recht", "Rechtsauskunft", sample_rate=1.0)
+    b = builder.use_case("fremd", "Fremd", sample_rate=1.0)
+    service_a, key_a = builder.service("recht-bot", a)
+    service_b, key_b = builder.service("fremd-bot", b)
 
     def user(name: str, **extra: Any) -> User:
-        return User.objects.create_user(
-            name, email=f"{name}@example.org", password=PASSWORD, **extra
-        )
+        return builder.user(name, email=f"{name}@example.org", password=PASSWORD, **extra)
 
     users = {
-        "expert_a": user("expertin-a"),
-        "lead_a": user("leitung-a"),
-        "expert_b": user("expertin-b"),
-        "lead_b": user("leitung-b"),
+        "expert_a": user("expertin-a", expert_of=[a]),
+        "lead_a": user("leitung-a", lead_of=[a]),
+        "expert_b": user("expertin-b", expert_of=[b]),
+        "lead_b": user("leitung-b", lead_of=[b]),
         "nobody": user("niemand"),
         "staff": user("verwaltung", is_staff=True),
-        "superuser": User.objects.create_superuser(
-            "admin", email="admin@example.org", password=PASSWORD
-        ),
+        "superuser": user("admin", superuser=True),
     }
-    a.experts.add(users["expert_a"])
-    a.team_leads.add(users["lead_a"])
-    b.experts.add(users["expert_b"])
-    b.team_leads.add(users["lead_b"])
 
     this_week = review_services.current_week()
     last_week = shift_week(this_week, -1)
