@@ -9,6 +9,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from alarms.text import render
+
 
 class Alarm(models.Model):
     """Something a team lead must act on, for one use case.
@@ -30,6 +32,9 @@ class Alarm(models.Model):
     kind = models.CharField(_("Art"), max_length=20, choices=Kind.choices)
     key = models.CharField(max_length=50)
     message = models.TextField(_("Meldung"))
+    # The message as (message id, values) sentences (alarms.text), rendered in each reader's
+    # language; empty for alarms raised before December 2026, which show `message` as stored.
+    message_parts = models.JSONField(default=list, blank=True)
     details = models.JSONField(default=dict, blank=True)
     opened_at = models.DateTimeField(_("ausgelöst"), default=timezone.now)
     cleared_at = models.DateTimeField(_("erledigt"), null=True, blank=True)
@@ -51,3 +56,16 @@ class Alarm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.use_case_id}:{self.kind}:{self.key}"
+
+    @property
+    def text(self) -> str:
+        """The message in the active language: rendered from its message ids where the alarm
+        kept them (alarms.text), else the message as stored (alarms raised before December
+        2026 keep the language they were raised in)."""
+        parts = self.message_parts
+        if parts:
+            try:
+                return render(parts)
+            except (KeyError, TypeError, ValueError):
+                pass
+        return self.message

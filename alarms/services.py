@@ -6,6 +6,7 @@ hourly check that finds the same condition again finds the row and mails nobody.
 """
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from alarms.models import Alarm
+from alarms.text import Part, render, stored
 
 if TYPE_CHECKING:  # a type only: the alarms app imports no app above it at run time
     from monitoring.models import UseCase
@@ -23,17 +25,27 @@ logger = logging.getLogger(__name__)
 
 
 def alarm_raise(
-    *, use_case: "UseCase", kind: str, key: str, message: str, details: dict | None = None
+    *,
+    use_case: "UseCase",
+    kind: str,
+    key: str,
+    text: Sequence[Part],
+    details: dict | None = None,
 ) -> Alarm | None:
     """Open the alarm unless it exists; returns the new alarm, or None when it already was.
 
-    An alarm that was cleared stays cleared for the same key: a week that recovered and then
-    dips again under a new key (a later week) raises a new alarm.
+    `text` is the message as sentences (alarms.text): kept with the alarm and rendered in each
+    reader's language; the stored `message` is its rendering in the site's language (the mail,
+    the admin's search). An alarm that was cleared stays cleared for the same key: a week that
+    recovered and then dips again under a new key (a later week) raises a new alarm.
     """
+    with translation.override(settings.LANGUAGE_CODE):
+        message = render(stored(text))
     try:
         with transaction.atomic():
             alarm = Alarm.objects.create(
-                use_case=use_case, kind=kind, key=key, message=message, details=details or {}
+                use_case=use_case, kind=kind, key=key, message=message,
+                message_parts=stored(text), details=details or {},
             )
     except IntegrityError:
         return None
@@ -73,7 +85,7 @@ def alarm_mail(*, alarm_id: int) -> bool:
             "kind": alarm.get_kind_display(), "use_case": alarm.use_case.name,
         }
         body = "\n\n".join([
-            alarm.message,
+            alarm.text,
             _("Anwendungsfall: %(name)s (%(slug)s)")
             % {"name": alarm.use_case.name, "slug": alarm.use_case.slug},
         ])

@@ -13,6 +13,7 @@ from django.db.models import Max
 from django.utils import timezone, translation
 from django.utils.formats import date_format
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
@@ -356,12 +357,12 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
         params = drift.params
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
-            message=_(
+            text=[(gettext_noop(
                 "Kalibrierungsdrift: Prüfmodell und Fachexperten liegen seit %(week)s "
                 "auffällig oft auf verschiedenen Seiten der Handlungsschwelle (CUSUM: "
                 "erwartet sind hier bis %(p0).0f %% der geprüften Antworten, gewarnt wird bei "
                 "%(p1).0f %%)."
-            ) % {"week": crossed, "p0": 100 * params.p0, "p1": 100 * params.p1},
+            ), {"week": crossed, "p0": 100 * params.p0, "p1": 100 * params.p1})],
             details={
                 "cusum": drift.result.statistic[crossing], "week": crossed,
                 "source_week": batches.shift_week(crossed, -1), "restart": restart,
@@ -395,12 +396,12 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
                      else f"≤ {test.high:+.2f}")
             raised.append(alarm_raise(
                 use_case=use_case, kind=Alarm.Kind.DRIFT, key=key,
-                message=_(
+                text=[(gettext_noop(
                     "Kalibrierungsdrift: In den letzten 4 Wochen weicht die manuelle Bewertung "
                     "im Mittel um %(bias)+.2f von der automatischen ab (nach Stichprobe "
                     "gewichtet, n = %(n)s); mit 95 %% Sicherheit %(bound)s, jenseits der "
                     "Toleranz von ±%(tolerance).2f."
-                ) % {"bias": test.bias, "n": test.n, "bound": bound, "tolerance": tolerance},
+                ), {"bias": test.bias, "n": test.n, "bound": bound, "tolerance": tolerance})],
                 details={"bias": test.bias, "low": test.low, "high": test.high, "n": test.n,
                          "tolerance": tolerance, "direction": test.direction},
             ))
@@ -415,10 +416,10 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
             and share > settings.TREUE_DECOMPOSITION_ALARM_SHARE):
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DECOMPOSITION, key=week,
-            message=_(
+            text=[(gettext_noop(
                 "Die Zerlegung in Aussagen ist bei %(share).0f %% der geprüften Antworten der "
                 "letzten 4 Wochen falsch (n = %(n)s): Prüf-Prompt oder Prüfmodell ansehen."
-            ) % {"share": 100 * share, "n": rolling.n},
+            ), {"share": 100 * share, "n": rolling.n})],
             details={"share": share, "n": rolling.n},
         ))
     else:
@@ -430,10 +431,10 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
             done = batch.items.exclude(version=0).count()
             raised.append(alarm_raise(
                 use_case=use_case, kind=Alarm.Kind.MISSED_REVIEW, key=batch.week,
-                message=_(
+                text=[(gettext_noop(
                     "Die Wochenprüfung %(week)s ist nicht rechtzeitig fertig geworden: "
                     "%(done)s von %(total)s Antworten geprüft."
-                ) % {"week": batch.week, "done": done, "total": batch.items.count()},
+                ), {"week": batch.week, "done": done, "total": batch.items.count()})],
                 details={"done": done},
             ))
         elif batch.finished_at is not None:

@@ -17,13 +17,11 @@ the alarm fired in 12-21 % of healthy weeks; this rule fires in at most 2 % of t
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
-from django.template.defaultfilters import floatformat
-from django.utils import translation
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
+from alarms.text import Part, number
 from monitoring.domain import alarms
 from monitoring.models import UseCase
 from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
@@ -35,41 +33,41 @@ class ActionCheck:
     cleared: int  # open alarms cleared because the use case recovered
 
 
-def _number(value: float) -> str:
-    return str(floatformat(value, 2))  # as on the pages: localized, rounded half up
-
-
-def _message(use_case: UseCase, week: WeekFigures, reason: str | None) -> str:
+def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part]:
     estimate = week.estimate
-    with translation.override(settings.LANGUAGE_CODE):
-        text = _(
+    parts: list[Part] = [(
+        gettext_noop(
             "Woche %(week)s: Die geschätzte Treue von „%(name)s“ liegt bei %(value)s "
             "(95-%%-Intervall %(low)s–%(high)s, %(n)s geprüfte von %(volume)s Antworten), unter "
             "der Handlungsschwelle von %(threshold)s."
-        ) % {
+        ),
+        {
             "week": week.label,
             "name": use_case.name,
-            "value": _number(estimate.value or 0),
-            "low": _number(estimate.low or 0),
-            "high": _number(estimate.high or 0),
+            "value": number(estimate.value or 0),
+            "low": number(estimate.low or 0),
+            "high": number(estimate.high or 0),
             "n": estimate.n,
             "volume": estimate.population,
-            "threshold": _number(use_case.action_threshold),
-        }
-        text += " " + (
-            _("Das ganze Intervall liegt unter der Schwelle.") if reason == alarms.INTERVAL_BELOW
-            else _("Die zweite Woche in Folge unter der Schwelle.")
-        )
-        if use_case.leaves_unreviewed:
-            text += " " + _(
-                "Die Antworten gehen ungeprüft nach außen: Sie brauchen eine menschliche "
-                "Freigabe, welche Zahl auch immer hier steht."
-            )
-        text += " " + _(
-            "Die Zahl misst die Treue zu den Quellen, nicht die Wahrheit. Ursachen zeigt die "
-            "Seite des Anwendungsfalls."
-        )
-    return text
+            "threshold": number(use_case.action_threshold),
+        },
+    )]
+    parts.append((
+        gettext_noop("Das ganze Intervall liegt unter der Schwelle.")
+        if reason == alarms.INTERVAL_BELOW
+        else gettext_noop("Die zweite Woche in Folge unter der Schwelle."),
+        {},
+    ))
+    if use_case.leaves_unreviewed:
+        parts.append((gettext_noop(
+            "Die Antworten gehen ungeprüft nach außen: Sie brauchen eine menschliche "
+            "Freigabe, welche Zahl auch immer hier steht."
+        ), {}))
+    parts.append((gettext_noop(
+        "Die Zahl misst die Treue zu den Quellen, nicht die Wahrheit. Ursachen zeigt die "
+        "Seite des Anwendungsfalls."
+    ), {}))
+    return parts
 
 
 def action_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> ActionCheck:
@@ -96,7 +94,7 @@ def action_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> Ac
             use_case=use_case,
             kind=Alarm.Kind.ACTION,
             key=week.label,
-            message=_message(use_case, week, decision.reason),
+            text=_text(use_case, week, decision.reason),
             details={
                 "week": week.label,
                 "estimate": estimate.value,

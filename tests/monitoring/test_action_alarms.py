@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.utils import translation
 
 from alarms.models import Alarm
 from alarms.services import alarm_raise
@@ -78,7 +79,7 @@ def test_alarm_is_shown_on_both_pages(
     check(django_capture_on_commit_callbacks)
     # Alarms of other kinds are shown too, on the use-case page and counted on the overview.
     alarm_raise(use_case=world.a, kind=Alarm.Kind.DRIFT, key="2026-W01",
-                message="Die Kalibrierung driftet.")
+                text=[("Die Kalibrierung driftet.", {})])
     [alarm] = action_alarms()
     overview = client_for(world, "lead_a").get("/overview/").content.decode()
     assert re.search(r'data-alarms="2"', overview)
@@ -92,13 +93,40 @@ def test_alarm_is_shown_on_both_pages(
     assert alarm.message not in client_for(world, "lead_b").get("/overview/").content.decode()
 
 
+def test_an_alarm_reads_in_the_readers_language_and_old_alarms_as_stored(
+    world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
+) -> None:
+    world.last_week_scenario()
+    check(django_capture_on_commit_callbacks)
+    [alarm] = action_alarms()
+    # Stored (and mailed) in the site's language, German ...
+    assert alarm.message.startswith(f"Woche {world.last_week.label}: Die geschätzte Treue")
+    # ... read in English by a lead who chose English, numbers written the English way.
+    client = client_for(world, "lead_a")
+    client.cookies["django_language"] = "en"
+    page = text_of(client.get("/use-cases/auskunft/").content.decode())
+    assert f"Week {world.last_week.label}: the estimated faithfulness of “Auskunft” is 0.85" in page
+    assert "below the action threshold of 0.90" in page
+    assert "Die geschätzte Treue" not in page
+    with translation.override("en"):
+        assert alarm.text.startswith(f"Week {world.last_week.label}: ")
+    with translation.override("de"):
+        assert alarm.text == alarm.message
+    # An alarm raised before alarms kept their message ids reads as it was stored.
+    Alarm.objects.filter(pk=alarm.pk).update(message_parts=[])
+    alarm.refresh_from_db()
+    with translation.override("en"):
+        assert alarm.text == alarm.message
+    assert alarm.message in text_of(client.get("/use-cases/auskunft/").content.decode())
+
+
 def test_alarm_clears_itself_when_a_later_week_recovers(
     world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
 ) -> None:
     world.last_week_scenario()
     check(django_capture_on_commit_callbacks)
     drift = alarm_raise(use_case=world.a, kind=Alarm.Kind.DRIFT, key="2026-W01",
-                        message="Die Kalibrierung driftet.")
+                        text=[("Die Kalibrierung driftet.", {})])
     assert len(mail.outbox) == 1
     # This week: twelve judged answers, all supported: 1.0 - but an interval from below the
     # line to 1 decides nothing (grey), and the alarm stays: recovery needs evidence too.
