@@ -253,7 +253,7 @@ def generate(
     defaults) / RUN_COLUMNS / CLAIM_COLUMNS.
     """
     from monitoring.domain import sampling
-    from monitoring.domain.judge_prompt import PROMPT_VERSION
+    from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 
     rng = Random(seed)
     start = weeks[0].start

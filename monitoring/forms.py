@@ -11,9 +11,9 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from monitoring.judging.services.rescoring import same_model_reason
 from monitoring.models import Answer, UseCase
 from monitoring.selectors import answers, same_model
-from monitoring.services.rescoring import same_model_reason
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
 

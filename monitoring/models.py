@@ -2,6 +2,7 @@
 
 import json
 import math
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -38,7 +39,7 @@ class CompactTokensField(models.BinaryField):
     (logprobs.pack_compact). A JSON column cost PostgreSQL more than the rest of the row."""
 
     # What the type checker (django-stubs) takes the attribute to hold: the unpacked dict.
-    _pyi_private_set_type: dict[str, Any] | bytes | None  # type: ignore[assignment]
+    _pyi_private_set_type: dict[str, Any] | bytes | None
     _pyi_private_get_type: dict[str, Any] | None  # type: ignore[assignment]
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
@@ -356,6 +357,11 @@ class JudgeRun(LeasedJob):
     retryable = models.BooleanField(
         default=False, help_text="the last error was transient (timeout, 429, 5xx)"
     )
+    # Not stored: what the answer page's selector (monitoring.judging.selectors.answer_judging)
+    # adds to each run it shows.
+    duration: timedelta | None
+    same_model: bool
+    currency: str
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,46 +1,11 @@
-"""Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one service."""
+"""Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one service.
+
+The judge tier's tasks are in monitoring/judging/tasks.py, under their old names."""
 
 from celery import shared_task
 from django.conf import settings
 
-from jobs import framework as jobs
-from monitoring.judge_client import JudgeUnavailable
-from monitoring.services import judging
 from treue_site.broker import delete_delivered_messages
-
-
-@shared_task(name=judging.SCORE_ANSWER_TASK, **jobs.TASK_OPTIONS)
-def score_answer(self, run_id: int) -> str:
-    return jobs.run_task(
-        self,
-        execute=lambda: judging.judge_run_execute(run_id=run_id),
-        give_up=lambda reason: judging.judge_run_give_up(run_id=run_id, reason=reason),
-        transient=(JudgeUnavailable,),
-    )
-
-
-@shared_task(
-    name=judging.SCORE_ANSWERS_TASK,
-    bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-)
-def score_answers(self, run_ids: list[int]) -> int:
-    """Publish score_answer for each run: the fan-out of a batch's runs, sent as one message.
-    The runs go where this message came from, as Celery's own retries do. Delivered twice, it
-    publishes twice, which costs nothing: a run is claimed once."""
-    info = self.request.delivery_info or {}
-    exchange, routing_key = info.get("exchange"), info.get("routing_key")
-    if exchange == "" and routing_key:  # sent straight to a queue (Redis, the embedded broker)
-        where = {"queue": routing_key}
-    elif exchange:
-        where = {"exchange": exchange, "routing_key": routing_key}
-    else:  # called in-process
-        where = {}
-    return jobs.publish_each(judging.SCORE_ANSWER_TASK, run_ids, what="judge run", **where)
-
-
-@shared_task(ignore_result=True)
-def reconcile_judge_runs() -> int:
-    return judging.judge_runs_reconcile()
 
 
 @shared_task(ignore_result=True)

@@ -60,9 +60,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from investigations.domain.consistency import prompt as consistency_prompts
-from monitoring.domain import judge_prompt as prompts
-from monitoring.domain.judge_parse import LABEL_POINTS, Label, parse_claims
-from monitoring.domain.scoring import score_labels
+from monitoring.judging.domain import judge_prompt as prompts
+from monitoring.judging.domain.judge_parse import LABEL_POINTS, Label, parse_claims
+from monitoring.judging.domain.scoring import score_labels
 from treue_demo.data import (
     DEMO_JUDGE_MODEL,
     answer_logprobs,

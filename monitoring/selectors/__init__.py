@@ -1,25 +1,8 @@
 """Reads of the monitoring app: answers and use cases (`answers.py`), the judge tier
-(`judging.py`). Every query a person triggers goes through the use cases that person may see."""
+(monitoring/judging/selectors.py, re-exported here for the pages). Every query a person
+triggers goes through the use cases that person may see."""
 
-from monitoring.selectors.answers import (
-    KeyOwner,
-    answer_get_for_service,
-    answer_get_for_user,
-    answer_list,
-    blind_answer_ids,
-    service_for_key,
-    use_case_get_for_user,
-    use_cases_for_user,
-)
-from monitoring.selectors.dashboard import (
-    OverviewRow,
-    UseCasePage,
-    WeekFigures,
-    overview_rows,
-    use_case_page,
-    use_case_weeks,
-)
-from monitoring.selectors.judging import (
+from monitoring.judging.selectors import (
     COMPARED_RATES,
     COST_WINDOW_DAYS,
     OPEN_STATUSES,
@@ -47,6 +30,24 @@ from monitoring.selectors.judging import (
     use_case_weekly_cost,
     user_may_rescore,
     week_judged_answers,
+)
+from monitoring.selectors.answers import (
+    KeyOwner,
+    answer_get_for_service,
+    answer_get_for_user,
+    answer_list,
+    blind_answer_ids,
+    service_for_key,
+    use_case_get_for_user,
+    use_cases_for_user,
+)
+from monitoring.selectors.dashboard import (
+    OverviewRow,
+    UseCasePage,
+    WeekFigures,
+    overview_rows,
+    use_case_page,
+    use_case_weeks,
 )
 
 __all__ = [

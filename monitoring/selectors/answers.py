@@ -14,8 +14,8 @@ from django.db.models.expressions import Col, OrderBy
 from django.utils import timezone
 
 from monitoring import extensions
+from monitoring.judging.selectors import iso_week_bounds
 from monitoring.models import Answer, Service, UseCase
-from monitoring.selectors.judging import iso_week_bounds
 
 
 def use_cases_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[UseCase]:

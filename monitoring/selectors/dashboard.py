@@ -48,11 +48,12 @@ from django.utils import timezone
 
 from alarms.models import Alarm
 from monitoring import extensions
-from monitoring.domain import causes, cost, statistics, tuner
+from monitoring.domain import causes, statistics, tuner
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
 from monitoring.domain.statistics import Estimate, Lift, Precision, Stratum
+from monitoring.judging.domain import cost
+from monitoring.judging.selectors import iso_week_bounds
 from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
-from monitoring.selectors.judging import iso_week_bounds
 
 # The use-case page's trend: half a year of weeks.
 WEEKS = 26

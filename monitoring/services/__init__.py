@@ -1,4 +1,5 @@
-"""Writes of the monitoring app: ingest (`ingest.py`) and the judge tier (`judging.py`)."""
+"""Writes of the monitoring app: ingest (`ingest.py`), retention, alarms, health. The judge
+tier's are in monitoring/judging/services/."""
 
 from monitoring.services.ingest import (
     WARNING_NO_LOGPROBS,

@@ -26,13 +26,13 @@ from pydantic import ValidationError
 
 from monitoring.decoding import Unreadable
 from monitoring.domain import keys, logprobs, questions, sampling, tuner
-from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services.judging import (
+from monitoring.judging.services.runs import (
     judge_run_new,
     judge_runs_create,
     judge_runs_enqueue_on_commit,
 )
+from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
+from monitoring.schemas import AnswerIn
 
 logger = logging.getLogger(__name__)
 

@@ -30,10 +30,11 @@ from monitoring import selectors
 from monitoring.domain.csv_export import DIALECTS, csv_chunks
 from monitoring.domain.highlight import segments
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
+from monitoring.judging.services import rescoring
 from monitoring.models import Answer, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.selectors import health as health_selectors
-from monitoring.services import record, rescoring
+from monitoring.services import record
 from treue_site.http import AuthenticatedRequest
 
 PAGE_SIZE = 50

@@ -29,8 +29,8 @@ from playwright.sync_api import Page, expect
 from investigations import services as investigation_services
 from investigations import tasks as investigation_tasks
 from investigations.models import Investigation, Question
+from monitoring.judging.services import runs as judging
 from monitoring.models import JudgePrice
-from monitoring.services import judging
 from tests.investigations.conftest import GENERATOR, GUESSED, JUDGE, KNOWN, World, world  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

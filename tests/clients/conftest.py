@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from monitoring import services
-from monitoring.services import judging
+from monitoring.judging.services import runs as judging
 
 USE_CASE = "kundenservice"
 

@@ -1,10 +1,11 @@
-"""Expected judge cost (monitoring.domain.cost), every figure computed by hand in the comments."""
+"""Expected judge cost (monitoring.judging.domain.cost), every figure computed by hand in the
+comments."""
 
 import math
 
 import pytest
 
-from monitoring.domain.cost import (
+from monitoring.judging.domain.cost import (
     ASSUMED_CALLS_PER_ANSWER,
     WeeklyCostEstimate,
     call_cost,

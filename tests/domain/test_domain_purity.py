@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOMAIN_DIRS = [
     ROOT / "monitoring" / "domain",
+    ROOT / "monitoring" / "judging" / "domain",
     ROOT / "review" / "domain",
     ROOT / "investigations" / "domain",
 ]

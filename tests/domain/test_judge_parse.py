@@ -1,8 +1,8 @@
-"""Reading judge replies (monitoring.domain.judge_parse): verdict labels and claim lists."""
+"""Reading judge replies (monitoring.judging.domain.judge_parse): verdict labels and claim lists."""
 
 import pytest
 
-from monitoring.domain.judge_parse import (
+from monitoring.judging.domain.judge_parse import (
     LABEL_POINTS,
     MAX_CLAIMS,
     Label,

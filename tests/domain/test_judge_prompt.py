@@ -1,12 +1,13 @@
-"""The judge's wording (monitoring.domain.judge_prompt): languages, placeholders, version pin."""
+"""The judge's wording (monitoring.judging.domain.judge_prompt): languages, placeholders, version
+pin."""
 
 import hashlib
 import json
 
 import pytest
 
-from monitoring.domain import judge_prompt
-from monitoring.domain.judge_prompt import (
+from monitoring.judging.domain import judge_prompt
+from monitoring.judging.domain.judge_prompt import (
     NO_CONTEXT_DE,
     NO_CONTEXT_EN,
     PROMPT_TEXTS,

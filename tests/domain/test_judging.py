@@ -1,4 +1,4 @@
-"""Judging one answer (monitoring.domain.judging) with a scripted fake judge.
+"""Judging one answer (monitoring.judging.domain.judging) with a scripted fake judge.
 
 The fake reads each request like the real model would: the system message says whether it is a
 decomposition or a verification, the user message holds the claim, a trailing reminder marks a
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from monitoring.domain.judge_parse import Label
-from monitoring.domain.judge_prompt import (
+from monitoring.judging.domain.judge_parse import Label
+from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_RETRY_DE,
     DECOMPOSE_SYSTEM_DE,
     DECOMPOSE_SYSTEM_EN,
@@ -22,7 +22,7 @@ from monitoring.domain.judge_prompt import (
     VERIFY_SYSTEM_EN,
     format_context,
 )
-from monitoring.domain.judging import (
+from monitoring.judging.domain.judging import (
     DECOMPOSITION_UNPARSEABLE,
     CachedVerdict,
     CallResult,

@@ -31,15 +31,18 @@ from investigations.domain import consistency
 from investigations.domain.consistency import values as consistency_values
 from monitoring.domain import (
     highlight,
-    judge_parse,
-    judging,
     keys,
     logprobs,
     questions,
     sampling,
 )
-from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
 from monitoring.domain.tuner import min_content_probability
+from monitoring.judging.domain import judge_parse, judging
+from monitoring.judging.domain.judge_prompt import (
+    decompose_messages,
+    format_context,
+    verify_messages,
+)
 from review.domain.batches import parse_week
 
 BIG = 100_000

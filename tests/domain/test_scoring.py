@@ -1,9 +1,9 @@
-"""Scoring one answer from its verdict labels (monitoring.domain.scoring), hand-computed."""
+"""Scoring one answer from its verdict labels (monitoring.judging.domain.scoring), hand-computed."""
 
 import pytest
 
-from monitoring.domain.judge_parse import Label
-from monitoring.domain.scoring import ScoreResult, score_labels
+from monitoring.judging.domain.judge_parse import Label
+from monitoring.judging.domain.scoring import ScoreResult, score_labels
 
 G, T, U, X = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT, Label.UNPARSEABLE
 

@@ -33,8 +33,8 @@ from django.test import Client
 from django.urls import reverse
 
 from monitoring import services
+from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, Chunk, JudgeRun, UseCase
-from monitoring.services import judging
 from tests.integration.conftest import (
     BASE_DIR,
     IN_CI,

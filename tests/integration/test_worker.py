@@ -14,8 +14,8 @@ import pytest
 from django.utils import timezone
 
 from monitoring import services
+from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, Claim, JudgeRun, UseCase
-from monitoring.services import judging
 from tests.integration.conftest import route_to, wait_for
 from tests.support.openai_server import ScriptedJudge
 

@@ -270,8 +270,15 @@ def test_many_jobs_go_out_as_one_fan_out_message(
 
 def test_tasks_are_found_by_the_names_services_publish() -> None:
     from investigations.services import QUESTION
-    from monitoring.services.judging import JUDGE_RUN
+    from monitoring.judging.services.runs import JUDGE_RUN
 
     for name in (JUDGE_RUN.task, JUDGE_RUN.fan_out_task, QUESTION.task):
         assert name is not None
         assert jobs.task_named(name).name == name
+
+
+def test_every_task_of_the_beat_schedule_is_found_by_its_name() -> None:
+    from treue_site.celery import app
+
+    for entry in app.conf.beat_schedule.values():
+        assert jobs.task_named(entry["task"]).name == entry["task"]

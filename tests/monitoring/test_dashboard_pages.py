@@ -36,12 +36,12 @@ from django.utils import timezone
 from monitoring import services
 from monitoring.domain import statistics
 from monitoring.domain.sampling import random_draw
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.selectors import dashboard
 from monitoring.selectors.dashboard import Week, iso_weeks
 from monitoring.services import IngestOutcome
-from monitoring.services.judging import judge_run_execute
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 

@@ -23,11 +23,12 @@ from django.test import Client
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.domain.judge_prompt import PROMPT_VERSION
+from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
+from monitoring.judging.services import rescoring
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome, rescoring
-from monitoring.services.judging import judge_run_execute
+from monitoring.services import IngestOutcome
 from tests.support.judged import Judge as ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -1108,7 +1109,7 @@ def test_two_leads_confirming_at_once_queue_one_run(
     """Both requests lock the answer; the second sees the first one's waiting run."""
     from django.db import connection
 
-    from monitoring.services import judging
+    from monitoring.judging.services import runs as judging
 
     monkeypatch.setattr(judging, "judge_runs_enqueue", lambda *, run_ids: 0)
     use_case = services.use_case_create(slug="gleichzeitig", name="Gleichzeitig", sample_rate=1.0)

@@ -1,4 +1,4 @@
-"""The judge tier's service (monitoring.services.judging), run in-process against the local
+"""The judge tier's service (monitoring.judging.services.runs), run in-process against the local
 OpenAI-compatible server through the real `openai` client.
 
 Answers come in through the ingest API (the stable interface), so their runs are created the way
@@ -21,16 +21,17 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import framework as jobs
-from monitoring import services, tasks
+from monitoring import services
 from monitoring.domain import sampling
-from monitoring.domain.judge_prompt import (
+from monitoring.judging import tasks
+from monitoring.judging.client import JudgeClient, JudgeUnavailable
+from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_SYSTEM_EN,
     PROMPT_VERSION,
     VERIFY_RETRY_DE,
 )
-from monitoring.judge_client import JudgeClient, JudgeUnavailable
+from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
-from monitoring.services import judging
 from tests.support.openai_server import ScriptedJudge
 from treue_site import settings as project
 

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from investigations.models import Investigation, Question
 from monitoring import extensions
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Service, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.services import retention
-from monitoring.services.judging import judge_run_execute
 from review import services as review_services
 from review.domain.batches import shift_week, week_monday
 from review.models import ReviewBatch

@@ -18,10 +18,10 @@ from typing import Any
 
 from monitoring import services
 from monitoring.domain import sampling
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services import IngestOutcome
-from monitoring.services.judging import judge_run_execute
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"

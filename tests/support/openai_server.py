@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from monitoring.domain.judge_prompt import (
+from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_RETRY_DE,
     DECOMPOSE_RETRY_EN,
     DECOMPOSE_SYSTEM_DE,

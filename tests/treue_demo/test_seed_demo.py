@@ -26,12 +26,16 @@ from django.core.management import call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from monitoring.domain.judge_parse import parse_claims, parse_verdict
-from monitoring.domain.judge_prompt import decompose_messages, format_context, verify_messages
-from monitoring.domain.scoring import score_labels
+from monitoring.judging.domain.judge_parse import parse_claims, parse_verdict
+from monitoring.judging.domain.judge_prompt import (
+    decompose_messages,
+    format_context,
+    verify_messages,
+)
+from monitoring.judging.domain.scoring import score_labels
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
 from monitoring.selectors.dashboard import iso_weeks
-from monitoring.services.judging import judge_run_execute
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
 from treue_demo.data import (

@@ -20,18 +20,18 @@ from django.test import override_settings
 
 from investigations.domain import consistency
 from monitoring import services
-from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
-from monitoring.domain.judge_prompt import (
+from monitoring.judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
+from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
+from monitoring.judging.domain.judge_prompt import (
     decompose_messages,
     decompose_retry_messages,
     format_context,
     verify_messages,
     verify_retry_messages,
 )
-from monitoring.judge_client import JudgeClient, JudgeConfig, JudgeMisconfigured
+from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun
 from monitoring.services import IngestOutcome
-from monitoring.services.judging import judge_run_execute
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
 from treue_demo.server import (

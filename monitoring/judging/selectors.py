@@ -7,12 +7,12 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from monitoring.domain import cost
+from monitoring.judging.domain import cost
 from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
 
 # The weekly cost estimate looks back this far: long enough to average out a quiet week, short
@@ -26,12 +26,12 @@ OPEN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 
 
 def same_model(a: str, b: str) -> bool:
-    """The judge's rule for "the same model" (monitoring.services.judging): case and surrounding
-    blanks do not make a different model."""
+    """The judge's rule for "the same model" (monitoring.judging.services.runs): case and
+    surrounding blanks do not make a different model."""
     return a.strip().lower() == b.strip().lower()
 
 
-def user_may_rescore(*, user: AbstractBaseUser | AnonymousUser, use_case: UseCase) -> bool:
+def user_may_rescore(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
     """Rescoring spends judge calls: team leads of the use case and staff may, experts may not."""
     if not user.is_authenticated:
         return False
@@ -175,6 +175,7 @@ def rescore_estimate_for_answer(*, answer: Answer, judge_model: str) -> RescoreE
     """
     price = price_for_model(judge_model=judge_model)
     run = answer.current_run
+    calls: float
     if run is not None:
         calls = 1 + run.claims.count()
         return RescoreEstimate(

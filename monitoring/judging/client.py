@@ -21,7 +21,7 @@ from typing import Any
 import openai
 from django.conf import settings
 
-from monitoring.domain.judging import CallResult
+from monitoring.judging.domain.judging import CallResult
 
 
 class JudgeError(Exception):

@@ -16,15 +16,15 @@ from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from monitoring.domain.judge_parse import Label, parse_claims, parse_verdict
-from monitoring.domain.judge_prompt import (
+from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
+from monitoring.judging.domain.judge_prompt import (
     decompose_messages,
     decompose_retry_messages,
     format_context,
     verify_messages,
     verify_retry_messages,
 )
-from monitoring.domain.scoring import ScoreResult, score_labels
+from monitoring.judging.domain.scoring import ScoreResult, score_labels
 
 DECOMPOSITION_UNPARSEABLE = "decomposition unparseable"
 

@@ -25,15 +25,15 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import framework as jobs
-from monitoring.domain import judging
-from monitoring.domain.judge_prompt import PROMPT_VERSION
-from monitoring.domain.judging import CallResult, JudgeCall
-from monitoring.judge_client import (
+from monitoring.judging.client import (
     JudgeClient,
     JudgeConfig,
     JudgeMisconfigured,
     JudgeUnavailable,
 )
+from monitoring.judging.domain import judging
+from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
+from monitoring.judging.domain.judging import CallResult, JudgeCall
 from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
 
 SELF_JUDGING = (

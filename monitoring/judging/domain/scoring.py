@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitoring.domain.judge_parse import LABEL_POINTS, Label
+from monitoring.judging.domain.judge_parse import LABEL_POINTS, Label
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Rescoring: a team lead asks for another judge run of an answer, or of a whole week.
 
 A rescore adds a run and keeps the earlier ones; the answer's score moves to the new run once it
-succeeds (monitoring.services.judging). Runs are created through `judge_runs_create`, which
+succeeds (monitoring.judging.services.runs). Runs are created through `judge_runs_create`, which
 enqueues them after commit. Each request locks the answers it covers, so a double click or two
 leads at once cannot queue two runs for the same answer: an answer with a run still waiting or
 running is left out.
@@ -15,8 +15,8 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from monitoring import selectors
+from monitoring.judging.services.runs import judge_runs_create
 from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.services.judging import judge_runs_create
 
 
 class RescoreRefused(Exception):

@@ -1,0 +1,1 @@
+"""Writes of the judge tier: judge runs (`runs.py`) and rescoring (`rescoring.py`)."""
