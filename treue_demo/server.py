@@ -21,9 +21,10 @@ hundredths, and the expert-scale estimate — the judge's figure corrected by th
 answers — has something to correct.
 
 No model is involved and nothing is random: the same request always gets the same reply. Text
-that is not a demo answer (a real service's answer sent to the demo) still gets well-formed
-replies — its sentences as claims, every verdict GEDECKT — so nothing breaks, but those
-verdicts mean nothing, which is why the demo says everywhere that its judge replays labels.
+that is not a demo answer (a real service's answer sent to the demo) gets its sentences as
+claims and a word check (``word_check``): a number or a negation the passages do not have is
+UNGEDECKT, otherwise the share of the claim's words found in the passages decides. That is no
+model either (a paraphrase is missed), and the demo says so wherever its verdicts are shown.
 
 The same server plays the demo's generator for self-consistency investigations: a request for
 a demo answer's own model (``llama-2-70b-chat``, ...) with that answer's messages (see
@@ -36,7 +37,7 @@ invented content. The n-th identical request (same model, messages and temperatu
 twice gets the same three samples. At temperature 0 the answer is always replayed unchanged.
 For the investigation's contradiction check, the judge compares the samples' texts: identical
 is KONSISTENT; samples of a demo answer that differ inside its labelled spans are WIDERSPRUCH;
-anything else is KONSISTENT (a fallback, like GEDECKT for unknown claims).
+anything else is KONSISTENT (a fallback).
 
 It listens on loopback only. ``python -m treue_demo.server --port 8790`` prints its URL.
 It needs neither Django nor the database.
@@ -75,10 +76,12 @@ logger = logging.getLogger("treue.demo_judge")
 
 DEFAULT_PORT = 8790
 NOTICE = (
-    "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell; "
+    "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), für andere "
+    "Antworten ein Wortvergleich, kein Modell; "
     "Demo-Generator: gibt die Demo-Antworten wieder, mit geskripteter Variation der gelabelten "
     "Stellen, kein Modell / "
-    "demo judge: verdicts are replayed human labels (RAGTruth), not a model; demo generator: "
+    "demo judge: verdicts are replayed human labels (RAGTruth), for other answers a word "
+    "check, not a model; demo generator: "
     "replays the demo answers with scripted variation of the labelled spans, not a model"
 )
 
@@ -423,13 +426,46 @@ class DemoJudge:
             candidates = [a for a in self.answers if claim and claim in a.response]
             in_context = [a for a in candidates if all(p in context for p in a.passages)]
         if not candidates:
-            return Label.GEDECKT.value, "verify unknown claim: GEDECKT (fallback)"
+            label = word_check(claim, context)
+            return label.value, f"verify unknown claim: {label.value} (word check)"
         # Several models may say the same sentence to the same question, and annotators
         # labelled it in one answer but not in another: the lenient judge takes the kinder
         # verdict (so an answer without labels is never marked down).
         label, answer = max(((label_for(a, claim), a) for a in in_context or candidates),
                             key=lambda pair: LABEL_POINTS[pair[0]])
         return label.value, f"verify {answer.id}: {label.value}"
+
+
+# Words (letters, at least 4) and numbers; the numbers keep their decimal separator.
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATIONS = frozenset({"nicht", "kein", "keine", "keinen", "keiner", "keines", "nie", "niemals",
+                        "not", "never", "no", "none", "neither", "nor"})
+# Share of a claim's words found in the context from which it counts as supported / partly.
+WORDS_SUPPORTED, WORDS_PARTLY = 0.8, 0.5
+
+
+def word_check(claim: str, context: str) -> Label:
+    """A claim the demo has no human label for (an answer sent to the demo by hand), checked by
+    its words: a number or a negation the context does not have makes it UNGEDECKT; else the
+    share of its words found in the context decides (0.8: GEDECKT, 0.5: TEILWEISE). No model:
+    a paraphrase is missed and a reordering passes, but a changed number or an added "nicht"
+    is found, so a contradiction in a hand-sent answer does not score 1.0."""
+    lowered = context.lower()
+    context_words = set(_WORD.findall(lowered)) | set(re.findall(r"\b\w+\b", lowered))
+    numbers = set(_NUMBER.findall(context))
+    tokens = set(re.findall(r"\b\w+\b", claim.lower()))
+    if any(n not in numbers for n in _NUMBER.findall(claim)):
+        return Label.UNGEDECKT
+    if (tokens & _NEGATIONS) - context_words:
+        return Label.UNGEDECKT
+    words = _WORD.findall(claim.lower())
+    if not words:
+        return Label.GEDECKT
+    share = sum(w in context_words for w in words) / len(words)
+    if share >= WORDS_SUPPORTED:
+        return Label.GEDECKT
+    return Label.TEILWEISE if share >= WORDS_PARTLY else Label.UNGEDECKT
 
 
 def _labelled_difference(answer: DemoAnswer, sample: str) -> str | None:

@@ -447,12 +447,14 @@ def test_demo_judge_runs_say_they_are_replayed_human_labels(
                     [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT")])
     assert answer.current_run.judge_model == DEMO_JUDGE_MODEL
     html = client_for(world, "expert").get(f"/answers/{answer.pk}/").content.decode()
-    assert ("Demo: Diese Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein "
-            "Modell.") in text_of(judging_section(html))
+    assert ("Demo: Die Urteile des Demo-Prüfers sind wiedergegebene menschliche Labels "
+            "(RAGTruth) und, für Antworten ohne Label (etwa selbst gesendete), ein Wortvergleich "
+            "– kein Modell.") in text_of(judging_section(html))
     page = text_of(client_for(world, "expert").get("/use-cases/pruefung/judge/")
                    .content.decode())
     assert (f"Demo: Die Urteile von „{DEMO_JUDGE_MODEL}“ sind wiedergegebene menschliche Labels "
-            "(RAGTruth), kein Modell.") in page
+            "(RAGTruth) und, für Antworten ohne Label (etwa selbst gesendete), ein Wortvergleich "
+            "– kein Modell.") in page
 
 
 def test_no_demo_note_for_a_real_judge(world: World, scored: Answer, settings: Any) -> None:

@@ -201,16 +201,23 @@ def test_retries_get_the_same_reply(judge_api: openai.OpenAI) -> None:
     assert parse_claims(ask(judge_api, retry).choices[0].message.content) == FRONTS_CLAIMS
 
 
-def test_unknown_text_gets_a_well_formed_fallback(judge_api: openai.OpenAI) -> None:
+def test_unknown_text_gets_a_well_formed_reply_and_a_word_check(judge_api: openai.OpenAI) -> None:
     row = {"question": "Wie oft wird geprüft?", "response": UNKNOWN_ANSWER,
-           "passages": ["Prüfintervall: 5 Jahre."]}
+           "passages": ["Prüfintervall: Der Druckbehälter wird alle 5 Jahre geprüft."]}
     assert decompose(judge_api, row, "de") == [
         "Der Druckbehälter wird alle 5 Jahre geprüft.",
         "Änderungen gibt die Sicherheitsfachkraft frei.",
     ]
-    assert verify(judge_api, row, "Der Druckbehälter wird alle 5 Jahre geprüft.", "de") is (
-        Label.GEDECKT
-    )
+    # No human label for these sentences: the word check decides, so a hand-sent answer that
+    # contradicts its passage is not scored 1.0.
+    for claim, label in [
+        ("Der Druckbehälter wird alle 5 Jahre geprüft.", Label.GEDECKT),
+        ("Der Druckbehälter wird alle 10 Jahre geprüft.", Label.UNGEDECKT),  # another number
+        ("Der Druckbehälter wird nicht geprüft.", Label.UNGEDECKT),  # a negation added
+        ("Der Druckbehälter wird jährlich vom Hersteller geprüft.", Label.TEILWEISE),  # 3 of 5
+        ("Änderungen gibt die Sicherheitsfachkraft frei.", Label.UNGEDECKT),  # not in it
+    ]:
+        assert verify(judge_api, row, claim, "de") is label, claim
     # Not a judge prompt at all: still a reply the parsers can read.
     reply = ask(judge_api, [{"role": "user", "content": "Hello. Are you there?"}])
     assert parse_claims(reply.choices[0].message.content) == ["Hello.", "Are you there?"]
