@@ -18,6 +18,7 @@ urlpatterns = [
     re_path(
         r"^admin/monitoring/alarm/(?P<rest>.*)$",
         RedirectView.as_view(url="/admin/alarms/alarm/%(rest)s", permanent=True, query_string=True),
+        name="admin_alarm_moved",
     ),
     path("admin/", admin.site.urls),
     path("review/", include("review.urls")),

@@ -17,7 +17,7 @@ from django.test import override_settings
 from treue_demo.data import DEMO_JUDGE_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ["monitoring", "review", "investigations", "treue_site"]
+PRODUCT = ["monitoring", "alarms", "review", "investigations", "treue_site"]
 
 
 def test_absent_by_default_and_seed_demo_unknown() -> None:

@@ -98,6 +98,10 @@ ROWS = [
     Row("set_language", "POST", "/i18n/setlang/",       (302, 302, 302, 302, 302, 302, 302, 302),
         body={"language": "en"}),
     Row("admin:index", "GET", "/admin/",                (AL, AL, AL, AL, AL, AL, AL, 200)),
+    # The alarms' old admin address, before they had their own app: a redirect for everyone
+    # (the admin then asks who it is).
+    Row("admin_alarm_moved", "GET", "/admin/monitoring/alarm/",
+                                                        (301, 301, 301, 301, 301, 301, 301, 301)),
     Row("admin:monitoring_service_changelist", "GET", "/admin/monitoring/service/",
                                                         (AL, AL, AL, AL, AL, AL, AL, 403),
         note="staff without model permissions"),
