@@ -140,7 +140,7 @@ def test_keys_are_compared_in_constant_time(
 def test_api_looks_keys_up_by_prefix_only_and_never_compares_secrets_with_eq() -> None:
     source = (Path(django_settings.BASE_DIR) / "monitoring" / "api" / "auth.py").read_text()
     authenticate = source[source.index("class ServiceKey"):source.index("class PersonSession")]
-    assert "keys.key_matches(token, found.service.key_hash)" in authenticate
+    assert "keys.key_matches(token, digest)" in authenticate
     assert "key_hash=" not in authenticate and "== service.key_hash" not in authenticate
     assert "token ==" not in authenticate
 
