@@ -109,6 +109,8 @@ ROWS = [
     Row("api:api-root", "GET", "/api/v1/",              (404, 404, 404, 404, 404, 404, 404, 404)),
     Row("api:openapi-json", "GET", "/api/v1/openapi.json",
                                                         (200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("api:openapi-view", "GET", "/api/v1/docs",      (200, 200, 200, 200, 200, 200, 200, 200),
+        note="the interactive docs, public like the schema"),
     Row("api:post_answer", "POST", "/api/v1/answers",   (401, 201, 401, 401, 401, 401, 401, 401),
         body=answer_body("recht", "matrix-own"), json=True),
     Row("api:post_answer", "POST", "/api/v1/answers",   (401, 403, 401, 401, 401, 401, 401, 401),
