@@ -25,6 +25,10 @@ fi
 export TREUE_VAR_DIR=${TREUE_VAR_DIR:-$PWD/var/test}
 
 .venv/bin/ruff check .
+# The architecture's rules (pyproject.toml [tool.importlinter]: plain-Python domain modules,
+# views/API/tasks above services/selectors above models, monitoring without review and
+# investigations, no product module importing the demo).
+.venv/bin/lint-imports --no-cache
 # DATABASE_URL emptied: the check needs no server (the test database does not exist yet).
 DATABASE_URL= .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
 # Four processes (pytest-xdist), each with its own test database, var/ folder and free ports
