@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.db.models import Count, Q, QuerySet, Sum
 
 from investigations.models import Investigation, Question
@@ -26,7 +27,7 @@ JUDGE_REPLY_TOKENS = 40
 SKIP_NO_MESSAGES = "no_messages"
 SKIP_ANONYMISED = "anonymised"
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 
 class SelectionError(ValueError):

@@ -19,9 +19,10 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 
 class Hold(Enum):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, time
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
@@ -30,7 +30,7 @@ KAPPA_WEEKS = 13  # "over a quarter"
 User = AuthUser | AnonymousUser
 
 
-def blind_answer_ids(*, user: AbstractBaseUser | AnonymousUser) -> set[int]:
+def blind_answer_ids(*, user: User) -> set[int]:
     """Answers whose judge results this user must not see yet: they wait, unsubmitted, in a
     weekly review of a use case the user is an expert for (blind review, against anchoring).
     A few dozen at most: a batch has 20 answers a week."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.expressions import Col, OrderBy
@@ -18,7 +18,7 @@ from monitoring.judging.selectors import iso_week_bounds
 from monitoring.models import Answer, Service, UseCase
 
 
-def use_cases_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[UseCase]:
+def use_cases_for_user(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
     if not user.is_authenticated:
         return UseCase.objects.none()
     if user.is_staff:
@@ -26,9 +26,7 @@ def use_cases_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Us
     return UseCase.objects.filter(Q(experts=user) | Q(team_leads=user)).distinct()
 
 
-def use_case_get_for_user(
-    *, user: AbstractBaseUser | AnonymousUser, slug: str
-) -> UseCase | None:
+def use_case_get_for_user(*, user: User | AnonymousUser, slug: str) -> UseCase | None:
     return use_cases_for_user(user=user).filter(slug=slug).first()
 
 
@@ -86,7 +84,7 @@ def _cause_filter(cause: str, similarity_below: float | None) -> Q:
 
 def _filtered(
     *,
-    user: AbstractBaseUser | AnonymousUser,
+    user: User | AnonymousUser,
     use_case: str | None = None,
     week: tuple[int, int] | None = None,
     flagged: bool | None = None,
@@ -129,7 +127,7 @@ def _filtered(
     return answers.order_by(*SORTS.get(sort or DEFAULT_SORT, SORTS[DEFAULT_SORT]))
 
 
-def blind_answer_ids(*, user: AbstractBaseUser | AnonymousUser) -> set[int]:
+def blind_answer_ids(*, user: User | AnonymousUser) -> set[int]:
     """Answers whose judge results this user must not see yet (blind review, against
     anchoring). The rule is the weekly review's (review.selectors.blind_answer_ids), asked
     through monitoring/extensions.py; without it registered no answer is blind. Every page,
@@ -150,7 +148,7 @@ def _orders_or_filters_by_score(filters: dict[str, Any]) -> bool:
     )
 
 
-def answer_list(*, user: AbstractBaseUser | AnonymousUser, **filters: Any) -> QuerySet[Answer]:
+def answer_list(*, user: User | AnonymousUser, **filters: Any) -> QuerySet[Answer]:
     """The explorer's answers: those of the user's use cases that pass the filters, sorted.
 
     The filters are the keyword arguments of `_filtered`, as AnswerFilterForm.filters() gives them.
@@ -212,7 +210,7 @@ def _export_cell(value: Any) -> Any:
 
 
 def answer_export_rows(
-    *, user: AbstractBaseUser | AnonymousUser, **filters: Any
+    *, user: User | AnonymousUser, **filters: Any
 ) -> Iterator[tuple[Any, ...]]:
     """The filtered answers as CSV rows (without the header), in the list's order.
 
@@ -239,7 +237,7 @@ def _export_row(row: tuple[Any, ...], blind: set[int]) -> tuple[Any, ...]:
     return (*(_export_cell(c) for c in cells), csv_text(words))
 
 
-def answer_get_for_user(*, user: AbstractBaseUser | AnonymousUser, pk: int) -> Answer | None:
+def answer_get_for_user(*, user: User | AnonymousUser, pk: int) -> Answer | None:
     return (
         Answer.objects.filter(pk=pk, use_case__in=use_cases_for_user(user=user))
         .select_related("use_case", "service", "current_run")
@@ -306,7 +304,8 @@ class _Columns:
 
     def select(self) -> str:
         q = connection.ops.quote_name
-        return ", ".join(f"{self.alias}.{q(f.column)}" for f in self.fields)
+        # str(): a concrete field always has its column (None is for fields without one).
+        return ", ".join(f"{self.alias}.{q(str(f.column))}" for f in self.fields)
 
     def build(self, row: Sequence[Any]) -> Any:
         values = list(row[self.offset : self.width])

@@ -1,0 +1,289 @@
+"""The figures of one use case's weeks: each week's stratified estimate (its flagged and its
+unflagged answers are two strata, weighted by their sizes), the shares, the pooled view over the
+weeks before it, the experts' scale and the judge's usage. The statistics live in
+`monitoring.domain.statistics` and `expert_scale`; this module hands them what reads.py read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from operator import itemgetter
+
+from django.utils import timezone
+
+from monitoring.domain import statistics
+from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
+from monitoring.domain.statistics import Estimate, Precision, Stratum
+from monitoring.models import UseCase
+from monitoring.selectors.dashboard.reads import (
+    JudgedRow,
+    Usage,
+    _by_case_and_week,
+    _claims,
+    _counts,
+    _drift_restarts,
+    _judged_rows,
+    _reviews,
+    _usage,
+)
+from monitoring.selectors.dashboard.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
+
+
+@dataclass(frozen=True)
+class WeekFigures:
+    """Everything the dashboard shows about one use case in one ISO week.
+
+    `below`, `abstention_share` and `claims` are None where they were not asked for (the
+    overview computes them for this week and last only).
+    """
+
+    week: Week
+    current: bool  # the week is not over yet
+    volume: int
+    flagged: int
+    judged: int
+    judged_flagged: int
+    judged_unflagged: int
+    abstentions: int  # judged answers without claims
+    estimate: Estimate  # mean faithfulness, stratified
+    below: Estimate | None  # share of answers below the action threshold
+    abstention_share: Estimate | None
+    claims: Estimate | None  # share of supported claims
+    light: str  # red / amber / green / grey
+    runs: int
+    calls: int
+    cost: Decimal
+    unpriced_runs: int
+    judges: tuple[tuple[str, str], ...]  # (judge model, prompt version), sorted
+    judge_changed: bool  # a judge model or prompt version the latest judged week before lacked
+    # The judge-scale estimate over this week and the ones before it (`pooled_weeks` in all,
+    # fewer at the start of the data), and its light.
+    pooled: Estimate | None = None
+    pooled_light: str = "grey"
+    pooled_weeks: int = 1
+    # What the week's own estimate can decide and what would make it decisive.
+    precision: Precision | None = None
+    # Faithfulness on the experts' scale (prediction-powered: the pooled judge-scale estimate
+    # corrected by the mean expert − judge difference of the reviews of those weeks); None
+    # without any review in the window.
+    expert: ExpertScale | None = None
+    expert_light: str = "grey"
+
+    @property
+    def headline_on_experts_scale(self) -> bool:
+        """The experts' scale leads once a week's batch of reviews stands behind it."""
+        return (
+            self.expert is not None and self.expert.value is not None
+            and not self.expert.too_few
+        )
+
+    @property
+    def label(self) -> str:
+        return self.week.label
+
+    @property
+    def flagged_share(self) -> float | None:
+        return self.flagged / self.volume if self.volume else None
+
+    @property
+    def flagged_percent(self) -> float | None:
+        return self.flagged / self.volume * 100 if self.volume else None
+
+
+_SCORE = itemgetter(JudgedRow._fields.index("score"))
+
+
+def _split(rows: Iterable[JudgedRow]) -> tuple[list[JudgedRow], list[JudgedRow]]:
+    """The rows of the flagged stratum and those of the unflagged one, in their order."""
+    rows = rows if isinstance(rows, list) else list(rows)
+    return [r for r in rows if r.flagged], [r for r in rows if not r.flagged]
+
+
+def _strata(
+    sizes: tuple[int, int], rows: Iterable[JudgedRow],
+    value: Callable[[JudgedRow], float] | None = None,
+) -> list[Stratum]:
+    """[flagged, unflagged] strata from their sizes and the judged rows (value: the score)."""
+    parts = _split(rows)
+    values = tuple(list(map(value or _SCORE, part)) for part in parts)
+    # A stratum is never smaller than what was judged of it (an answer stored between the two
+    # queries would otherwise make the domain refuse the group).
+    # The flagged stratum (first) is judged in full; the unflagged one is drawn at random.
+    return [
+        Stratum(max(size, len(v)), v, drawn=h == 1)
+        for h, (size, v) in enumerate(zip(sizes, values, strict=True))
+    ]
+
+
+@dataclass(frozen=True)
+class _Shares:
+    below: Estimate | None = None  # share of answers below the action threshold
+    abstention: Estimate | None = None
+    claims: Estimate | None = None  # share of supported claims
+
+
+def _shares(
+    strata: list[Stratum], parts: tuple[list[JudgedRow], list[JudgedRow]], threshold: float,
+    claims: dict[int, tuple[float, int]] | None,
+) -> _Shares:
+    """A week's shares: below the threshold, abstentions, and (where `claims` are given, by
+    run id) the supported claims."""
+    below = statistics.stratified_share(
+        statistics.indicator_strata(strata, lambda s: s < threshold)
+    )
+    abstention = statistics.stratified_share([
+        Stratum(s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
+        for s, part in zip(strata, parts, strict=True)
+    ])
+    if claims is None:
+        return _Shares(below, abstention)
+    none = (0.0, 0)
+    per_answer = tuple(
+        [none if r.run_id is None else claims.get(r.run_id, none) for r in part]
+        for part in parts
+    )
+    claim_share = statistics.claim_share([
+        statistics.ClaimStratum(s.size, a, s.drawn)
+        for s, a in zip(strata, per_answer, strict=True)
+    ])
+    return _Shares(below, abstention, claim_share)
+
+
+def _expert(
+    use_case_id: int, window: list[int], every: list[list[Stratum]],
+    reviews: dict[tuple[int, int], list[Review]] | None, restart: int | None,
+) -> ExpertScale | None:
+    """The experts' scale over the pooled weeks `window` (indices into `every`)."""
+    if reviews is None:
+        return None
+    # Reviews measured the judge as it was: after a drift alarm only those since.
+    since = [j for j in window if restart is None or j >= restart]
+    reviewed = [r for j in since for r in reviews.get((use_case_id, j), [])]
+    return expert_scale([every[j] for j in since], reviewed) if reviewed else None
+
+
+def _week_figures(
+    *,
+    use_case: UseCase,
+    weeks: Sequence[Week],
+    counts: dict[tuple[int, int], tuple[int, int]],
+    judged: dict[tuple[int, int], list[JudgedRow]],
+    usage: dict[tuple[int, int], Usage],
+    claims: dict[int, tuple[float, int]] | None,
+    full_from: int = 0,
+    claims_from: int = 0,
+    reviews: dict[tuple[int, int], list[Review]] | None = None,
+    restart: int | None = None,
+    pooled_weeks: int = POOLED_WEEKS,
+) -> list[WeekFigures]:
+    """The figures of each week: the shares from week `full_from` on, the claim share (when
+    `claims` are given) from week `claims_from` on.
+
+    `judged`: the judged rows by (use case id, week index)."""
+    threshold = use_case.action_threshold
+    now = timezone.now()
+    out: list[WeekFigures] = []
+    every: list[list[Stratum]] = []  # each week's strata, for the pooled views
+    # The judges of the latest week before that had any: a week with a judge it lacked is a
+    # change (a switch back to an earlier model or prompt is one too).
+    before: set[tuple[str, str]] = set()
+    for i, week in enumerate(weeks):
+        volume, flagged = counts.get((use_case.pk, i), (0, 0))
+        rows = judged.get((use_case.pk, i), [])
+        parts = _split(rows)
+        strata = [
+            Stratum(max(size, len(part)), list(map(_SCORE, part)), drawn=h == 1)
+            for h, (size, part) in enumerate(zip((flagged, volume - flagged), parts, strict=True))
+        ]
+        every.append(strata)
+        window = list(range(max(0, i - pooled_weeks + 1), i + 1))
+        pooled = statistics.pooled_mean([every[j] for j in window])
+        shares = _Shares()
+        if i >= full_from:
+            shares = _shares(strata, parts, threshold, claims if i >= claims_from else None)
+        figures = _figures(
+            week=week, current=week.end > now, volume=volume, flagged=flagged, parts=parts,
+            strata=strata, shares=shares, threshold=threshold,
+            usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
+            pooled_weeks=len(window),
+            expert=_expert(use_case.pk, window, every, reviews, restart),
+        )
+        out.append(figures)
+        if figures.judges:
+            before = set(figures.judges)
+    return out
+
+
+def _figures(
+    *, week: Week, current: bool, volume: int, flagged: int,
+    parts: tuple[list[JudgedRow], list[JudgedRow]], strata: list[Stratum], shares: _Shares,
+    threshold: float, usage: Usage, before: set[tuple[str, str]], pooled: Estimate,
+    pooled_weeks: int, expert: ExpertScale | None,
+) -> WeekFigures:
+    estimate = statistics.stratified_mean(strata)
+    judges = tuple(sorted(usage.judges))
+    judged_flagged, judged_unflagged = len(parts[0]), len(parts[1])
+    return WeekFigures(
+        week=week,
+        current=current,
+        volume=volume,
+        flagged=flagged,
+        judged=judged_flagged + judged_unflagged,
+        judged_flagged=judged_flagged,
+        judged_unflagged=judged_unflagged,
+        abstentions=sum(1 for part in parts for r in part if r.abstention),
+        estimate=estimate,
+        below=shares.below,
+        abstention_share=shares.abstention,
+        claims=shares.claims,
+        light=statistics.traffic_light(estimate, threshold),
+        runs=usage.runs,
+        calls=usage.calls,
+        cost=usage.cost,
+        unpriced_runs=usage.unpriced_runs,
+        judges=judges,
+        judge_changed=bool(before and set(judges) - before),
+        pooled=pooled,
+        pooled_light=statistics.traffic_light(pooled, threshold),
+        pooled_weeks=pooled_weeks,
+        precision=statistics.week_precision(
+            strata, action_threshold=threshold, pooled=pooled, pooled_weeks=pooled_weeks
+        ),
+        expert=expert,
+        expert_light=_expert_light(expert, threshold),
+    )
+
+
+def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
+    if expert is None or expert.value is None:
+        return "grey"
+    as_estimate = Estimate(expert.value, expert.low, expert.high, expert.n_reviews, 0, (),
+                           expert.too_few)
+    return statistics.traffic_light(as_estimate, threshold)
+
+
+def use_case_weeks(
+    *, use_case: UseCase, weeks: int = WEEKS, until: datetime | date | None = None,
+    claims: bool = True, pooled_weeks: int = POOLED_WEEKS,
+) -> list[WeekFigures]:
+    """The use case's figures per ISO week, oldest first, the week holding `until` last.
+
+    The weeks before the first are read too, so that its pooled views are whole."""
+    lead = pooled_weeks - 1
+    span = iso_weeks(weeks=weeks + lead, until=until)
+    ids = [use_case.pk]
+    figures = _week_figures(
+        use_case=use_case,
+        weeks=span,
+        counts=_counts(ids, span),
+        judged=_by_case_and_week(_judged_rows(ids, span, lean=not claims)),
+        usage=_usage(ids, span),
+        claims=_claims(use_case.pk, span[lead:]) if claims else None,
+        claims_from=lead,
+        reviews=_reviews(ids, span),
+        restart=_drift_restarts(ids, span).get(use_case.pk),
+        pooled_weeks=pooled_weeks,
+    )
+    return figures[lead:]

@@ -1,0 +1,130 @@
+"""The overview: one row per use case a person leads, this week and last and a short trend,
+the most alarming first."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import QuerySet
+
+from alarms.models import Alarm
+from monitoring.domain import statistics
+from monitoring.models import JudgePrice, UseCase
+from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
+from monitoring.selectors.dashboard.reads import (
+    _by_case_and_week,
+    _counts,
+    _drift_restarts,
+    _judged_rows,
+    _reviews,
+    _usage,
+)
+from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, iso_weeks
+
+_LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
+
+
+def use_cases_led_by(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
+    """The active use cases a person leads; staff lead all."""
+    if not user.is_authenticated:
+        return UseCase.objects.none()
+    use_cases = UseCase.objects.filter(active=True)
+    if not user.is_staff:
+        use_cases = use_cases.filter(team_leads=user)
+    return use_cases.order_by("name")
+
+
+def user_leads(*, user: User | AnonymousUser) -> bool:
+    """Whether the overview is the person's landing page: staff and team leads."""
+    return bool(user.is_authenticated and (
+        user.is_staff or UseCase.objects.filter(team_leads=user).exists()
+    ))
+
+
+def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[int, list[Alarm]]:
+    """Open alarms of every kind per use case id, newest first."""
+    out: dict[int, list[Alarm]] = defaultdict(list)
+    for alarm in Alarm.objects.filter(use_case__in=list(use_cases), cleared_at__isnull=True):
+        out[alarm.use_case_id].append(alarm)
+    return out
+
+
+def cost_currency(*, judges: Iterable[tuple[str, str]]) -> str:
+    """The currency of the judge models' prices when they agree, else ''."""
+    models = {model for model, _ in judges}
+    if not models:
+        return ""
+    currencies = set(
+        JudgePrice.objects.filter(judge_model__in=models).values_list("currency", flat=True)
+    )
+    return currencies.pop() if len(currencies) == 1 else ""
+
+
+@dataclass
+class OverviewRow:
+    """One use case on the overview: this week and last, and its recent weeks."""
+
+    use_case: UseCase
+    weeks: list[WeekFigures]  # oldest first; the last two with all figures
+    alarms: list[Alarm]
+    currency: str = ""
+
+    @property
+    def this_week(self) -> WeekFigures:
+        return self.weeks[-1]
+
+    @property
+    def last_week(self) -> WeekFigures:
+        return self.weeks[-2]
+
+    @property
+    def trend(self) -> str:
+        return statistics.trend(self.this_week.estimate, self.last_week.estimate)
+
+    @property
+    def light(self) -> str:
+        """The more alarming light of the two weeks; where neither week can decide (both grey:
+        a small use case), the pooled view of the weeks up to last week decides instead."""
+        weekly = min(self.this_week.light, self.last_week.light, key=_LIGHT_ORDER.__getitem__)
+        if self.this_week.light == self.last_week.light == "grey":
+            return self.last_week.pooled_light
+        return weekly
+
+
+def overview_rows(
+    *, user: User | AnonymousUser, until: datetime | date | None = None,
+    weeks: int = OVERVIEW_WEEKS,
+) -> list[OverviewRow]:
+    """One row per use case the user leads (staff: all), the most alarming first.
+
+    Four queries for all use cases together: counts and judged answers of `weeks` weeks, judge
+    runs of the last two, open alarms. No claims: the overview does not show that share.
+    """
+    use_cases = list(use_cases_led_by(user=user))
+    if not use_cases:
+        return []
+    span = iso_weeks(weeks=max(2, weeks), until=until)
+    ids = [u.pk for u in use_cases]
+    counts = _counts(ids, span)
+    judged = _by_case_and_week(_judged_rows(ids, span, lean=True))
+    usage = _usage(ids, span[-2:], offset=len(span) - 2)
+    alarms = open_alarms(use_cases=use_cases)
+    reviews = _reviews(ids, span)
+    restarts = _drift_restarts(ids, span)
+    rows = [
+        OverviewRow(use_case, _week_figures(
+            use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
+            claims=None, full_from=len(span) - 2, reviews=reviews,
+            restart=restarts.get(use_case.pk),
+        ), alarms.get(use_case.pk, []))
+        for use_case in use_cases
+    ]
+    currency = cost_currency(judges={j for row in rows for w in row.weeks for j in w.judges})
+    for row in rows:
+        row.currency = currency
+    rows.sort(key=lambda r: (_LIGHT_ORDER[r.light], -len(r.alarms), r.use_case.name))
+    return rows

@@ -1,0 +1,64 @@
+"""The use-case page: its weeks, the diagnosis of the last weeks, its open alarms; each table
+read once for all of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from alarms.models import Alarm
+from monitoring.models import UseCase
+from monitoring.selectors.dashboard.diagnosis import Diagnosis, use_case_diagnosis
+from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
+from monitoring.selectors.dashboard.overview import cost_currency, open_alarms
+from monitoring.selectors.dashboard.reads import (
+    _by_case_and_week,
+    _claims,
+    _counts,
+    _drift_restarts,
+    _judged_rows,
+    _reviews,
+    _usage,
+)
+from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, POOLED_WEEKS, WEEKS, iso_weeks
+
+
+@dataclass(frozen=True)
+class UseCasePage:
+    weeks: list[WeekFigures]  # oldest first
+    diagnosis: Diagnosis
+    alarms: list[Alarm]
+    currency: str
+
+
+def use_case_page(
+    *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS,
+    pooled_weeks: int = POOLED_WEEKS,
+) -> UseCasePage:
+    """Everything the use-case page shows; each table is read once for all of it.
+
+    The claim-level share only for the last CAUSES_WEEKS weeks: it needs every claim label of
+    every judged answer, the most expensive read of the page, and the weekly trend is the
+    estimate's. (`use_case_weeks` computes it for every week it is asked for.)
+    """
+    span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
+    ids = [use_case.pk]
+    judged = _judged_rows(ids, span)
+    # (The first shown weeks pool what the span holds: their pooled_weeks says how many.)
+    usage = _usage(ids, span)
+    recent = len(span) - CAUSES_WEEKS
+    figures = _week_figures(
+        use_case=use_case, weeks=span, counts=_counts(ids, span),
+        judged=_by_case_and_week(judged), usage=usage,
+        claims=_claims(use_case.pk, span[recent:]), claims_from=recent,
+        reviews=_reviews(ids, span), restart=_drift_restarts(ids, span).get(use_case.pk),
+        pooled_weeks=pooled_weeks,
+    )
+    return UseCasePage(
+        weeks=figures[-weeks:],
+        diagnosis=use_case_diagnosis(
+            use_case=use_case, judged=judged, usage=usage, weeks=span
+        ),
+        alarms=open_alarms(use_cases=[use_case]).get(use_case.pk, []),
+        currency=cost_currency(judges={j for w in figures for j in w.judges}),
+    )
