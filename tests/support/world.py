@@ -46,6 +46,7 @@ def ingested(service: Service, body: dict[str, Any]) -> Answer:
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
+    assert result.answer is not None
     return result.answer
 
 
