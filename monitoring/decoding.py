@@ -168,7 +168,8 @@ def _completion(value: Any) -> Any:
         for choice in value.choices:
             item = _present(choice)
             if "logprobs" in item:
-                item["logprobs"] = _logprobs(choice.logprobs)  # type: ignore[arg-type]
+                # Present in `item`, so not UNSET: a _Logprobs or None.
+                item["logprobs"] = _logprobs(choice.logprobs)  # type: ignore[arg-type]  # see above
             out["choices"].append(item)
     return out
 
@@ -210,7 +211,8 @@ def _as_input(decoded: _Answer) -> dict[str, Any]:
         if name in out:
             out[name] = parse(bytes(out[name]), name)
     if "logprobs" in out:
-        out["logprobs"] = _logprobs(decoded.logprobs)  # type: ignore[arg-type]
+        # Present in `out`, so not UNSET: a _Logprobs or None.
+        out["logprobs"] = _logprobs(decoded.logprobs)  # type: ignore[arg-type]  # see above
     if "completion" in out:
         out["completion"] = _completion(decoded.completion)
     return out
@@ -296,7 +298,8 @@ class BatchItems(Sequence[bytes | None]):
 
     def _split(self) -> list[bytes | None]:
         if self._items is None:
-            items: list[bytes | None] | None = split_batch(self._body)  # type: ignore[assignment]
+            split = split_batch(self._body)
+            items: list[bytes | None] | None = list(split) if split is not None else None
             self._items = items if items and len(items) == self._count else [None] * self._count
         return self._items
 

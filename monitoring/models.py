@@ -40,7 +40,8 @@ class CompactTokensField(models.BinaryField):
 
     # What the type checker (django-stubs) takes the attribute to hold: the unpacked dict.
     _pyi_private_set_type: dict[str, Any] | bytes | None
-    _pyi_private_get_type: dict[str, Any] | None  # type: ignore[assignment]
+    # Narrower than BinaryField's own declaration, which is what this field changes.
+    _pyi_private_get_type: dict[str, Any] | None  # type: ignore[assignment]  # see above
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         return None if value is None else unpack_compact(value)

@@ -123,7 +123,8 @@ IsoDateTime = Annotated[datetime, BeforeValidator(_iso_only)]
 # Tokens are TypedDicts, not models: validation runs for ~300 of them per answer, and a dict
 # per token is half the cost of a model instance per token.
 class TopLogprob(TypedDict):
-    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+    # pydantic's way to configure a TypedDict; mypy does not know the dunder in a TypedDict.
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]  # see above
 
     token: TokenText
     logprob: LogProb
@@ -131,7 +132,7 @@ class TopLogprob(TypedDict):
 
 
 class TokenLogprob(TypedDict):
-    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]
+    __pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[misc]  # as TopLogprob
 
     token: TokenText
     logprob: LogProb

@@ -29,6 +29,9 @@ export TREUE_VAR_DIR=${TREUE_VAR_DIR:-$PWD/var/test}
 # views/API/tasks above services/selectors above models, monitoring without review and
 # investigations, no product module importing the demo).
 .venv/bin/lint-imports --no-cache
+# The types of every product module (pyproject.toml [tool.mypy]: django-stubs, the pydantic
+# plugin); zero errors, and a `# type: ignore[code]` only with the reason beside it.
+.venv/bin/mypy
 # DATABASE_URL emptied: the check needs no server (the test database does not exist yet).
 DATABASE_URL= .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
 # Four processes (pytest-xdist), each with its own test database, var/ folder and free ports

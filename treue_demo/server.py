@@ -520,7 +520,9 @@ def vary(answer: DemoAnswer, version: int) -> tuple[str, list[tuple[int, int]]]:
         if _DIGITS.search(original):
             new = _DIGITS.sub(lambda m: _shifted(m.group(), version), original)
         else:
-            trail = _TRAIL.search(original).group()  # type: ignore[union-attr]
+            found = _TRAIL.search(original)
+            assert found is not None  # every part of _TRAIL may be empty: it always matches
+            trail = found.group()
             before = text.rstrip(" \t")
             sentence = (not before or before[-1] in ".!?:\n") and trail.strip()[:1] in (
                 ".", "!", "?")

@@ -55,7 +55,7 @@ class ServiceKey(HttpBearer):
             return None
         service = found.service
         # Ingest resolves use cases against these, without asking the database again.
-        request.treue_use_cases = found.use_cases  # type: ignore[attr-defined]
+        request.treue_use_cases = found.use_cases  # type: ignore[attr-defined]  # ServiceRequest
         # Counted once per request, after the key is known to be valid: a batch is one request,
         # and a stranger guessing keys cannot use up a real key's allowance.
         limited = ratelimit.check(service.key_prefix)

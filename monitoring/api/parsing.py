@@ -43,18 +43,18 @@ class StrictJSONParser(Parser):
         if _is_batch(request):
             answers, raws = _decode_batch(body)
             if answers is not None:
-                request.treue_raw = raws  # type: ignore[attr-defined]
+                request.treue_raw = raws  # type: ignore[attr-defined]  # ServiceRequest
                 return {"answers": answers}
         else:
             answer = decoding.decode_answer(body)
             if answer is not None:
-                request.treue_raw = body  # type: ignore[attr-defined]
+                request.treue_raw = body  # type: ignore[attr-defined]  # ServiceRequest
                 return answer
         data = decoding.parse(body)
         if not isinstance(data, dict):
             raise decoding.BodyError("the body must be a JSON object")
         answers = data.get("answers")
-        request.treue_raw = (  # type: ignore[attr-defined]
+        request.treue_raw = (  # type: ignore[attr-defined]  # ServiceRequest
             answers if _is_batch(request) and isinstance(answers, list) else data
         )
         return data

@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from scipy import stats
 
@@ -245,10 +246,10 @@ def _as_sums(
     reviews: tuple[ReviewSums, ReviewSums] | Sequence[Review],
 ) -> tuple[ReviewSums, ReviewSums]:
     if len(reviews) == 2 and all(isinstance(r, ReviewSums) for r in reviews):
-        return reviews[0], reviews[1]  # type: ignore[return-value]
+        return cast(ReviewSums, reviews[0]), cast(ReviewSums, reviews[1])
     if not all(isinstance(r, Review) for r in reviews):
         raise ValueError("reviews must be Review items or a (flagged, unflagged) ReviewSums pair")
-    return review_sums(reviews)  # type: ignore[arg-type]
+    return review_sums(cast(Sequence[Review], reviews))
 
 
 def _merge(a: ReviewSums, b: ReviewSums) -> ReviewSums:

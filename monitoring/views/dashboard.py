@@ -404,12 +404,12 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
     rows = figures.overview_rows(user=request.user)
     for i, row in enumerate(rows):
         # What the template shows beside the row's figures: its chart and precision sentence.
-        row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]
-        row.data_id = f"overview-figure-{i}"  # type: ignore[attr-defined]
-        row.figure = trend_chart(  # type: ignore[attr-defined]
+        row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]  # for the template
+        row.data_id = f"overview-figure-{i}"  # type: ignore[attr-defined]  # for the template
+        row.figure = trend_chart(  # type: ignore[attr-defined]  # for the template
             row.weeks, row.use_case.action_threshold, compact=True
         )
-        row.precision = (  # type: ignore[attr-defined]
+        row.precision = (  # type: ignore[attr-defined]  # for the template
             precision_reading(row.this_week) or precision_reading(row.last_week)
         )
     return render(request, "monitoring/overview.html", {

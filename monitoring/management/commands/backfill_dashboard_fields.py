@@ -7,6 +7,8 @@ resumes where it stopped. A command rather than a data migration: a million rows
 and a deploy should not wait for them.
 """
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
@@ -24,8 +26,8 @@ class Command(BaseCommand):
                             help="recompute every answer, not only those without the figures")
         parser.add_argument("--batch-size", type=int, default=BATCH)
 
-    def handle(self, *args: object, **opts: object) -> None:
-        batch_size = max(1, int(opts["batch_size"]))  # type: ignore[call-overload]
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse values
+        batch_size = max(1, int(opts["batch_size"]))
         answers = Answer.objects.order_by("pk")
         if not opts["all"]:
             answers = answers.filter(multi_part__isnull=True)

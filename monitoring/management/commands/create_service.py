@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -17,11 +19,11 @@ class Command(BaseCommand):
         parser.add_argument("--use-case", action="append", required=True, metavar="SLUG",
                             help="a use case the key may send to (repeat for several)")
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse values
         name = str(opts["name"])
         if Service.objects.filter(name=name).exists():
             raise CommandError(f"service {name!r} already exists")
-        slugs = list(dict.fromkeys(opts["use_case"]))  # type: ignore[call-overload]
+        slugs = list(dict.fromkeys(opts["use_case"]))
         use_cases = list(UseCase.objects.filter(slug__in=slugs))
         missing = sorted(set(slugs) - {u.slug for u in use_cases})
         if missing:

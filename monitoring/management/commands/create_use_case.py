@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -24,21 +26,21 @@ class Command(BaseCommand):
         parser.add_argument("--expert", action="append", default=[], metavar="USERNAME")
         parser.add_argument("--team-lead", action="append", default=[], metavar="USERNAME")
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse values
         slug = str(opts["slug"])
         if UseCase.objects.filter(slug=slug).exists():
             raise CommandError(f"use case {slug!r} already exists")
         users = get_user_model().objects
-        experts = [self._user(users, n) for n in opts["expert"]]  # type: ignore[attr-defined]
-        leads = [self._user(users, n) for n in opts["team_lead"]]  # type: ignore[attr-defined]
+        experts = [self._user(users, n) for n in opts["expert"]]
+        leads = [self._user(users, n) for n in opts["team_lead"]]
         try:
             use_case = services.use_case_create(
                 slug=slug,
                 name=str(opts["name"]),
                 language=str(opts["language"]),
-                sample_rate=float(opts["sample_rate"]),  # type: ignore[arg-type]
-                logprob_threshold=float(opts["logprob_threshold"]),  # type: ignore[arg-type]
-                action_threshold=float(opts["action_threshold"]),  # type: ignore[arg-type]
+                sample_rate=float(opts["sample_rate"]),
+                logprob_threshold=float(opts["logprob_threshold"]),
+                action_threshold=float(opts["action_threshold"]),
                 leaves_unreviewed=bool(opts["unreviewed"]),
             )
         except ValidationError as e:

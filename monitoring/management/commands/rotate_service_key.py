@@ -1,4 +1,5 @@
 from datetime import timedelta
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
@@ -23,9 +24,9 @@ class Command(BaseCommand):
             help="hours the old key stays valid (0: refused at once)",
         )
 
-    def handle(self, *args: object, **opts: object) -> None:
+    def handle(self, *args: object, **opts: Any) -> None:  # argparse values
         name = str(opts["name"])
-        grace_hours = float(opts["grace_hours"])  # type: ignore[arg-type]  # argparse: float
+        grace_hours = float(opts["grace_hours"])
         if not 0 <= grace_hours <= 24 * 365:
             raise CommandError("--grace-hours must be between 0 and 8760 (a year)")
         service = Service.objects.filter(name=name).first()
