@@ -475,6 +475,25 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     assert re.search(r'<strong class="estimate-value">0\.85</strong>', html)
 
 
+def test_cost_without_a_price_says_so_instead_of_zero(world: DashWorld) -> None:
+    JudgePrice.objects.all().delete()  # before any run: the runs cost nothing known
+    world.last_week_scenario()
+    world.this_week_good()
+    scenario = world
+    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    assert weeks[-2].calls == 55 and weeks[-2].cost == 0 and weeks[-2].unpriced_runs > 0
+    card = text_of(re.search(
+        r'<section class="card dash-case.*?</section>',
+        client_for(scenario, "lead_a").get("/overview/").content.decode(), re.DOTALL,
+    ).group(0))
+    # This week and last, each with its calls.
+    assert ("Prüfkosten kein Preis hinterlegt (24 Aufrufe) kein Preis hinterlegt "
+            "(55 Aufrufe)") in card
+    assert "0,00" not in card
+    page = text_of(client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode())
+    assert "Prüfkosten (letzte Woche) kein Preis hinterlegt 55 Aufrufe" in page
+
+
 def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) -> None:
     # Every answer judged (rate 1): the estimate is exact, 0.25, far below 0.9: red.
     world.a.sample_rate = 1.0
