@@ -15,7 +15,7 @@ adversarial family: repeated separators ("a. ", "1. 2. 3. ", "?!;\\n"), abbrevia
 '["a", '), quotes ('"', "„“", "*. "), long words ("x" * n, "hundert" * n), long blank runs,
 capitals ("A-A-…", "AA AA …"), connectors ("und ", "and ") and a mix. Tier 1 also gets token
 lists that do not simply spell the answer (long U+FFFD runs, blank runs, escaped bytes). The
-families and functions are the test's (``tests/domain/test_linear_time.py``), so the bench times
+families and functions are the test's (``tests/hardening/test_linear_time.py``), so the bench times
 exactly what the test bounds. One line also times what ingest computes from an answer besides
 storing it (tier 1, the sample draw, the tuner's probability, the multi-part flag); the rest of
 ``monitoring.services.ingest`` needs Django and a database and is ``bench/ingest.py``'s.
@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from monitoring.domain import logprobs, questions, sampling, tuner
-from tests.domain.test_linear_time import (
+from tests.hardening.test_linear_time import (
     FAMILIES,
     FUNCTIONS,
     TEXT,
