@@ -1,8 +1,9 @@
 """Shared fixtures: use cases, services with keys, users, an API client, the OpenAI server;
 and the suite's markers, which follow the folders (see CONTRIBUTING.md):
 
-- `integration` (tests/integration, tests/bench): real processes — celery workers, gunicorn,
-  redis-server — against the database and the broker;
+- `integration` (tests/integration, tests/bench, and tests that mark themselves because they
+  start Django in processes of their own): real processes — celery workers, gunicorn,
+  redis-server, Django — against the database and the broker;
 - `browser` (tests/browser): Chromium driven through Playwright against a live server;
 - `timing` (set by hand): asserts on the wall clock, so such tests take turns
   (tests/support/timing.py).

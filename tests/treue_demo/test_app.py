@@ -44,6 +44,8 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+# Starts `manage.py` three times (settings are read once per process): outside the fast part.
+@pytest.mark.integration
 def test_the_environment_installs_it() -> None:
     shown = _manage("help", "seed_demo", TREUE_DEMO="True")
     assert shown.returncode == 0 and "--expert-labels" in shown.stdout, shown.stderr

@@ -13,6 +13,10 @@ from typing import Any
 
 import pytest
 
+# Every case starts Django in a process of its own (settings are read once per process): an
+# integration test, outside the fast part.
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 # Variables that a developer's shell or CI may have set and that would change what is tested.
 DROP = ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "SECURE_SSL_REDIRECT", "SECURE_PROXY_SSL_HEADER",
