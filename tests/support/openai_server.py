@@ -321,6 +321,9 @@ class FakeOpenAIServer:
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; with Nagle on, the client's delayed ACK adds
+        # ~40 ms to every reply on a kept-alive connection (as in treue_demo/server.py).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             # Quiet: pytest shows stderr of failing tests, and request lines are noise there.
