@@ -64,7 +64,10 @@ def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     Answer.objects.filter(pk=waiting.pk).update(
         received_at=timezone.now() - timedelta(hours=1)
     )
-    ingest(service, retired, "alt-1", "Antwort alt.")
+    # Not in the random sample (which depends on the use case's id): a waiting answer of an
+    # inactive use case would rightly show in the judge queue's figures.
+    ingest(service, retired, external_id(service, retired, "alt", in_random=False),
+           "Antwort alt.")
     UseCase.objects.filter(pk=retired.pk).update(active=False)
     return World(use_case, quiet, retired, service, waiting)
 
