@@ -229,6 +229,8 @@ class FakeOpenAIServer:
         self.wake()
         with self._lock:
             self.responder = default_responder
+            self.logprob_for = default_logprob
+            self.byte_style = "openai"
             self.delay_for = None
             self.usage_for = None
             self.requests.clear()
@@ -382,10 +384,26 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAIServer]:
+@pytest.fixture(scope="session")
+def _openai_server_of_this_process() -> Iterator[FakeOpenAIServer]:
     server = FakeOpenAIServer().start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def openai_server(
+    _openai_server_of_this_process: FakeOpenAIServer,
+) -> Iterator[FakeOpenAIServer]:
+    """The local server, as new for this test: one per test process (pytest-xdist worker), reset
+    before and after each test. Not one per test: the judge's client is made once per endpoint
+    and process (monitoring/judging/client.py), so a new port for every test meant a new client
+    and its certificate store loaded again each time, a twelfth of the fast tests' time."""
+    server = _openai_server_of_this_process
+    server.reset()
+    try:
+        yield server
+    finally:
+        server.reset()
