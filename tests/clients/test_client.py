@@ -3,12 +3,14 @@ queue drops and counts, refused answers are not sent again, close() flushes."""
 
 from __future__ import annotations
 
+import queue
 import time
 from typing import Any
 
 import pytest
 
 from monitoring.models import Answer
+from treue_client import client as client_module
 from tests.clients.conftest import Proxy, Treue, free_port, wait_for
 
 LOGPROBS = {
@@ -122,6 +124,25 @@ def test_queue_full_drops_and_counts_and_the_queue_stays_bounded(make_client: An
     assert results.count(None) == stats["dropped"]
     assert stats["sent"] == 0
     assert elapsed < 2.0
+
+
+def test_the_queue_counts_its_answers_with_each_put_and_get() -> None:
+    # The count lives in the queue, under its lock: it cannot read one more than the bound
+    # while the sending thread is between taking an answer and counting it (it did once).
+    answers = client_module._AnswerQueue(maxsize=3)
+    answers.put_nowait({"n": 1})
+    answers.put_nowait(client_module._WAKE)  # a wake-up is not an answer
+    answers.put_nowait({"n": 2})
+    assert answers.answers == 2
+    with pytest.raises(queue.Full):
+        answers.put_nowait({"n": 3})
+    assert answers.answers == 2
+    assert answers.get_nowait() == {"n": 1}
+    assert answers.answers == 1
+    assert answers.get_nowait() is client_module._WAKE
+    assert answers.answers == 1
+    answers.get_nowait()
+    assert answers.answers == 0
 
 
 def test_refused_answers_are_counted_and_not_sent_again(

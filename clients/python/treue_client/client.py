@@ -46,6 +46,27 @@ CHUNK_FIELDS = ("text", "id", "score", "source")
 # Put on the queue by flush() and close(): ends the batch being gathered at once.
 _WAKE = object()
 
+
+class _AnswerQueue(queue.Queue[Any]):
+    """The bounded queue, counting the answers in it (not the wake-ups) under its own lock: the
+    count moves with each put and get, so it never runs ahead of the queue (a count kept
+    beside it read one more than the bound while the sending thread was taking an answer)."""
+
+    def _init(self, maxsize: int) -> None:
+        super()._init(maxsize)
+        self.answers = 0
+
+    def _put(self, item: Any) -> None:
+        super()._put(item)
+        if item is not _WAKE:
+            self.answers += 1
+
+    def _get(self) -> Any:
+        item = super()._get()
+        if item is not _WAKE:
+            self.answers -= 1
+        return item
+
 # An answer ready to send: its external_id (for the log) and its JSON.
 _Item = tuple[Any, bytes]
 
@@ -80,7 +101,7 @@ class TreueClient:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._queue = _AnswerQueue(maxsize=max_queue)
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
             headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"},
@@ -91,7 +112,6 @@ class TreueClient:
         # ones still on the queue; and how many the thread has settled so far (it tells what
         # part of a batch is still unaccounted for when something unexpected happens).
         self._pending = 0
-        self._queued = 0
         self._settled_total = 0
         self._settled = threading.Condition(self._lock)
         self._counts = {"sent": 0, "retried": 0, "dropped": 0, "rejected": 0, "failed": 0}
@@ -142,7 +162,6 @@ class TreueClient:
                     return None
                 self._queue.put_nowait(body)
                 self._pending += 1
-                self._queued += 1
             return external_id
         except queue.Full:
             dropped = self._count("dropped")
@@ -205,7 +224,7 @@ class TreueClient:
         rejected (refused by Treue with 4xx, or not readable or not encodable as JSON), failed
         (given up after retries, at close or after an unexpected error), queued (waiting now)."""
         with self._lock:
-            return {**self._counts, "queued": self._queued}
+            return {**self._counts, "queued": self._queue.answers}
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every answer recorded so far is sent or settled; False on timeout."""
@@ -282,8 +301,6 @@ class TreueClient:
                 if item is not _WAKE:
                     left += 1
             if left:
-                with self._lock:
-                    self._queued -= left
                 self._settle(left, "failed")
                 logger.warning("treue: closed with %d answers unsent", left)
 
@@ -297,7 +314,7 @@ class TreueClient:
             return
         if first is _WAKE:
             return
-        self._take(batch, first)
+        batch.append(first)
         deadline = time.monotonic() + self.flush_interval
         while len(batch) < self.batch_size and not self._stop.is_set():
             remaining = deadline - time.monotonic()
@@ -310,12 +327,7 @@ class TreueClient:
                 break
             if item is _WAKE:
                 break
-            self._take(batch, item)
-
-    def _take(self, batch: list[dict[str, Any]], item: dict[str, Any]) -> None:
-        batch.append(item)
-        with self._lock:
-            self._queued -= 1
+            batch.append(item)
 
     def _encode_each(self, batch: list[dict[str, Any]]) -> list[_Item]:
         """Each answer on its own: one that cannot be encoded costs only itself, and is counted
