@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 import pytest
+from treue_client import client as client_module
 
 from monitoring.models import Answer
-from treue_client import client as client_module
 from tests.clients.conftest import Proxy, Treue, free_port, wait_for
 
 LOGPROBS = {
