@@ -195,6 +195,28 @@ def test_concurrency_is_bounded(concurrency):
     assert [c.label.value for c in j.claims] == labels[:7]
 
 
+@pytest.mark.parametrize(("claims", "concurrency", "side_by_side"), [
+    (["A."], 4, False), (["A.", "B.", "C."], 1, False), (["A.", "B.", "C."], 3, True),
+])
+def test_threads_only_where_claims_run_side_by_side(claims, concurrency, side_by_side):
+    # A lone claim, or a concurrency of 1, is verified on the caller's thread: starting a pool
+    # would cost a few milliseconds per answer and run nothing in parallel.
+    threads = []
+
+    class Recording(FakeJudge):
+        def __call__(self, messages):
+            threads.append(threading.current_thread().name)
+            return super().__call__(messages)
+
+    fake = Recording([claims_json(claims)], dict.fromkeys(claims, "GEDECKT"))
+    j = judge(fake, concurrency=concurrency)
+    assert j.result.score == 1.0 and [c.claim for c in j.claims] == claims
+    verify_threads = threads[1:]
+    assert len(verify_threads) == len(claims)
+    on_pool = [name.startswith("treue-judge") for name in verify_threads]
+    assert on_pool == [side_by_side] * len(claims)
+
+
 def test_an_unparseable_verdict_is_retried_once_and_its_second_reply_counts():
     fake = FakeJudge(
         ['["A.", "B."]'],

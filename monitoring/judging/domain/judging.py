@@ -222,8 +222,19 @@ def _verify_all(
         )
         return verdict, [_record("verify", position, n, r) for n, r in enumerate(replies, 1)]
 
+    def settle(verdict: ClaimVerdict, records: list[CallRecord]) -> None:
+        verdicts[verdict.position] = verdict
+        log.extend(records)
+        if verdict.label is not Label.UNPARSEABLE:
+            key = (language, verdict.claim, digest)
+            cache[key] = CachedVerdict(verdict.label, verdict.raw, verdict.model)
+
     log: list[CallRecord] = []
-    if pending:
+    if len(pending) == 1 or (pending and concurrency <= 1):
+        # Nothing to run side by side: no threads started (a few ms each, per answer).
+        for position in pending:
+            settle(*verify(position))
+    elif pending:
         executor = ThreadPoolExecutor(
             max_workers=min(concurrency, len(pending)), thread_name_prefix="treue-judge"
         )
@@ -233,12 +244,7 @@ def _verify_all(
             ]
             for future in as_completed(futures):
                 # The first failure propagates as raised; `finally` drops the queued rest.
-                verdict, records = future.result()
-                verdicts[verdict.position] = verdict
-                log += records
-                if verdict.label is not Label.UNPARSEABLE:
-                    key = (language, verdict.claim, digest)
-                    cache[key] = CachedVerdict(verdict.label, verdict.raw, verdict.model)
+                settle(*future.result())
         finally:
             # Calls already in flight finish in their threads and are discarded; waiting for
             # them would hold the caller's retry back by up to a request timeout.
