@@ -12,6 +12,7 @@ and the suite's markers, which follow the folders (see CONTRIBUTING.md):
 Django on its own (tests/domain/pytest.ini).
 """
 
+import gc
 import json
 import os
 from collections.abc import Callable
@@ -50,6 +51,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
             if not item.get_closest_marker("xdist_group"):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Everything alive after collection (Django, the test items, hypothesis' strategies) stays
+    # for the whole run: moved out of the garbage collector's sight, its full passes no longer
+    # walk it again and again (7 % of the page tests' CPU time).
+    gc.collect()
+    gc.freeze()
 
 
 def _on_postgres() -> bool:
