@@ -76,8 +76,10 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 11 if compact else 12, "color": INK},
+        # No fixed tick count: Plotly thins the week labels to the chart's width (about one per
+        # 80 px), so they never overlap on a phone.
         "xaxis": {"type": "category", "showgrid": False, "tickangle": 0,
-                  "nticks": 4 if compact else 14, "fixedrange": True},
+                  "automargin": True, "fixedrange": True},
         "yaxis": {"title": {"text": "" if compact else y_title}, "gridcolor": GRID,
                   "zeroline": False, "fixedrange": True},
     }
@@ -91,6 +93,29 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
     if percent:
         layout["yaxis"]["tickformat"] = ".0%"
     return layout
+
+
+def _from_first_data(points: Sequence[Point]) -> list[Point]:
+    """The weeks from the first one with judged answers on (the last week always): the x-axis
+    spans the data, not the empty weeks of a range chosen before the use case had any."""
+    first = next((i for i, p in enumerate(points) if p.n > 0 or p.value is not None),
+                 max(len(points) - 1, 0))
+    return list(points[first:])
+
+
+def _whiskers(points: Sequence[Point], shown: Sequence[float | None], color: str
+              ) -> dict[str, Any]:
+    """Error bars from each drawn point to its interval's ends: every point shows its
+    interval itself, also a lone week the band cannot draw (a run of one week has no area)."""
+    def reach(p: Point, y: float | None, end: float | None, up: bool) -> float | None:
+        if y is None or end is None:
+            return None
+        return max(0.0, end - y) if up else max(0.0, y - end)
+    return {
+        "type": "data", "symmetric": False, "color": color, "thickness": 1.2, "width": 3,
+        "array": [reach(p, y, p.high, True) for p, y in zip(points, shown, strict=True)],
+        "arrayminus": [reach(p, y, p.low, False) for p, y in zip(points, shown, strict=True)],
+    }
 
 
 def _band(points: Sequence[Point], name: str) -> dict[str, Any]:
@@ -161,7 +186,7 @@ def trend_figure(
     grey cross at the foot of the chart for each such week, so that it reads as "too few", not
     as no data. Each trace says its role in `meta`.
     """
-    points = _drawn_points(points)
+    points = _drawn_points(_from_first_data(points))
     labels = _drawn_labels(labels)
     changes = [(plotly_text(week), plotly_text(text)) for week, text in changes]
     weeks = [p.x for p in points]
@@ -175,11 +200,13 @@ def trend_figure(
             "type": "scatter", "name": labels["value"], "x": weeks, "y": reliable,
             "mode": "lines+markers", "connectgaps": False,
             "line": {"color": BLUE, "width": 2}, "marker": {"color": BLUE, "size": 7},
+            "error_y": _whiskers(points, reliable, BLUE),
             "customdata": custom, "hovertemplate": hover, "meta": {"role": "estimate"},
         },
         {
             "type": "scatter", "name": labels["too_few"], "x": weeks, "y": shaky,
             "mode": "markers", "marker": {"color": GREY, "size": 7, "symbol": "circle-open"},
+            "error_y": _whiskers(points, shaky, GREY),
             "customdata": custom,
             "hovertemplate": hover.replace("<extra>", " (" + labels["too_few"] + ")<extra>"),
             "meta": {"role": "too_few"},
@@ -193,8 +220,9 @@ def trend_figure(
             "meta": {"role": "threshold", "value": threshold},
         },
     ]
+    shown_weeks = set(weeks)
     for o in overlays:
-        o_points = _drawn_points(o.points)
+        o_points = [p for p in _drawn_points(o.points) if p.x in shown_weeks]
         data.append({
             "type": "scatter", "name": plotly_text(o.name), "x": [p.x for p in o_points],
             "y": [p.value for p in o_points], "mode": "lines", "connectgaps": False,
@@ -258,8 +286,14 @@ def shares_figure(
     on the trend chart. `labels`: "y", "too_few".
     """
     labels = _drawn_labels(labels)
-    series = [replace(s, name=plotly_text(s.name), points=_drawn_points(s.points))
-              for s in series]
+    # From the first week with data in any series on, as on the trend chart beside it (ISO
+    # week labels sort as the weeks do).
+    starts = [p.x for s in series for p in _from_first_data(s.points)[:1]
+              if p.n > 0 or p.value is not None]
+    start = min(starts, default=None)
+    series = [replace(s, name=plotly_text(s.name), points=_drawn_points(
+        [p for p in s.points if start is None or p.x >= start] or s.points[-1:]))
+        for s in series]
     data = []
     for s in series:
         weeks = [p.x for p in s.points]

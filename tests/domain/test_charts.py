@@ -38,7 +38,8 @@ WEEKS = [
     ([P(1, 0.9), P(2, 0.8), P(3, 0.95)], [0.9, 0.8, 0.95], [None, None, None]),
     ([P(1, 0.9), P(2, 0.7, n=4, too_few=True), P(3, 0.95)], [0.9, None, 0.95],
      [None, 0.7, None]),
-    ([P(1, None, n=0, too_few=True), P(2, 0.85)], [None, 0.85], [None, None]),
+    ([P(1, 0.9), P(2, None, n=0, too_few=True), P(3, 0.85)], [0.9, None, 0.85],
+     [None, None, None]),
     ([P(1, 0.6, n=3, too_few=True)], [None], [0.6]),
 ]
 
@@ -61,6 +62,51 @@ def test_trend_has_one_point_per_week_and_greys_the_too_few(
     # The weeks stay in order whichever trace names them first (the band skips some).
     assert figure["layout"]["xaxis"]["categoryarray"] == weeks
     assert figure["layout"]["xaxis"]["categoryorder"] == "array"
+
+
+def test_the_x_axis_spans_the_data_not_the_empty_weeks_before_it() -> None:
+    # A 26-week range chosen for a use case that has answers since week 41 only.
+    points = [P(w, None, n=0, too_few=True) for w in range(20, 41)]
+    points += [P(41, 0.9), P(42, None, n=0, too_few=True), P(43, 0.8, n=5, too_few=True)]
+    overlay = Series("4 Wochen", [P(w, 0.88) for w in range(20, 44)], "#000", "dot")
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS, overlays=[overlay])
+    valid(figure)
+    weeks = ["2026-W41", "2026-W42", "2026-W43"]  # an empty week inside the data stays
+    assert figure["layout"]["xaxis"]["categoryarray"] == weeks
+    for role in ("estimate", "too_few", "overlay"):
+        assert trace(figure, role)["x"] == weeks, role
+    assert trace(figure, "threshold")["x"] == ["2026-W41", "2026-W43"]
+    # No week at all with data: the last week alone, so the chart still has an axis.
+    empty = charts.trend_figure([P(w, None, n=0) for w in (1, 2, 3)], threshold=0.85,
+                                labels=LABELS)
+    assert empty["layout"]["xaxis"]["categoryarray"] == ["2026-W03"]
+
+
+def test_every_drawn_point_has_its_interval_as_whiskers() -> None:
+    # A lone week between gaps has no band (a run of one has no area): its whiskers show it.
+    points = [P(1, 0.9, spread=0.04), P(2, None, n=0), P(3, 0.7, n=4, too_few=True, spread=0.25),
+              P(4, None, n=0), P(5, 0.95, spread=0.1)]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS)
+    valid(figure)
+    for role, shown in (("estimate", {0, 4}), ("too_few", {2})):
+        t = trace(figure, role)
+        bars = t["error_y"]
+        assert bars["type"] == "data" and bars["symmetric"] is False
+        for i, p in enumerate(points):
+            if i in shown:
+                assert t["y"][i] + bars["array"][i] == pytest.approx(p.high), (role, i)
+                assert t["y"][i] - bars["arrayminus"][i] == pytest.approx(p.low), (role, i)
+            else:
+                assert t["y"][i] is None
+                assert bars["array"][i] is None and bars["arrayminus"][i] is None
+
+
+def test_week_labels_are_thinned_to_the_width_not_fixed() -> None:
+    # A fixed count of 14 ticks overlapped at 375 px; Plotly picks the count from the width.
+    figure = charts.trend_figure([P(w, 0.9) for w in range(1, 27)], threshold=0.85,
+                                 labels=LABELS)
+    assert "nticks" not in figure["layout"]["xaxis"]
+    assert figure["layout"]["xaxis"].get("tickmode", "auto") == "auto"
 
 
 def test_a_week_judged_but_without_an_estimate_is_a_grey_cross_at_the_foot() -> None:
@@ -141,6 +187,19 @@ def test_compact_trend_for_the_overview() -> None:
     assert figure["layout"]["showlegend"] is False
     assert figure["layout"]["annotations"] == [], "no room for words; the line stays"
     assert len(figure["layout"]["shapes"]) == 1
+
+
+def test_shares_span_the_weeks_with_data_in_any_series() -> None:
+    below = [P(1, None, n=0), P(2, None, n=0), P(3, 0.2), P(4, 0.1)]
+    flagged = [P(1, None, n=0), P(2, 0.3), P(3, 0.1), P(4, 0.2)]
+    figure = charts.shares_figure(
+        [Series("unter", below, charts.RED), Series("markiert", flagged, charts.AMBER)],
+        labels={"y": "Anteil", "too_few": "zu wenige geprüft"},
+    )
+    valid(figure)
+    weeks = ["2026-W02", "2026-W03", "2026-W04"]
+    assert figure["layout"]["xaxis"]["categoryarray"] == weeks
+    assert all(t["x"] == weeks for t in figure["data"])
 
 
 def test_shares_figure_in_percent_with_grey_too_few() -> None:

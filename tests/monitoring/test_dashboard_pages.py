@@ -308,18 +308,20 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     trend = figure(html, "trend-figure")
     labels = [w.label for w in scenario.weeks]
     line = role(trend, "estimate")
-    assert line["x"] == labels, "one point per week, 26 weeks"
-    assert len(line["x"]) == dashboard.WEEKS
+    # One point per week from the first week with answers (last week) on: the 24 empty weeks
+    # of the 26-week range before it are not drawn.
+    assert len(labels) == dashboard.WEEKS
+    assert line["x"] == labels[-2:], "the x-axis spans the data"
+    assert trend["layout"]["xaxis"]["categoryarray"] == labels[-2:]
     # This week (one random answer judged) is undecided: its interval reaches across the
     # line and is wider than 0.10, so it is the grey point, not part of the line.
     assert line["y"][-2] == pytest.approx(0.85) and line["y"][-1] is None
     assert role(trend, "too_few")["y"][-1] == 1.0
-    assert line["y"][:-2] == [None] * (dashboard.WEEKS - 2)
     assert [c[0] for c in line["customdata"]][-2:] == [20, 13], "n per point"
     threshold = role(trend, "threshold")
-    assert threshold["x"] == [labels[0], labels[-1]]
+    assert threshold["x"] == [labels[-2], labels[-1]]
     assert threshold["y"] == [0.9, 0.9]
-    assert role(trend, "too_few")["y"][:-1] == [None] * (dashboard.WEEKS - 1)
+    assert role(trend, "too_few")["y"][:-1] == [None]
     # This week's answers were judged by another model: a marker there, and in the table.
     assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
     assert OTHER_JUDGE in trend["layout"]["annotations"][0]["text"]
@@ -328,7 +330,7 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
 
     shares = figure(html, "shares-figure")
     below, flagged, abstentions = shares["data"][:3]
-    assert len(below["x"]) == dashboard.WEEKS
+    assert below["x"] == labels[-2:], "from the first week with data, as the trend"
     assert below["y"][-2] == pytest.approx(0.2)
     assert flagged["y"][-2] == pytest.approx(0.2) and flagged["y"][-1] == 0
     assert abstentions["y"][-2] == 0
@@ -457,7 +459,8 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     trend = statistics.trend(weeks[-1].estimate, weeks[-2].estimate)
     assert re.findall(r'data-trend="(\w+)"', html) == [trend] == ["up"]
     chart = figure(html, "overview-figure-0")
-    assert len(role(chart, "estimate")["x"]) == dashboard.OVERVIEW_WEEKS
+    # Of the overview's 8 weeks, the two with answers.
+    assert role(chart, "estimate")["x"] == [w.label for w in scenario.weeks[-2:]]
     assert role(chart, "estimate")["y"][-2] == pytest.approx(0.85)
     assert 1.0 in (role(chart, "estimate")["y"][-1], role(chart, "too_few")["y"][-1])
     assert role(chart, "threshold")["y"] == [0.9, 0.9]
@@ -565,7 +568,8 @@ def test_empty_use_case_renders(world: DashWorld) -> None:
     assert "keine Antworten" in text
     assert "Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage." in text
     trend = figure(html, "trend-figure")
-    assert len(role(trend, "estimate")["x"]) == dashboard.WEEKS
+    # No data at all: the current week alone, so the chart still has an axis.
+    assert role(trend, "estimate")["x"] == [world.weeks[-1].label]
     overview = client_for(world, "lead_a").get("/overview/")
     assert overview.status_code == 200
 
