@@ -8,6 +8,12 @@
     var source = document.getElementById(el.dataset.dashFigure);
     if (!source) return;
     var figure = JSON.parse(source.textContent);
+    // Week labels: about one per 90 px of the chart's width, so that they never overlap on a
+    // phone (Plotly shows every category of an axis unless told how many ticks to draw).
+    var xaxis = figure.layout && figure.layout.xaxis;
+    if (xaxis && xaxis.type === "category" && !xaxis.nticks) {
+      xaxis.nticks = Math.max(2, Math.floor((el.clientWidth || 600) / 90));
+    }
     window.Plotly.newPlot(el, figure.data, figure.layout, figure.config || {});
   });
 })();
