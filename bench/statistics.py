@@ -64,6 +64,7 @@ from monitoring.domain.statistics import (
     StratumSums,
     mean_from_sums,
     pooled_mean,
+    share_from_sums,
 )
 from review.domain.calibration import (
     CusumParams,
@@ -379,7 +380,7 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> dict[str, 
                 weekly.add(e.value, e.low, e.high, truth)
                 truth = weeks.truth_expert[r, w].sum() / weeks.size[r, w].sum()
                 judged.add(e.value, e.low, e.high, truth)
-                s = mean_from_sums(_sums(weeks, r, w, "below"))
+                s = share_from_sums(_sums(weeks, r, w, "below"))
                 truth = weeks.truth_below[r, w].sum() / weeks.size[r, w].sum()
                 below.add(s.value, s.low, s.high, truth)
             population = weeks.size[r].sum()

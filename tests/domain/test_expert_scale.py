@@ -101,19 +101,20 @@ def test_review_sums_match_the_reviews():
 
 
 def test_expert_scale_by_hand():
-    # Judge part: the week of test_statistics.test_two_strata_by_hand: 0.9475, V_J = 0.00114556,
-    # shrunk p̃ = 0.01·0.7 + 0.99·29/31 = 0.933129.
+    # Judge part: the week of test_statistics.test_two_strata_by_hand: 0.9475,
+    # V_J = 0.000802733, shrunk p̃ = 0.01·0.7 + 0.99·28.6/30.2 = 0.944550.
     # Reviews, sizes (10, 990): flagged d = 0.2, 0 → term 0.0001·0.8·(0.02 + 0.01225)/2/2 =
     # 6.45e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.11025 → s̃² = 0.0122978,
     # term 0.9801·(1 − 18/990)·0.0122978/18 = 6.57442e-4.
     # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 6.58087e-4·1.140387 = 7.50474e-4.
-    # θ = 0.976; p̃ + Δ = 0.961629; n_eff = 0.961629·0.038371/(0.00114556 + 0.00075047) = 19.4610.
-    # Wilson(0.976, 19.4610): z²/n = 0.197393; centre 0.897530, half 0.100095 → (0.7974, 0.9976).
+    # θ = 0.976; p̃ + Δ = 0.973050; n_eff = 0.973050·0.026950/(0.000802733 + 0.00075047)
+    # = 16.8838. Wilson(0.976, 16.8838): z²/n = 0.227524; centre 0.887773, half 0.110117
+    # → (0.7777, 0.9979).
     got = expert_scale(
         [WEEK], reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2)
     )
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.7974, abs=1e-4), approx(0.9976, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.7777, abs=1e-4), approx(0.9979, abs=1e-4))
     assert got.correction == approx(0.0285)
     assert (got.n_reviews, got.weeks_pooled, got.too_few) == (20, 1, False)
     assert got.judge == stratified_mean(WEEK)

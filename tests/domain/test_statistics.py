@@ -33,6 +33,7 @@ from monitoring.domain.statistics import (
     week_precision,
     week_strata,
     wilson,
+    wilson_interval,
     z_value,
 )
 
@@ -103,20 +104,21 @@ def test_two_strata_by_hand():
     # W_f = 0.01, W_u = 0.99 → estimate = 0.007 + 0.9405 = 0.9475.
     # (The naive mean of the 40 judged answers would be 35.5/40 = 0.8875: biased.)
     # Variance: the flagged stratum is judged in full, fpc = 0, it adds nothing.
-    # Unflagged with the Jeffreys pseudo-answer: p̃_u = (28.5 + 0.5)/31 = 29/31.
-    #   Σ(y − p̃)² + ½(1 − p̃)² + ½p̃² = [27·2² + 3·13.5² + ½·2² + ½·29²]/31²
-    #                                = (108 + 546.75 + 2 + 420.5)/961 = 1077.25/961
-    #   s̃² = 1077.25/961/31 = 0.0361603
-    # V = 0.99² · (1 − 30/990) · s̃²/30 = 0.9801 · 0.969697 · 0.00120534 = 0.00114556
+    # Unflagged with the scores' pseudo-answer, weight k = 0.2 (0.1 at 1, 0.1 at 0):
+    #   p̃_u = (28.5 + 0.1)/30.2 = 0.947020.
+    #   Σ(y − p̃)² + 0.1(1 − p̃)² + 0.1p̃² = 27·0.052980² + 3·0.447020² + 0.1·0.052980²
+    #                                      + 0.1·0.947020² = 0.765232
+    #   s̃² = 0.765232/30.2 = 0.0253388
+    # V = 0.99² · (1 − 30/990) · s̃²/30 = 0.9801 · 0.969697 · 0.000844627 = 0.000802733
     # The flagged stratum is the fixed part, 0.01·0.7 = 0.007; Wilson is taken on the drawn
-    # part's own mean p_S = 0.95 with p̃_S = 29/31 and W_S = 0.99:
-    # n_eff = p̃_S(1 − p̃_S)·W_S²/V = 0.0603538·0.9801/0.00114556 = 51.6367.
-    # Wilson(0.95, 51.6367): z²/n = 0.074394; centre = (0.95 + 0.037197)/1.074394 = 0.918841;
-    # half = 1.959964·√(0.00091997 + 0.00036017)/1.074394 = 0.065268 → (0.853573, 0.984109);
-    # back on the week's scale: 0.007 + 0.99·(0.853573, 0.984109) = (0.8520, 0.9813).
+    # part's own mean p_S = 0.95 with p̃_S = 0.947020 and W_S = 0.99:
+    # n_eff = p̃_S(1 − p̃_S)·W_S²/V = 0.0501738·0.9801/0.000802733 = 61.2592.
+    # Wilson(0.95, 61.2592): z²/n = 0.062708; centre = (0.95 + 0.031354)/1.062708 = 0.923446;
+    # half = 0.059228 → (0.864218, 0.982675);
+    # back on the week's scale: 0.007 + 0.99·(0.864218, 0.982675) = (0.8626, 0.9798).
     e = stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
     assert e.value == approx(0.9475, abs=1e-12)
-    assert (e.low, e.high) == (approx(0.8520, abs=1e-4), approx(0.9813, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.8626, abs=1e-4), approx(0.9798, abs=1e-4))
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (40, 1000, (10, 30), False)
 
 
@@ -156,6 +158,36 @@ def test_one_binary_stratum_is_plain_wilson():
     e = stratified_share([Stratum(1_000_000_000, [1] * 8 + [0] * 2)])
     assert e.value == 0.8
     assert (e.low, e.high) == (approx(0.4902, abs=1e-4), approx(0.9433, abs=1e-4))
+
+
+def test_a_mean_of_scores_takes_a_fifth_of_the_shares_pseudo_answer():
+    # A share of 0/1 values takes Jeffreys' whole pseudo-answer: exactly Wilson(26 of 30).
+    values = [1] * 26 + [0] * 4
+    share = stratified_share([Stratum(1_000_000_000, values)])
+    assert (share.low, share.high) == tuple(approx(x) for x in wilson(26, 30))
+    # Scores near 1 with partial values: Σ(y − ȳ)² = 0.216667 is small beside a whole
+    # pseudo-answer's spread (½ at 0, ½ at 1), which would widen the interval by itself.
+    # The mean takes a fifth of one, as written out in _interval_with_prior.
+    scores = [1.0] * 26 + [0.75] * 4
+    mean = stratified_mean([Stratum(1_000_000_000, scores)])
+    assert mean.value == approx(0.966667, abs=1e-6)
+    low, high = _interval_with_prior(scores, 0.2)
+    assert (mean.low, mean.high) == (approx(low, abs=1e-12), approx(high, abs=1e-12))
+    whole = _interval_with_prior(scores, 1.0)
+    assert mean.high - mean.low < 0.8 * (whole[1] - whole[0])
+
+
+def _interval_with_prior(values: list[float], k: float) -> tuple[float, float]:
+    """One stratum's interval written out: a pseudo-answer of weight k, half at 1 and half at 0,
+    no finite population correction (N is 10⁹), Wilson on n_eff = p̃(1 − p̃)/(s̃²/n)."""
+    n = len(values)
+    p_tilde = (sum(values) + k / 2) / (n + k)
+    spread = (sum((v - p_tilde) ** 2 for v in values)
+              + k / 2 * ((1 - p_tilde) ** 2 + p_tilde**2)) / (n + k)
+    variance = spread / n * (1 - n / 1_000_000_000)
+    low, high = wilson_interval(sum(values) / n, p_tilde * (1 - p_tilde) / variance,
+                                z_value(0.95))
+    return low, high
 
 
 def test_finite_population_correction():
@@ -334,14 +366,17 @@ def test_claim_share_by_hand():
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (9, 100, (4, 5), True)
 
 
-def test_claim_share_with_one_claim_per_answer_is_the_mean():
-    # Without a stratum judged in full both are Wilson on the whole ratio. (With one, the mean
-    # takes the census as a fixed part and Wilson on the drawn part; a ratio has no such part.)
-    pairs = [(v, 1) for v in UNFLAGGED_30]
-    flagged = [(v, 1) for v in FLAGGED_10]
-    assert claim_share([ClaimStratum(20, flagged), ClaimStratum(990, pairs)]) == approx_estimate(
-        stratified_mean([Stratum(20, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
-    )
+def test_claim_share_with_one_claim_per_answer_is_the_share():
+    # One claim per answer, each supported or not: the claims' share is the answers' share,
+    # with the same Jeffreys pseudo-answer. Without a stratum judged in full both are Wilson on
+    # the whole ratio. (With one, the share takes the census as a fixed part and Wilson on the
+    # drawn part; a ratio has no such part.)
+    unflagged = [1] * 26 + [0] * 4
+    flagged = [1] * 6 + [0] * 4
+    assert claim_share([
+        ClaimStratum(20, [(v, 1) for v in flagged]),
+        ClaimStratum(990, [(v, 1) for v in unflagged]),
+    ]) == approx_estimate(stratified_share([Stratum(20, flagged), Stratum(990, unflagged)]))
 
 
 def approx_estimate(e: Estimate) -> Estimate:
@@ -602,17 +637,17 @@ POOL_WEEK_2 = [Stratum(5, [1.0] * 5, drawn=False), Stratum(95, [1.0] * 5)]
 def test_pooled_two_weeks_by_hand():
     # N = 200; cells W = 0.025 (flagged, judged in full: 0.6 and 1.0) and 0.475 (unflagged,
     # 5 of 95 judged each: 0.9 and 1.0). Value = 0.015 + 0.4275 + 0.025 + 0.475 = 0.9425.
-    # The unflagged stratum has ONE pseudo-answer over the two weeks, half in each cell:
-    #   week 1: p̃ = (4.5 + 0.25)/5.5 = 0.863636; spread = [0.2 + 5·0.036364² + 0.25·(0.136364² +
-    #           0.863636²)]/5.5 = 0.0723140; term = 0.475²·(1 − 5/95)·0.0723140/5 = 0.00309143
-    #   week 2: p̃ = 5.25/5.5 = 0.954545; spread = [5·0.045455² + 0.25·(0.045455² +
-    #           0.954545²)]/5.5 = 0.0433884; term = 0.00185486
-    # V = 0.00494628. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.909091;
-    # n_eff = 0.909091·0.090909·0.95²/V = 15.0794. Wilson(0.95, 15.0794): z²/n = 0.254749;
-    # centre 0.858637, half 0.134130 → (0.724507, 0.992768) → 0.04 + 0.95·… = (0.7283, 0.9831).
+    # Each week × stratum cell has its own pseudo-answer of weight 0.2, as a week alone would:
+    #   week 1: p̃ = (4.5 + 0.1)/5.2 = 0.884615; spread = [0.2 + 5·0.015385² + 0.1·(0.115385² +
+    #           0.884615²)]/5.2 = 0.0539941; term = 0.475²·(1 − 5/95)·0.0539941/5 = 0.00230825
+    #   week 2: p̃ = 5.1/5.2 = 0.980769; spread = [5·0.019231² + 0.1·(0.019231² +
+    #           0.980769²)]/5.2 = 0.0188609; term = 0.000806305
+    # V = 0.00311455. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.932692;
+    # n_eff = 0.932692·0.067308·0.95²/V = 18.1909. Wilson(0.95, 18.1909): z²/n = 0.211175;
+    # centre 0.871540, half 0.120157 → (0.751383, 0.991698) → 0.04 + 0.95·… = (0.7538, 0.9821).
     e = pooled_mean([POOL_WEEK_1, POOL_WEEK_2])
     assert e.value == approx(0.9425, abs=1e-12)
-    assert (e.low, e.high) == (approx(0.7283, abs=1e-4), approx(0.9831, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.7538, abs=1e-4), approx(0.9821, abs=1e-4))
     # Each week alone is too few (5 random answers); pooled, the stratum has its ten.
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (20, 200, (10, 10), False)
     assert stratified_mean(POOL_WEEK_2).too_few
@@ -652,16 +687,16 @@ def test_undecided_width_is_stated():
 
 
 def test_sample_rate_for_by_hand():
-    # The unflagged stratum's spread s̃² = 0.0361603 (test_two_strata_by_hand), W = 0.99,
-    # N = 990; the flagged census adds nothing: A = 0.99²·0.0361603/990 = 3.57986e-5.
-    # (w/z)² = (0.05/1.959964)² = 6.50794e-4 → r = A/(A + (w/z)²) = 0.052140: at this week's
-    # volume and spread, a sample rate of 5.2 % instead of 3 % would give ±0.05.
+    # The unflagged stratum's spread s̃² = 0.0253388 (test_two_strata_by_hand), W = 0.99,
+    # N = 990; the flagged census adds nothing: A = 0.99²·0.0253388/990 = 2.50854e-5.
+    # (w/z)² = (0.05/1.959964)² = 6.50794e-4 → r = A/(A + (w/z)²) = 0.037115: at this week's
+    # volume and spread, a sample rate of 3.7 % instead of 3 % would give ±0.05.
     strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
-    assert sample_rate_for(strata) == approx(0.052140, abs=1e-6)
-    # Check: at that rate, n = 51.6 and V = 0.9801·(1 − r)·s̃²/n = (w/z)².
+    assert sample_rate_for(strata) == approx(0.037115, abs=1e-6)
+    # Check: at that rate, n = 36.7 and V = 0.9801·(1 − r)·s̃²/n = (w/z)².
     r = sample_rate_for(strata)
     n = r * 990
-    assert 1.959964 * math.sqrt(0.9801 * (1 - r) * 0.0361603 / n) == approx(0.05, abs=1e-5)
+    assert 1.959964 * math.sqrt(0.9801 * (1 - r) * 0.0253388 / n) == approx(0.05, abs=1e-5)
     # A wider target needs a lower rate; the rate never exceeds 1.
     assert sample_rate_for(strata, half_width=0.1) < r
     assert sample_rate_for(strata, half_width=1e-6) <= 1.0
@@ -679,17 +714,17 @@ def test_sample_rate_for_without_a_drawn_stratum():
 def test_week_precision():
     strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
     pooled = Estimate(0.95, 0.93, 0.97, 160, 4000, (40, 120), False)
-    # (0.8520, 0.9813) is wholly above 0.85: green and decided, however wide.
+    # (0.8626, 0.9798) is wholly above 0.85: green and decided, however wide.
     above = week_precision(strata, action_threshold=0.85, pooled=pooled)
     assert (above.light, above.decisive) == ("green", True)
-    assert above.half_width == approx((0.9813 - 0.8520) / 2, abs=1e-4)
+    assert above.half_width == approx((0.9798 - 0.8626) / 2, abs=1e-4)
     assert above.pooled_half_width == approx(0.02)
     assert above.pooled_weeks == 4
-    # Against 0.90 the same interval straddles the line and is 0.13 wide: grey, and the page
-    # can say "a sample rate of 5.2 % (now 3.0 %) or the 4-week view gives ±0.02".
+    # Against 0.90 the same interval straddles the line and is 0.12 wide: grey, and the page
+    # can say "a sample rate of 3.7 % (now 3.0 %) or the 4-week view gives ±0.02".
     undecided = week_precision(strata, action_threshold=0.90, pooled=pooled)
     assert (undecided.light, undecided.decisive) == ("grey", False)
-    assert undecided.sample_rate == approx(0.052140, abs=1e-6)
+    assert undecided.sample_rate == approx(0.037115, abs=1e-6)
     assert undecided.current_rate == approx(30 / 990)
     assert undecided.target_half_width == DECISIVE_HALF_WIDTH
     alone = week_precision(strata, action_threshold=0.90)

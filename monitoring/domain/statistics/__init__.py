@@ -8,6 +8,8 @@ One import path for callers: everything public is re-exported here.
 from monitoring.domain.statistics.claims import ClaimStratum, claim_share
 from monitoring.domain.statistics.estimates import (
     MIN_JUDGED,
+    SCORE_PRIOR,
+    SHARE_PRIOR,
     Estimate,
     Fit,
     Stratum,
@@ -19,6 +21,7 @@ from monitoring.domain.statistics.estimates import (
     mean_from_sums,
     pooled_mean,
     share_below,
+    share_from_sums,
     stratified_mean,
     stratified_share,
     summarize,
@@ -58,7 +61,10 @@ __all__ = [
     "mean_from_sums",
     "pooled_mean",
     "sample_rate_for",
+    "SCORE_PRIOR",
+    "SHARE_PRIOR",
     "share_below",
+    "share_from_sums",
     "stratified_mean",
     "stratified_share",
     "summarize",
