@@ -76,8 +76,8 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
         "plot_bgcolor": "#ffffff",
         "paper_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 11 if compact else 12, "color": INK},
-        # No fixed tick count: Plotly thins the week labels to the chart's width (about one per
-        # 80 px), so they never overlap on a phone.
+        # No fixed tick count: the browser sets one per about 90 px of the chart's width
+        # (static/js/charts.js), so that week labels never overlap on a phone.
         "xaxis": {"type": "category", "showgrid": False, "tickangle": 0,
                   "automargin": True, "fixedrange": True},
         "yaxis": {"title": {"text": "" if compact else y_title}, "gridcolor": GRID,
@@ -179,7 +179,7 @@ def trend_figure(
     `overlays`: further lines over the same weeks (the pooled view, the experts' scale).
 
     `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y", and
-    "unknown" (optional). `changes`: (week, text) where the judge model or prompt version
+    "unknown" and "unknown_why" (optional: the legend's short name and the hover's reason). `changes`: (week, text) where the judge model or prompt version
     changed; a dotted vertical line each. Traces, in order: band, estimate (one point per week,
     None where too few), too-few points (one per week, None elsewhere), threshold line, and only
     when some week has judged answers but no estimate (a stratum without a judged answer), a
@@ -241,7 +241,8 @@ def trend_figure(
             "mode": "markers", "marker": {"color": GREY, "size": 8, "symbol": "x-thin-open"},
             "cliponaxis": False,  # on the axis' floor: drawn whole, not cut in half
             "customdata": [[p.n] for p in points],
-            "hovertemplate": "%{x}<br>" + labels.get("unknown", labels["too_few"])
+            "hovertemplate": "%{x}<br>"
+            + labels.get("unknown_why", labels.get("unknown", labels["too_few"]))
             + "<br>n = %{customdata[0]}<extra></extra>",
             "meta": {"role": "unknown"},
         })
@@ -342,9 +343,13 @@ def buckets_figure(
     separators: str = SEPARATORS["de"],
 ) -> dict[str, Any]:
     """Faithfulness per bucket (e.g. best-chunk similarity) as bars with 95 % error bars, the
-    action threshold across; too-few buckets grey. `labels`: "value", "threshold", "x", "y"."""
+    action threshold across; too-few buckets grey. `labels`: "value", "threshold", "x", "y".
+
+    Every bucket given keeps its place on the axis, as its row does in the table beside the
+    chart; one without an estimate has no bar there (and no hover), not a missing category.
+    """
     labels = _drawn_labels(labels)
-    shown = [replace(b, label=plotly_text(b.label)) for b in bars if b.value is not None]
+    shown = [replace(b, label=plotly_text(b.label)) for b in bars]
     xs = [b.label for b in shown]
     data = [
         {
@@ -370,6 +375,10 @@ def buckets_figure(
     layout = _layout(height=260, separators=separators, y_title=labels["y"], y_range=[0, 1.02],
                      percent=False, compact=False)
     layout["xaxis"]["title"] = {"text": labels["x"]}
+    # Every bucket labelled (the browser thins a week axis to its width, not this one: Plotly
+    # angles labels that would overlap).
+    layout["xaxis"]["nticks"] = max(1, len(xs))
+    del layout["xaxis"]["tickangle"]  # unset: Plotly angles labels that would overlap
     layout["showlegend"] = False
     layout["bargap"] = 0.35
     return {"data": data, "layout": layout, "config": CONFIG}

@@ -79,7 +79,8 @@ def _trend_labels() -> dict[str, str]:
         "value": _("Treue laut Prüfmodell"),
         "band": _("95-%-Intervall"),
         "too_few": _("unentschieden"),
-        "unknown": _("keine Schätzung: eine Schicht ohne geprüfte Antwort"),
+        "unknown": _("keine Schätzung"),
+        "unknown_why": _("keine Schätzung: eine Schicht ohne geprüfte Antwort"),
         "threshold": _("Handlungsschwelle"),
         "y": _("Treue"),
     }
@@ -179,12 +180,12 @@ def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
         [
             charts.Bar(similarity_label(b), b.estimate.value, b.estimate.low, b.estimate.high,
                        b.estimate.n, b.estimate.too_few)
-            for b in buckets
+            for b in buckets if b.estimate.population  # the buckets the table lists
         ],
         threshold=threshold,
         labels={
             "value": _("Treue (Schätzung)"), "threshold": _("Handlungsschwelle"),
-            "x": _("beste Ähnlichkeit der abgerufenen Abschnitte"), "y": _("Treue"),
+            "x": _("beste Ähnlichkeit"), "y": _("Treue"),
         },
         separators=_separators(),
     )

@@ -14,6 +14,8 @@
     if (xaxis && xaxis.type === "category" && !xaxis.nticks) {
       xaxis.nticks = Math.max(2, Math.floor((el.clientWidth || 600) / 90));
     }
+    // The box is as tall as the chart (the stylesheet's min-height only holds its place).
+    if (figure.layout && figure.layout.height) el.style.minHeight = figure.layout.height + "px";
     window.Plotly.newPlot(el, figure.data, figure.layout, figure.config || {});
   });
 })();

@@ -1,10 +1,11 @@
 """The Content-Security-Policy in a real browser: every main page loads without a violation.
 
-A team lead, an expert and an admin open the overview, the use-case page with its Plotly charts,
-the answer list and an answer, the judge page, the calibration page, the investigations, the
-review queue and an item, and the admin's service list. No page may report a
-`securitypolicyviolation`, log a console error or raise a script error, and the charts must be
-drawn (Plotly's SVG exists) under the policy.
+At 1440 px and on a 375 px phone, a team lead, an expert and an admin open the overview, the
+use-case page with its Plotly charts, the answer list and an answer, the judge page, the
+calibration page, the investigations, the review queue and an item, and the admin's service
+list. No page may report a
+`securitypolicyviolation`, log a console error or raise a script error, or be wider than the
+window, and the charts must be drawn (Plotly's SVG exists) under the policy.
 """
 
 from typing import Any
@@ -31,6 +32,22 @@ document.addEventListener('securitypolicyviolation', e => window.__violations.pu
   e.violatedDirective + ' ' + (e.blockedURI || '') + ' ' + (e.sourceFile || '') + ':' + e.lineNumber
 ));
 """
+
+
+# What sticks out past the window's right edge outside a box that scrolls: names the culprit
+# when a page is too wide.
+WIDER_THAN_THE_WINDOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const scrolls = el => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true;
+    }
+    return false;
+  };
+  return [...document.querySelectorAll('body *')]
+    .filter(el => el.getBoundingClientRect().right > width + 1 && !scrolls(el))
+    .slice(0, 5).map(el => el.tagName + '.' + el.className);
+}"""
 
 
 @pytest.fixture
@@ -68,6 +85,8 @@ class Watch:
             self.errors.append(f"console: {message.text} {message.location}")
 
     def visit(self, url: str, *, charts: int = 0) -> None:
+        """Open ``url``: 200 under the policy, no violation or error, nothing wider than the
+        window (a table too wide scrolls inside its own box, not the page)."""
         response = self.page.goto(url, wait_until="commit")
         assert response is not None and response.status == 200, url
         header = response.headers.get("content-security-policy", "")
@@ -79,9 +98,17 @@ class Watch:
         violations = self.page.evaluate("window.__violations")
         assert not violations, f"{url}: {violations}"
         assert not self.errors, f"{url}: {self.errors}"
+        width = self.page.evaluate("() => window.innerWidth")
+        wide = self.page.evaluate(WIDER_THAN_THE_WINDOW)
+        assert self.page.evaluate("() => document.documentElement.scrollWidth") <= width, (
+            f"{url} at {width} px: {wide}")
 
 
-def test_main_pages_run_under_the_policy(page: Page, live_server: Any, world: World) -> None:
+@pytest.mark.parametrize("width", [1440, 375])
+def test_main_pages_run_under_the_policy(
+    page: Page, live_server: Any, world: World, width: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
     base = live_server.url
     watch = Watch(page)
     a, answer = world.a.slug, world.answer_a.pk

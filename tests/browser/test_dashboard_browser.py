@@ -160,6 +160,16 @@ def test_use_case_page_draws_trend_shares_and_causes(
     undecided = sum(y is not None for y in data[2]["y"])
     expect(svg_trace(trend, 2).locator("path.point")).to_have_count(undecided)
     assert decided + undecided == 2
+    # Every drawn point carries its interval as whiskers: an error bar per point, drawn.
+    whiskers = trend.evaluate("el => el.data.slice(1, 3).map(t => t.error_y)")
+    for trace_data, error in zip(data[1:3], whiskers, strict=True):
+        for y, up, down in zip(trace_data["y"], error["array"], error["arrayminus"],
+                               strict=True):
+            assert (y is None) == (up is None) == (down is None)
+    expect(trend.locator(".scatterlayer .trace").nth(1).locator("g.errorbar path.yerror")).to_have_count(
+        decided)
+    expect(trend.locator(".scatterlayer .trace").nth(2).locator("g.errorbar path.yerror")).to_have_count(
+        undecided)
     # The estimate's line joins the decided weeks; the band is drawn around both.
     assert len(line_height(trend, 1)) == decided
     expect(svg_trace(trend, 0).locator("path.js-fill")).to_have_count(1)
@@ -186,10 +196,25 @@ def test_use_case_page_draws_trend_shares_and_causes(
     expect(bars.locator(".xtick text")).to_have_text(["< 0,5", "0,8–0,9"])
     expect(bars.locator(".barlayer .point")).to_have_count(2)
     assert bar_data[1]["role"] == "threshold" and bar_data[1]["y"] == [0.9, 0.9]
+    # The chart's buckets are the table's rows, in the same order.
+    rows = page.locator("table[data-cause='similarity'] tbody tr td:first-child")
+    expect(rows).to_have_text(["< 0,5", "0,8–0,9"])
 
     expect(page.locator("p.reading[data-reading='similarity']")).to_contain_text(
         "Antworten mit bester Ähnlichkeit unter 0,50 sind zu 25 % treu"
     )
     expect(page.locator("table.tuner-table tr.current")).to_have_attribute("data-threshold", "0.5")
     screenshot(page, "use-case")
+    assert errors == []
+
+    # On a phone: nothing wider than the screen, and the trend's legend inside its chart.
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.reload(wait_until="commit")
+    trend = drawn(page.locator("#trend-chart"))
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
+    chart_box = trend.bounding_box()
+    legend_box = trend.locator(".legend").bounding_box()
+    assert chart_box is not None and legend_box is not None
+    assert legend_box["x"] + legend_box["width"] <= chart_box["x"] + chart_box["width"] + 1
+    screenshot(page, "use-case-375")
     assert errors == []

@@ -112,12 +112,15 @@ def test_week_labels_are_thinned_to_the_width_not_fixed() -> None:
 def test_a_week_judged_but_without_an_estimate_is_a_grey_cross_at_the_foot() -> None:
     # Week 2: flagged answers judged, no random one, so no estimate; week 4: no answers at all.
     points = [P(1, 0.9), P(2, None, n=12, too_few=True), P(3, 0.95), P(4, None, n=0, too_few=True)]
-    figure = charts.trend_figure(points, threshold=0.85, labels={**LABELS, "unknown": "keine"})
+    figure = charts.trend_figure(points, threshold=0.85, labels={
+        **LABELS, "unknown": "keine", "unknown_why": "keine: eine Schicht ohne Urteil"})
     valid(figure)
     cross = trace(figure, "unknown")
     floor = figure["layout"]["yaxis"]["range"][0]
     assert cross["y"] == [None, floor, None, None]
+    # A short name in the legend (it must fit a phone), the reason in the hover.
     assert cross["name"] == "keine" and "n = %{customdata[0]}" in cross["hovertemplate"]
+    assert "eine Schicht ohne Urteil" in cross["hovertemplate"]
     assert [c[0] for c in cross["customdata"]] == [40, 12, 40, 0]
     # Nothing of the kind when every week judged has its estimate.
     plain = charts.trend_figure([P(1, 0.9), P(2, None, n=0)], threshold=0.85, labels=LABELS)
@@ -229,11 +232,17 @@ def test_buckets_figure_has_error_bars_and_the_threshold() -> None:
     valid(figure)
     bar = trace(figure, "estimate")
     # "<" as an entity, which Plotly draws as "<" (test_chart_escaping.py).
-    assert bar["x"] == ["&lt;0.5", "≥0.9"], "a bucket without an estimate has no bar"
-    assert bar["error_y"]["array"] == pytest.approx([0.12, 0.03])
-    assert bar["error_y"]["arrayminus"] == pytest.approx([0.13, 0.06])
-    assert bar["marker"]["color"] == [charts.BLUE, charts.GREY]
+    # Every bucket keeps its place, as its row in the table does; one without an estimate has
+    # no bar and no whisker.
+    assert bar["x"] == ["&lt;0.5", "0.5–0.6", "≥0.9"]
+    assert bar["y"] == [0.58, None, 0.96]
+    assert bar["error_y"]["array"] == pytest.approx([0.12, 0.0, 0.03])
+    assert bar["error_y"]["arrayminus"] == pytest.approx([0.13, 0.0, 0.06])
+    assert bar["marker"]["color"] == [charts.BLUE, charts.GREY, charts.GREY]
     assert trace(figure, "threshold")["y"] == [0.85, 0.85]
+    assert trace(figure, "threshold")["x"] == ["&lt;0.5", "≥0.9"]
+    # All bucket labels drawn: the browser's thinning of week labels leaves this axis alone.
+    assert figure["layout"]["xaxis"]["nticks"] == 3
 
 
 def test_empty_series_still_make_a_valid_figure() -> None:
