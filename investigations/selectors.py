@@ -11,7 +11,9 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils.translation import get_language
 
+from investigations.domain import consistency
 from investigations.models import Investigation, Question
 from monitoring import selectors as monitoring_selectors
 from monitoring.domain.highlight import Segment, segments
@@ -305,6 +307,7 @@ def investigation_report(*, investigation: Investigation, user: User | None = No
     for q in asked:
         q.samples_view = _samples_view(q)  # type: ignore[attr-defined]  # shown by the template
         q.blind = q.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
+        q.reason_shown = _reason_shown(q)  # type: ignore[attr-defined]  # shown by the template
     threshold = investigation.use_case.action_threshold
     flag = [[0, 0], [0, 0]]
     score = [[0, 0], [0, 0]]
@@ -338,6 +341,19 @@ def investigation_report(*, investigation: Investigation, user: User | None = No
             | {investigation.judge_model}
         ),
     )
+
+
+def _reason_shown(question: Question) -> str:
+    """The verdict's reason in the reader's language (the page's), not the investigation's: the
+    words are put together again from the stored kind and detail. A question decided before
+    they were stored keeps its reason as written."""
+    verdict = (question.comparison or {}).get("verdict") or {}
+    try:
+        return consistency.reason_text(
+            verdict["kind"], verdict.get("detail", ""), (get_language() or "de")[:2]
+        )
+    except (KeyError, TypeError, ValueError):
+        return question.reason
 
 
 def _samples_view(question: Question) -> list[list[Segment]]:

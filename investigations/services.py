@@ -281,7 +281,8 @@ def _execute(
     verdict = consistency.decide(comparison, reply, language=language)
     ended = _end(
         question, token, Question.Status.DONE,
-        comparison=_comparison_json(comparison),
+        comparison={**_comparison_json(comparison),
+                    "verdict": {"kind": verdict.kind, "detail": verdict.detail}},
         consistent=verdict.consistent,
         reason=verdict.reason,
         decided_by=verdict.source,

@@ -13,7 +13,9 @@ from investigations.domain.consistency import (
     decide,
     extract_values,
     needs_judge,
+    reason_text,
 )
+from investigations.domain.consistency.compare import REASON_KINDS
 
 Y, M = 365.0, 365.0 / 12
 
@@ -353,6 +355,50 @@ DECIDE_CASES = [
 def test_decide(samples, reply, language, consistent, source, reason):
     verdict = decide(_comparison(samples, language), reply, language=language)
     assert (verdict.consistent, verdict.source, verdict.reason) == (consistent, source, reason)
+
+
+# The same verdicts read in the other language: the words follow the reader, the values and
+# the judge's own words stay as they are.
+OTHER_LANGUAGE = {
+    "Zahlen widersprechen sich: 5 Jahre / alle zwei Jahre / je nach Behältergröße":
+        "Numbers contradict each other: 5 Jahre / alle zwei Jahre / je nach Behältergröße",
+    "Konsistent: Werte stimmen überein (5 Jahre)": "Consistent: values agree (5 Jahre)",
+    "Konsistent: keine Werte, kein inhaltlicher Widerspruch":
+        "Consistent: no values, no content contradiction",
+    "Inhaltlicher Widerspruch laut Prüfmodell: Antwort 2 nennt eine andere Behörde.":
+        "Content contradiction according to the judge model: Antwort 2 nennt eine andere "
+        "Behörde.",
+    "Inhaltlicher Widerspruch laut Prüfmodell": "Content contradiction according to the judge "
+                                                "model",
+    "Unentschieden: Antwort des Prüfmodells zweimal nicht lesbar":
+        "Undecided: the judge model's reply was unreadable twice",
+    "Consistent: values agree (Every 5 years)": "Konsistent: Werte stimmen überein (Every 5 "
+                                                "years)",
+    "Consistent: no values, no content contradiction":
+        "Konsistent: keine Werte, kein inhaltlicher Widerspruch",
+    "Content contradiction according to the judge model: Scope":
+        "Inhaltlicher Widerspruch laut Prüfmodell: Scope",
+    "Undecided: the judge model's reply was unreadable twice":
+        "Unentschieden: Antwort des Prüfmodells zweimal nicht lesbar",
+}
+
+
+@pytest.mark.parametrize(("samples", "reply", "language", "consistent", "source", "reason"),
+                         DECIDE_CASES)
+def test_a_verdicts_reason_reads_in_either_language(samples, reply, language, consistent,
+                                                   source, reason):
+    verdict = decide(_comparison(samples, language), reply, language=language)
+    assert verdict.kind in REASON_KINDS
+    assert reason_text(verdict.kind, verdict.detail, language) == reason
+    other = "en" if language == "de" else "de"
+    assert reason_text(verdict.kind, verdict.detail, other) == OTHER_LANGUAGE[reason]
+    assert reason_text(verdict.kind, verdict.detail, "fr") == reason_text(
+        verdict.kind, verdict.detail, "de")
+
+
+def test_an_unknown_reason_kind_is_refused():
+    with pytest.raises(ValueError, match="reason kind"):
+        reason_text("weather", "", "de")
 
 
 def test_decide_refuses_to_call_agreeing_values_consistent_without_the_judge():

@@ -219,3 +219,26 @@ def test_the_report_in_english(world: World) -> None:
     html = lead.get(f"/investigations/{investigation.pk}/").content.decode()
     assert "Consistency investigation" in html
     assert "consistent" in html
+
+
+def test_the_reason_reads_in_the_readers_language(world: World) -> None:
+    # Decided in the use case's language (German): the guessed figures contradict each other.
+    world.models.scripts[Q_GUESSED] = GUESSED
+    world.answer("a1", Q_GUESSED)
+    investigation = started(world)
+    services.question_execute(question_id=investigation.questions.get().pk)
+    question = investigation.questions.get()
+    assert question.reason.startswith("Zahlen widersprechen sich: ")
+    lead = as_user(world, "lead")
+    german = lead.get(f"/investigations/{investigation.pk}/").content.decode()
+    assert "Zahlen widersprechen sich: " in german
+    lead.post("/i18n/setlang/", {"language": "en", "next": "/"})
+    english = lead.get(f"/investigations/{investigation.pk}/").content.decode()
+    detail = question.reason.removeprefix("Zahlen widersprechen sich: ")
+    assert f"Numbers contradict each other: {detail}" in english
+    assert "Zahlen widersprechen sich" not in english
+    # A question decided before the reason's parts were stored keeps its words.
+    question.comparison = {k: v for k, v in question.comparison.items() if k != "verdict"}
+    question.save(update_fields=["comparison"])
+    assert "Zahlen widersprechen sich: " in lead.get(
+        f"/investigations/{investigation.pk}/").content.decode()

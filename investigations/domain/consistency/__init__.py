@@ -51,6 +51,7 @@ from investigations.domain.consistency.compare import (
     compare_samples,
     decide,
     needs_judge,
+    reason_text,
 )
 from investigations.domain.consistency.prompt import (
     PROMPT_VERSION,
@@ -72,6 +73,7 @@ __all__ = [
     "contradiction_messages",
     "contradiction_retry_messages",
     "decide",
+    "reason_text",
     "extract_values",
     "needs_judge",
     "parse_contradiction",

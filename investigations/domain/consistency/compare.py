@@ -33,8 +33,12 @@ class Comparison:
 @dataclass(frozen=True)
 class Verdict:
     consistent: bool | None
-    reason: str
+    reason: str  # `reason_text(kind, detail, language)` in the investigation's language
     source: str  # "values" | "judge"
+    # The reason without its words, for a reader of another language: `kind` is one of
+    # REASON_KINDS, `detail` the values or the judge's own words, which are not translated.
+    kind: str = ""
+    detail: str = ""
 
 
 _DATE_DIMENSIONS = {"date", "year", "month", "day-month"}
@@ -147,9 +151,8 @@ def compare_samples(samples: Sequence[str], *, language: str) -> Comparison:
             highlight[i] |= {(v.start, v.end) for v in values[i] if v.kind == "evasion"}
     reason = ""
     if conflicting:
-        reason = _PREFIXES[_category(conflicting[0])][language] + " / ".join(
-            _shown(vs, conflicting[0]) for vs in values
-        )
+        reason = reason_text(_category(conflicting[0]), _conflict_detail(values, conflicting[0]),
+                             language)
     return Comparison(
         agree=not conflicting,
         has_values=any(values),
@@ -160,6 +163,10 @@ def compare_samples(samples: Sequence[str], *, language: str) -> Comparison:
         conflicting=conflicting,
         unshared_names=_unshared_names(values),
     )
+
+
+def _conflict_detail(values: list[list[Value]], dimension: str) -> str:
+    return " / ".join(_shown(vs, dimension) for vs in values)
 
 
 def _shown(values: list[Value], dimension: str) -> str:
@@ -202,6 +209,28 @@ _WORDS = {
 }
 
 
+# What a reason can say: values of a category conflict ("number", "date", "detail"), the judge
+# found a contradiction ("judge"), values agree ("agree"), there are none and no contradiction
+# ("none"), the judge's reply was unreadable ("undecided").
+REASON_KINDS = (*_PREFIXES, *_WORDS["de"])
+
+
+def reason_text(kind: str, detail: str, language: str) -> str:
+    """A verdict's reason in ``language`` ("de"/"en", else German) from its `Verdict.kind` and
+    `Verdict.detail`: how a page shows it in its reader's language."""
+    language = language if language in _WORDS else "de"
+    if kind in _PREFIXES:
+        return _PREFIXES[kind][language] + detail
+    words = _WORDS[language]
+    if kind == "judge":
+        return words["judge"] + (f": {detail}" if detail else "")
+    if kind == "agree":
+        return words["agree"].format(detail)
+    if kind in words:
+        return words[kind]
+    raise ValueError(f"unknown reason kind {kind!r}")
+
+
 def decide(
     comparison: Comparison, contradiction: ContradictionReply | None, *, language: str
 ) -> Verdict:
@@ -210,19 +239,25 @@ def decide(
     ``contradiction`` is the judge's reply after the one retry; an unreadable one makes the
     question undecided (None), never consistent by default.
     """
-    words = _WORDS[language]
     if not comparison.agree:
-        return Verdict(False, comparison.reason, "values")
+        kind = _category(comparison.conflicting[0])
+        detail = _conflict_detail(comparison.values, comparison.conflicting[0])
+        return _verdict(False, "values", kind, detail, language)
     if contradiction is None:
         raise ValueError("the values agree or there are none: the judge's reply is needed")
     if contradiction.contradiction is None:
-        return Verdict(None, words["undecided"], "judge")
+        return _verdict(None, "judge", "undecided", "", language)
     if contradiction.contradiction:
-        reason = words["judge"] + (f": {contradiction.reason}" if contradiction.reason else "")
-        return Verdict(False, reason, "judge")
+        return _verdict(False, "judge", "judge", contradiction.reason or "", language)
     shown = next((
         [v.text for v in vs if _category(v.dimension) != "never"]
         for vs in comparison.values if any(_category(v.dimension) != "never" for v in vs)
     ), [])
-    reason = words["agree"].format(", ".join(shown)) if shown else words["none"]
-    return Verdict(True, reason, "judge")
+    if shown:
+        return _verdict(True, "judge", "agree", ", ".join(shown), language)
+    return _verdict(True, "judge", "none", "", language)
+
+
+def _verdict(consistent: bool | None, source: str, kind: str, detail: str, language: str
+             ) -> Verdict:
+    return Verdict(consistent, reason_text(kind, detail, language), source, kind, detail)
