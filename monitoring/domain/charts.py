@@ -179,8 +179,9 @@ def trend_figure(
     `overlays`: further lines over the same weeks (the pooled view, the experts' scale).
 
     `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y", and
-    "unknown" and "unknown_why" (optional: the legend's short name and the hover's reason). `changes`: (week, text) where the judge model or prompt version
-    changed; a dotted vertical line each. Traces, in order: band, estimate (one point per week,
+    "unknown" and "unknown_why" (optional: the legend's short name and the hover's reason).
+    `changes`: (week, text) where the judge model or prompt version changed; a dotted vertical
+    line each. Traces, in order: band, estimate (one point per week,
     None where too few), too-few points (one per week, None elsewhere), threshold line, and only
     when some week has judged answers but no estimate (a stratum without a judged answer), a
     grey cross at the foot of the chart for each such week, so that it reads as "too few", not

@@ -166,10 +166,8 @@ def test_use_case_page_draws_trend_shares_and_causes(
         for y, up, down in zip(trace_data["y"], error["array"], error["arrayminus"],
                                strict=True):
             assert (y is None) == (up is None) == (down is None)
-    expect(trend.locator(".scatterlayer .trace").nth(1).locator("g.errorbar path.yerror")).to_have_count(
-        decided)
-    expect(trend.locator(".scatterlayer .trace").nth(2).locator("g.errorbar path.yerror")).to_have_count(
-        undecided)
+    expect(svg_trace(trend, 1).locator("g.errorbar path.yerror")).to_have_count(decided)
+    expect(svg_trace(trend, 2).locator("g.errorbar path.yerror")).to_have_count(undecided)
     # The estimate's line joins the decided weeks; the band is drawn around both.
     assert len(line_height(trend, 1)) == decided
     expect(svg_trace(trend, 0).locator("path.js-fill")).to_have_count(1)
