@@ -418,14 +418,17 @@ def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
                 sim = simulate(rng, [case] * weeks_per_run, volume, reps)
                 new = old = red = two = total = 0
                 for r in range(reps):
-                    estimates = [mean_from_sums(_sums(sim, r, w)) for w in range(weeks_per_run)]
+                    strata = [_sums(sim, r, w) for w in range(weeks_per_run)]
+                    estimates = [mean_from_sums(s) for s in strata]
                     for w in range(1, weeks_per_run):
+                        pooled = pooled_mean(strata[max(0, w - POOLED + 1):w + 1]) \
+                            if estimates[w].too_few else None  # read only for a thin week
                         d = action_decision(current=estimates[w], previous=estimates[w - 1],
-                                            action_threshold=ACTION)
+                                            action_threshold=ACTION, pooled=pooled)
                         e = estimates[w]
                         total += 1
                         new += d.alarm
-                        red += d.reason == "interval_below"
+                        red += d.reason in ("interval_below", "pooled_below")
                         two += d.reason == "two_weeks_below"
                         old += (not e.too_few and e.value is not None and e.value < ACTION)
                 judge_mean = case.mean("judge")

@@ -3,7 +3,8 @@ evidence - never on one noisy point.
 
 Checked hourly (Celery beat, `check_action_alarms`) for the last complete week and the current
 one, by `monitoring.domain.alarms.action_decision`: a week raises the alarm when its whole 95 %
-interval lies below the threshold (a red light), or when it and the week before are both below
+interval lies below the threshold (a red light; on a week of too few judged answers only when
+the pooled view's interval lies below it too), or when it and the week before are both below
 it with intervals that decide it (amber or red, not grey). Mailed on the point estimate alone
 the alarm fired in 12-21 % of healthy weeks; this rule fires in at most 2 % of them
 (bench/statistics.py).
@@ -52,12 +53,18 @@ def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part
             "threshold": number(use_case.action_threshold),
         },
     )]
-    parts.append((
-        gettext_noop("Das ganze Intervall liegt unter der Schwelle.")
-        if reason == alarms.INTERVAL_BELOW
-        else gettext_noop("Die zweite Woche in Folge unter der Schwelle."),
-        {},
-    ))
+    parts.append({
+        alarms.INTERVAL_BELOW: (gettext_noop("Das ganze Intervall liegt unter der Schwelle."), {}),
+        alarms.POOLED_BELOW: (gettext_noop(
+            "Die Woche hat wenige geprüfte Antworten, aber auch die Sammelsicht über "
+            "%(weeks)s Wochen liegt mit ihrem ganzen Intervall unter der Schwelle "
+            "(%(low)s–%(high)s)."
+        ), {
+            "weeks": week.pooled_weeks,
+            "low": number(week.pooled.low or 0) if week.pooled else "–",
+            "high": number(week.pooled.high or 0) if week.pooled else "–",
+        }),
+    }.get(reason or "", (gettext_noop("Die zweite Woche in Folge unter der Schwelle."), {})))
     if use_case.leaves_unreviewed:
         parts.append((gettext_noop(
             "Die Antworten gehen ungeprüft nach außen: Sie brauchen eine menschliche "
@@ -77,7 +84,8 @@ def action_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> Ac
     threshold = use_case.action_threshold
     decisions = [
         (week, alarms.action_decision(
-            current=week.estimate, previous=before.estimate, action_threshold=threshold))
+            current=week.estimate, previous=before.estimate, action_threshold=threshold,
+            pooled=week.pooled))
         for before, week in zip(weeks, weeks[1:], strict=False)
     ]
     decided = [(w, d) for w, d in decisions if d.light != "grey"]

@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from monitoring.domain.alarms import INTERVAL_BELOW, TWO_WEEKS_BELOW, action_decision
+from monitoring.domain.alarms import (
+    INTERVAL_BELOW,
+    POOLED_BELOW,
+    TWO_WEEKS_BELOW,
+    action_decision,
+)
 from monitoring.domain.expert_scale import Review
 from monitoring.domain.statistics import Estimate
 from review.domain.calibration import (
@@ -40,8 +45,14 @@ GREEN_NARROW = est(0.86, 0.82, 0.90)  # above, straddling narrowly
 ACTION_CASES = [
     ("interval below the line", RED, None, True, INTERVAL_BELOW, False),
     ("interval below after a green week", RED, GREEN, True, INTERVAL_BELOW, False),
-    ("red even on few answers", est(0.5, 0.3, 0.7, too_few=True), None, True, INTERVAL_BELOW,
+    # Red on too few judged answers is one noisy point; after a week below, two weeks.
+    ("red on few answers alone", est(0.5, 0.3, 0.7, too_few=True), None, False, None, False),
+    ("red on few answers after green", est(0.5, 0.3, 0.7, too_few=True), GREEN, False, None,
      False),
+    ("red on few answers after amber", est(0.5, 0.3, 0.7, too_few=True), AMBER, True,
+     TWO_WEEKS_BELOW, False),
+    ("amber after red on few answers", AMBER, est(0.5, 0.3, 0.7, too_few=True), True,
+     TWO_WEEKS_BELOW, False),
     ("two amber weeks", AMBER, AMBER, True, TWO_WEEKS_BELOW, False),
     ("amber after red", AMBER, RED, True, TWO_WEEKS_BELOW, False),
     ("one amber week", AMBER, GREEN, False, None, False),
@@ -56,6 +67,25 @@ ACTION_CASES = [
     ("narrowly above: recovered", GREEN_NARROW, AMBER, False, None, True),
     ("no estimate", NONE, RED, False, None, False),
 ]
+
+
+FEW_RED = est(0.5, 0.3, 0.7, too_few=True)
+
+
+@pytest.mark.parametrize(("pooled", "alarm", "reason"), [
+    (RED, True, POOLED_BELOW),  # the four weeks agree: below on enough answers
+    (AMBER, False, None),  # the pooled view straddles the line
+    (est(0.80, 0.76, 0.84, too_few=True), False, None),  # thin even pooled
+    (None, False, None),
+])
+def test_a_thin_red_week_alarms_alone_when_the_pooled_view_is_red(pooled, alarm, reason):
+    got = action_decision(current=FEW_RED, previous=GREEN, action_threshold=0.85, pooled=pooled)
+    assert (got.alarm, got.reason, got.light) == (alarm, reason, "red")
+    # A week with enough answers needs no pooled view; a green week is not raised by one.
+    assert action_decision(current=RED, previous=None, action_threshold=0.85,
+                           pooled=GREEN).reason == INTERVAL_BELOW
+    assert not action_decision(current=GREEN, previous=None, action_threshold=0.85,
+                               pooled=RED).alarm
 
 
 @pytest.mark.parametrize(

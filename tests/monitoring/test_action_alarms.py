@@ -166,7 +166,8 @@ def test_a_few_answers_raise_only_on_evidence(
     assert this.estimate.value == 0.75 and this.light == "grey"
     assert check(django_capture_on_commit_callbacks) == 0
     assert action_alarms() == [] and mail.outbox == []
-    # Four answers last week, all unsupported: few, but the whole interval is below the line.
+    # Four answers last week, all unsupported: the whole interval is below the line, but on
+    # four random answers (too few): alone, still one noisy point.
     hit, miss = world.ids("wenig", 4, 6)
     for external_id in hit:
         world.answer(external_id, week=world.last_week, verdicts=[U])
@@ -174,10 +175,22 @@ def test_a_few_answers_raise_only_on_evidence(
         world.answer(external_id, week=world.last_week)
     last = dashboard.use_case_weeks(use_case=world.a, claims=False)[-2]
     assert last.estimate.too_few and last.estimate.n == 4 and last.light == "red"
+    assert last.pooled is not None and last.pooled.too_few
+    assert check(django_capture_on_commit_callbacks) == 0
+    assert action_alarms() == []
+    # The week before was as bad: pooled, the four weeks to last week rest on enough random
+    # answers and lie below the line as well, and the thin red week raises the alarm.
+    hit, miss = world.ids("davor", 8, 2)
+    for external_id in hit:
+        world.answer(external_id, week=world.weeks[-3], verdicts=[U])
+    for external_id in miss:
+        world.answer(external_id, week=world.weeks[-3])
+    last = dashboard.use_case_weeks(use_case=world.a, claims=False)[-2]
+    assert last.light == "red" and last.pooled is not None and not last.pooled.too_few
     assert check(django_capture_on_commit_callbacks) == 1
     [alarm] = action_alarms()
-    assert alarm.key == world.last_week.label and alarm.details["reason"] == "interval_below"
-    assert "Das ganze Intervall liegt unter der Schwelle." in alarm.message
+    assert alarm.key == world.last_week.label and alarm.details["reason"] == "pooled_below"
+    assert "aber auch die Sammelsicht über 4 Wochen" in alarm.message
 
 
 def test_two_narrow_weeks_below_the_line_raise_it(
