@@ -10,6 +10,7 @@ urlpatterns = [
     path("answers/", views.answer_list, name="answer_list"),
     path("overview/", dashboard.overview, name="overview"),
     path("answers/export.csv", views.answer_export, name="answer_export"),
+    path("answers/export.xlsx", views.answer_export_xlsx, name="answer_export_xlsx"),
     path("answers/<int:pk>/", views.answer_detail, name="answer_detail"),
     path("answers/<int:pk>/record.json", views.answer_record, name="answer_record"),
     path("answers/<int:pk>/rescore/", views.answer_rescore, name="answer_rescore"),

@@ -26,6 +26,17 @@ DIALECTS = {
     "excel-de": CsvDialect(delimiter=";", decimal=",", bom="\ufeff"),
 }
 
+# A spreadsheet reads a cell that starts with one of these as a formula (tab and CR too, which
+# some programs strip before looking). Questions, answers and ids come from the RAG services, so
+# from whoever typed the question: "=HYPERLINK(...)" in a question must stay text when a lead
+# opens the export in Excel. The apostrophe is what spreadsheets themselves use to say "text".
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """A text cell that a spreadsheet will not evaluate."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
 
 def csv_chunks(
     header: Sequence[str],

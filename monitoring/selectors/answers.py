@@ -14,6 +14,7 @@ from django.db.models.expressions import Col, OrderBy
 from django.utils import timezone
 
 from monitoring import extensions
+from monitoring.domain.csv_export import csv_text
 from monitoring.judging.selectors import iso_week_bounds
 from monitoring.models import Answer, Service, UseCase
 
@@ -189,30 +190,14 @@ _JUDGE_COLUMNS = {EXPORT_HEADER.index(name) for name in ("score", "abstention")}
 # Rows fetched per round trip: large enough that the round trips do not dominate, small enough
 # that a batch of long answers (up to 100 kB of text each) stays a few hundred MB at worst.
 EXPORT_CHUNK_SIZE = 2000
-# A spreadsheet reads a cell that starts with one of these as a formula (tab and CR too, which
-# some programs strip before looking). Questions, answers and ids come from the RAG services, so
-# from whoever typed the question: "=HYPERLINK(...)" in a question must stay text when a lead
-# opens the export in Excel. The apostrophe is what spreadsheets themselves use to say "text".
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_text(value: str) -> str:
-    """A text cell that a spreadsheet will not evaluate."""
-    return "'" + value if value.startswith(FORMULA_STARTS) else value
-
-
-def _export_cell(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str):
-        return csv_text(value)
-    return value
-
-
-def answer_export_rows(
+def answer_export_values(
     *, user: User | AnonymousUser, **filters: Any
 ) -> Iterator[tuple[Any, ...]]:
-    """The filtered answers as CSV rows (without the header), in the list's order.
+    """The filtered answers as rows of plain values (without the header), in the list's order:
+    numbers, booleans, aware datetimes, text as stored, None for a missing figure. The CSV and
+    the XLSX export write these, each in its own way.
 
     Read with a database iterator over plain tuples, EXPORT_CHUNK_SIZE rows at a time, so an
     export of a million answers never holds more than one batch in memory.
@@ -226,15 +211,32 @@ def answer_export_rows(
     rows = answers.values_list(*(source for _, source in EXPORT_COLUMNS)).iterator(
         chunk_size=EXPORT_CHUNK_SIZE
     )
-    return (_export_row(row, blind) for row in rows)
+    return (_export_values(row, blind) for row in rows)
 
 
-def _export_row(row: tuple[Any, ...], blind: set[int]) -> tuple[Any, ...]:
+def answer_export_rows(
+    *, user: User | AnonymousUser, **filters: Any
+) -> Iterator[tuple[Any, ...]]:
+    """answer_export_values as CSV rows: times in ISO 8601, text a spreadsheet will not
+    evaluate (csv_text)."""
+    values = answer_export_values(user=user, **filters)
+    return (tuple(_csv_cell(c) for c in row) for row in values)
+
+
+def _export_values(row: tuple[Any, ...], blind: set[int]) -> tuple[Any, ...]:
     *cells, uncertain = row
     if cells[0] in blind:
         cells = [None if i in _JUDGE_COLUMNS else c for i, c in enumerate(cells)]
     words = " ".join(str(t.get("token", "")) for t in uncertain or () if isinstance(t, dict))
-    return (*(_export_cell(c) for c in cells), csv_text(words))
+    return (*cells, words)
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        return csv_text(value)
+    return value
 
 
 def answer_get_for_user(*, user: User | AnonymousUser, pk: int) -> Answer | None:

@@ -4,12 +4,16 @@ Rescoring spends judge calls, so it takes two POSTs: the first validates the for
 confirmation with the expected calls and cost, the second (with `confirm`) queues the runs.
 """
 
+import tempfile
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import (
+    FileResponse,
     Http404,
     HttpRequest,
     HttpResponse,
@@ -21,6 +25,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
@@ -29,6 +34,8 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from monitoring import selectors
 from monitoring.domain.csv_export import DIALECTS, csv_chunks
 from monitoring.domain.highlight import segments
+from monitoring.domain.xlsx_export import CONTENT_TYPE as XLSX_CONTENT_TYPE
+from monitoring.domain.xlsx_export import TooManyRows, xlsx_write
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
 from monitoring.judging.services import rescoring
 from monitoring.models import Answer, UseCase
@@ -70,10 +77,8 @@ def answer_list(request: AuthenticatedRequest) -> HttpResponse:
     )
 
 
-@login_required
-@require_GET
-def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
-    """The explorer's filtered answers as CSV, streamed a batch of rows at a time.
+def _export_filters(request: AuthenticatedRequest) -> dict[str, Any] | HttpResponseBadRequest:
+    """The explorer's filters for an export, or the 400 that refuses them.
 
     Unlike the page, which drops a bad filter and says so, an export with a bad filter is
     refused: a file shows no warning, and a silently wider export is a wrong file. A use case
@@ -91,6 +96,21 @@ def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
             _("Ungültige Filter: %(problems)s") % {"problems": problems},
             content_type="text/plain; charset=utf-8",
         )
+    return form.filters()
+
+
+def _export_filename(extension: str) -> str:
+    return f"treue-answers-{timezone.localdate().isoformat()}.{extension}"
+
+
+@login_required
+@require_GET
+def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
+    """The explorer's filtered answers as CSV, streamed a batch of rows at a time (which
+    filters are refused: _export_filters)."""
+    filters = _export_filters(request)
+    if isinstance(filters, HttpResponseBase):
+        return filters
     dialect = request.GET.get("dialect") or "standard"
     if dialect not in DIALECTS:
         return HttpResponseBadRequest(
@@ -98,15 +118,53 @@ def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
             % {"dialect": dialect, "known": ", ".join(DIALECTS)},
             content_type="text/plain; charset=utf-8",
         )
-    rows = answer_selectors.answer_export_rows(user=request.user, **form.filters())
+    rows = answer_selectors.answer_export_rows(user=request.user, **filters)
     lines = csv_chunks(
         answer_selectors.EXPORT_HEADER, rows, dialect=dialect,
         rows_per_chunk=answer_selectors.EXPORT_CHUNK_SIZE,
     )
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
-    filename = f"treue-answers-{timezone.localdate().isoformat()}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Content-Disposition"] = f'attachment; filename="{_export_filename("csv")}"'
     return response
+
+
+@login_required
+@require_GET
+def answer_export_xlsx(request: AuthenticatedRequest) -> HttpResponseBase:
+    """The same answers as the CSV export, as an Excel workbook with typed cells.
+
+    A workbook is a zip whose directory comes last, so it cannot go out while the rows are read:
+    it is written to an anonymous temporary file first (XlsxWriter keeps one row in memory)
+    and then streamed from there in blocks. The file has no name on disk and is gone when the
+    response closes it.
+    """
+    filters = _export_filters(request)
+    if isinstance(filters, HttpResponseBase):
+        return filters
+    rows = answer_selectors.answer_export_values(user=request.user, **filters)
+    workbook = tempfile.TemporaryFile()
+    try:
+        xlsx_write(
+            workbook, answer_selectors.EXPORT_HEADER, rows, tz=timezone.get_current_timezone()
+        )
+    except TooManyRows as error:
+        workbook.close()
+        return HttpResponseBadRequest(
+            _(
+                "Mehr als %(limit)s Antworten passen nicht in eine Excel-Tabelle. Bitte die "
+                "Auswahl eingrenzen oder als CSV exportieren."
+            )
+            % {"limit": number_format(error.limit, force_grouping=True)},
+            content_type="text/plain; charset=utf-8",
+        )
+    except BaseException:
+        workbook.close()
+        raise
+    workbook.seek(0)
+    return FileResponse(
+        workbook, as_attachment=True, filename=_export_filename("xlsx"),
+        content_type=XLSX_CONTENT_TYPE,
+    )
 
 
 def _answer_or_404(request: AuthenticatedRequest, pk: int) -> Answer:

@@ -1,6 +1,6 @@
-"""The answer explorer: filters, sort orders and paging on the list page, and the CSV export of
-the filtered set — its content, its guard against spreadsheet formulas, its streaming, and who
-gets which rows.
+"""The answer explorer: filters, sort orders and paging on the list page, and the CSV and XLSX
+exports of the filtered set — their content, their guard against spreadsheet formulas, their
+streaming, and who gets which rows.
 
 The answers are built by hand (not through the ingest) so that every figure a filter looks at is
 set on purpose: score, status, chunk count, best similarity, time.
@@ -9,22 +9,28 @@ set on purpose: score, status, chunk count, best similarity, time.
 import csv
 import io
 import re
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from unittest import mock
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth.models import User
 from django.db.models.query import QuerySet
-from django.http import StreamingHttpResponse
+from django.http import FileResponse, StreamingHttpResponse
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from monitoring import services
+from monitoring.domain import xlsx_export
+from monitoring.domain.csv_export import csv_text
 from monitoring.models import Answer, Service, UseCase
 from tests.support.world import WorldBuilder
+from tests.support.xlsx import Cell, Sheet, read_sheet
 
 INVALID_NOTE = "Einige Filter waren ungültig und wurden ignoriert."
 HEADER = [
@@ -42,6 +48,10 @@ def export_url() -> str:
     return reverse("monitoring:answer_export")
 
 
+def xlsx_url() -> str:
+    return reverse("monitoring:answer_export_xlsx")
+
+
 def shown(html: str) -> list[int]:
     """Primary keys of the answers a list page links to, in page order."""
     return [int(pk) for pk in re.findall(r'href="/answers/(\d+)/"', html)]
@@ -57,6 +67,41 @@ def exported_ids(response: Any) -> list[int]:
     rows = parse_csv(response)
     assert rows[0] == HEADER
     return [int(row[0]) for row in rows[1:]]
+
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def parse_xlsx(response: Any) -> Sheet:
+    assert response.status_code == 200
+    assert isinstance(response, FileResponse)
+    assert response["Content-Type"] == XLSX
+    sheet = read_sheet(b"".join(response.streaming_content))
+    assert sheet.values()[0] == HEADER
+    return sheet
+
+
+def as_csv(cell: Cell | None, column: str) -> str:
+    """A workbook cell as the CSV spells it, to compare the two exports value by value."""
+    if cell is None:
+        return ""
+    if column == "created_at":
+        # The CSV writes the stored UTC time with its offset; Excel has no time zones, so the
+        # workbook holds the site's wall-clock time.
+        local = cell.as_datetime().replace(tzinfo=BERLIN)
+        return local.astimezone(UTC).isoformat()
+    if cell.kind == "bool":
+        return str(cell.value)
+    if cell.kind == "number":
+        assert column in NUMERIC, column
+        return str(int(cell.value)) if column in INTEGERS else repr(cell.value)
+    assert cell.kind == "text", cell
+    return csv_text(cell.value)
+
+
+INTEGERS = {"id", "chunk_count"}
+NUMERIC = INTEGERS | {"inclusion_probability", "score", "best_chunk_score"}
 
 
 def make_answer_row(
@@ -224,6 +269,20 @@ def test_export_holds_exactly_the_filtered_answers(
     assert set(ids) == set(pks(world, expected))
 
 
+@pytest.mark.parametrize(("params", "expected"), FILTER_CASES, ids=FILTER_IDS)
+def test_xlsx_holds_exactly_the_rows_of_the_csv(
+    lead_client: Client, world: dict[str, Answer], params: dict[str, str], expected: set[str]
+) -> None:
+    csv_rows = parse_csv(lead_client.get(export_url(), params))
+    sheet = parse_xlsx(lead_client.get(xlsx_url(), params))
+    assert len(sheet.rows) == len(csv_rows) == len(expected) + 1
+    xlsx_rows = [
+        [as_csv(c, h) for c, h in zip(row, HEADER, strict=True)] for row in sheet.rows[1:]
+    ]
+    assert xlsx_rows == csv_rows[1:]
+    assert {int(row[0]) for row in xlsx_rows} == set(pks(world, expected))
+
+
 def test_the_excel_de_export_is_the_same_table_in_german_excels_dialect(
     lead_client: Client, world: dict[str, Answer]
 ) -> None:
@@ -282,6 +341,8 @@ def test_sort_orders_on_page_and_in_export(
     assert INVALID_NOTE not in html
     assert shown(html) == pks(world, expected)
     assert exported_ids(lead_client.get(export_url(), params)) == pks(world, expected)
+    sheet = parse_xlsx(lead_client.get(xlsx_url(), params))
+    assert [int(row[0]) for row in sheet.values()[1:]] == pks(world, expected)
 
 
 @pytest.mark.parametrize("sort", ["id", "-question", "created_at", "score; DROP TABLE x", "?"])
@@ -356,6 +417,7 @@ def test_bad_filter_value_shows_an_error_on_the_page_and_is_ignored(
     # The bad filter is dropped; the valid one still narrows the list.
     assert set(shown(html)) == set(pks(world, ["abst", "queued", "failed"]))
     assert "CSV exportieren" not in html, "no link to an export that would be refused"
+    assert "Excel (XLSX)" not in html
 
 
 @pytest.mark.parametrize(("field", "value"), BAD_PARAMS,
@@ -364,6 +426,19 @@ def test_bad_filter_value_refuses_the_export_with_400(
     lead_client: Client, world: dict[str, Answer], field: str, value: str
 ) -> None:
     response = lead_client.get(export_url(), {field: value})
+    assert response.status_code == 400
+    assert not isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    body = response.content.decode()
+    assert body.startswith("Ungültige Filter:") and field in body
+
+
+@pytest.mark.parametrize(("field", "value"), BAD_PARAMS,
+                         ids=[f"{f}={v[:12]}" for f, v in BAD_PARAMS])
+def test_bad_filter_value_refuses_the_xlsx_export_with_400(
+    lead_client: Client, world: dict[str, Answer], field: str, value: str
+) -> None:
+    response = lead_client.get(xlsx_url(), {field: value})
     assert response.status_code == 400
     assert not isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "text/plain; charset=utf-8"
@@ -395,7 +470,7 @@ def test_week_that_does_not_exist_is_named_in_the_error(
 
 
 def test_anonymous_visitors_are_sent_to_the_login(client: Client, world: dict[str, Answer]) -> None:
-    for url in (list_url(), f"{export_url()}?flagged=1"):
+    for url in (list_url(), f"{export_url()}?flagged=1", f"{xlsx_url()}?flagged=1"):
         response = client.get(url)
         assert response.status_code == 302
         assert response["Location"].startswith(reverse("login") + "?next=")
@@ -414,6 +489,7 @@ def test_foreign_use_case_filter_is_404_for_the_export_and_an_error_on_the_page(
 ) -> None:
     for slug in ("fremd", "gibt-es-nicht"):  # the same answer: existence is not revealed
         assert lead_client.get(export_url(), {"use_case": slug}).status_code == 404
+        assert lead_client.get(xlsx_url(), {"use_case": slug}).status_code == 404
         html = lead_client.get(list_url(), {"use_case": slug}).content.decode()
         assert INVALID_NOTE in html
         assert world["foreign"].pk not in shown(html)
@@ -427,11 +503,15 @@ def test_user_without_use_cases_exports_only_the_header(
     assert response.status_code == 200
     assert parse_csv(response) == [HEADER]
     assert client.get(export_url(), {"use_case": "a"}).status_code == 404
+    assert parse_xlsx(client.get(xlsx_url())).values() == [HEADER]
+    assert client.get(xlsx_url(), {"use_case": "a"}).status_code == 404
 
 
 def test_staff_export_holds_every_use_case(client: Client, world: dict[str, Answer]) -> None:
     client.force_login(User.objects.create_user("verwaltung", is_staff=True))
     assert set(exported_ids(client.get(export_url()))) == {a.pk for a in world.values()}
+    sheet = parse_xlsx(client.get(xlsx_url()))
+    assert {int(row[0]) for row in sheet.values()[1:]} == {a.pk for a in world.values()}
 
 
 # --- the CSV file ----------------------------------------------------------------------------
@@ -515,6 +595,121 @@ def test_page_links_the_export_with_its_filters(
     assert exported_ids(lead_client.get(href)) == shown(html)
 
 
+# --- the XLSX file ---------------------------------------------------------------------------
+
+
+def test_xlsx_is_a_workbook_attachment_streamed_from_a_file_that_is_gone_after(
+    lead_client: Client, world: dict[str, Answer], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    opened: list[Any] = []
+    original_temporary_file = tempfile.TemporaryFile
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        opened.append(original_temporary_file(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", recorded)
+    response = lead_client.get(xlsx_url(), {"use_case": "a"})
+    assert response.status_code == 200
+    assert isinstance(response, FileResponse)
+    assert response["Content-Type"] == XLSX
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="treue-answers-{timezone.localdate().isoformat()}.xlsx"'
+    )
+    # The workbook is in a file without a name on disk; nothing of it is in the folder.
+    assert list(tmp_path.iterdir()) == []
+    pieces = list(response.streaming_content)
+    assert len(pieces) > 1 and all(len(p) <= response.block_size for p in pieces)
+    body = b"".join(pieces)
+    assert int(response["Content-Length"]) == len(body)
+    assert body.startswith(b"PK")
+    # The test client closes the response at the end of its content, as a WSGI server does.
+    assert len(opened) == 1 and opened[0].closed
+    assert {int(row[0]) for row in read_sheet(body).values()[1:]} == set(
+        pks(world, ["good", "bad", "notsamp", "mid"])
+    )
+
+
+def test_xlsx_cells_are_typed(lead_client: Client, world: dict[str, Answer]) -> None:
+    good = world["good"]
+    good.uncertain_tokens = [{"token": "Behälter", "probability": 0.3, "position": 4, "end": 12}]
+    good.save(update_fields=["uncertain_tokens"])
+    sheet = parse_xlsx(lead_client.get(xlsx_url(), {"use_case": "a", "sort": "time"}))
+    assert sheet.values()[1] == [
+        # 08:00 UTC is 09:00 in Berlin in March.
+        good.pk, datetime(2025, 3, 3, 9), "a", "rag-bot", "good", "Frage good?",
+        "Antwort good.", "gpt-4o-mini", False, True, "random", 0.05, "judged", 0.95,
+        False, 3, 0.8, "ok", "Behälter",
+    ]
+    row = dict(zip(HEADER, sheet.rows[1], strict=True))
+    kinds = {name: cell.kind for name, cell in row.items() if cell is not None}
+    assert kinds == {
+        "id": "number", "created_at": "number", "use_case": "text", "service": "text",
+        "external_id": "text", "question": "text", "answer": "text", "model": "text",
+        "flagged": "bool", "sampled": "bool", "sample_reason": "text",
+        "inclusion_probability": "number", "status": "text", "score": "number",
+        "abstention": "bool", "chunk_count": "number", "best_chunk_score": "number",
+        "logprobs_status": "text", "uncertain_words": "text",
+    }
+    assert row["created_at"] is not None and row["created_at"].is_date
+    assert all(cell is not None and cell.bold for cell in sheet.rows[0])
+    assert sheet.frozen_rows == 1
+    assert sheet.autofilter == "A1:S5"
+    assert all(6 <= sheet.widths[i] <= 61 for i in range(len(HEADER)))
+    # Missing figures are empty cells.
+    queued = next(r for r in parse_xlsx(lead_client.get(xlsx_url())).rows if r[4]
+                  and r[4].value == "queued")
+    assert queued[HEADER.index("score")] is None
+    assert queued[HEADER.index("best_chunk_score")] is None
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=["eq", "plus", "minus", "at", "tab", "cr"])
+def test_xlsx_keeps_formula_looking_text_as_text(
+    lead_client: Client, world: dict[str, Answer], value: str
+) -> None:
+    Answer.objects.filter(pk=world["good"].pk).update(
+        question=value, text=value, external_id=value, model=value,
+        uncertain_tokens=[{"token": value, "probability": 0.1, "position": 0, "end": 1}],
+    )
+    sheet = parse_xlsx(lead_client.get(xlsx_url(), {"use_case": "a", "sort": "time"}))
+    row = dict(zip(HEADER, sheet.rows[1], strict=True))
+    for column in ("question", "answer", "external_id", "model", "uncertain_words"):
+        cell = row[column]
+        assert cell is not None, column
+        assert (cell.kind, cell.value, cell.quote_prefix) == ("text", value, True), column
+    assert row["use_case"] is not None and not row["use_case"].quote_prefix
+    assert "<f>" not in sheet.xml
+
+
+def test_xlsx_refuses_more_answers_than_a_sheet_holds(
+    lead_client: Client, world: dict[str, Answer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(xlsx_export, "MAX_ROWS", 4)  # the header and 3 answers
+    assert len(parse_xlsx(lead_client.get(xlsx_url(), {"use_case": "b"})).rows) == 4
+    response = lead_client.get(xlsx_url(), {"use_case": "a"})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode().startswith("Mehr als 3 Antworten passen nicht")
+
+
+def test_page_links_the_xlsx_export_with_its_filters(
+    lead_client: Client, world: dict[str, Answer]
+) -> None:
+    params = {"flagged": "1", "sort": "chunks", "page": "1"}
+    html = lead_client.get(list_url(), params).content.decode()
+    link = re.search(r'<a href="([^"]*)"[^>]*>Excel \(XLSX\)</a>', html)
+    assert link is not None
+    href = link.group(1).replace("&amp;", "&")
+    path, _, query = href.partition("?")
+    assert path == xlsx_url()
+    assert sorted(query.split("&")) == ["flagged=1", "sort=chunks"]
+    assert [int(row[0]) for row in parse_xlsx(lead_client.get(href)).values()[1:]] == shown(html)
+    unfiltered = lead_client.get(list_url()).content.decode()
+    assert f'<a href="{xlsx_url()}" download>Excel (XLSX)</a>' in unfiltered
+
+
 # --- streaming at size -----------------------------------------------------------------------
 
 
@@ -565,3 +760,33 @@ def test_export_streams_five_thousand_rows_in_batches_without_loading_them_all(
     assert len(rows) == 5001
     assert [r[4] for r in rows[1:3]] == ["b-04999", "b-04998"]
     assert len({r[0] for r in rows[1:]}) == 5000
+
+
+def test_xlsx_of_five_thousand_rows_reads_them_in_batches_without_loading_them_all(
+    client: Client, lead: User, five_thousand: UseCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.force_login(lead)
+    iterator_calls: list[dict[str, Any]] = []
+    original_iterator: Callable[..., Any] = QuerySet.iterator
+    original_fetch_all: Callable[..., Any] = QuerySet._fetch_all
+    largest: list[int] = [0]
+
+    def spy(self: QuerySet, *args: Any, **kwargs: Any) -> Any:
+        iterator_calls.append(kwargs)
+        return original_iterator(self, *args, **kwargs)
+
+    def counting(self: QuerySet) -> None:
+        original_fetch_all(self)
+        largest[0] = max(largest[0], len(self._result_cache or ()))
+
+    monkeypatch.setattr(QuerySet, "iterator", spy)
+    monkeypatch.setattr(QuerySet, "_fetch_all", counting)
+    sheet = parse_xlsx(client.get(xlsx_url(), {"use_case": "gross"}))
+
+    assert iterator_calls == [{"chunk_size": 2000}]
+    assert largest[0] < 100, "no queryset loaded whole"
+    assert len(sheet.rows) == 5001
+    values = sheet.values()
+    assert [r[4] for r in values[1:3]] == ["b-04999", "b-04998"]
+    assert len({r[0] for r in values[1:]}) == 5000
+    assert "xl/sharedStrings.xml" not in sheet.parts  # constant_memory: inline strings

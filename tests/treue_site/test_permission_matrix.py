@@ -26,9 +26,11 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from tests.support.world import WorldBuilder
+from tests.support.xlsx import read_sheet
 from tests.treue_site.world import World, build_world
 
 LOGIN = "LOGIN"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 ADMIN_LOGIN = "ADMIN_LOGIN"
 
 
@@ -37,8 +39,8 @@ class Redirect:
     location: str
 
 
-# The blind answer's score (1/7) as a page, a CSV or JSON would write it (1/3 would not do:
-# Plotly's template holds 0.3333 in its colour scales).
+# The blind answer's score (1/7) as a page, a CSV, a workbook or JSON would write it (1/3 would
+# not do: Plotly's template holds 0.3333 in its colour scales).
 BLIND_SCORES = ("0,14", "0.14")
 
 
@@ -137,6 +139,8 @@ ROWS = [
                                                         (L, L, B, S, 200, 200, 200, S)),
     Row("monitoring:overview", "GET", "/overview/",     (L, L, 200, 200, 200, 200, 200, 200)),
     Row("monitoring:answer_export", "GET", "/answers/export.csv",
+                                                        (L, L, B, S, 200, 200, 200, S)),
+    Row("monitoring:answer_export_xlsx", "GET", "/answers/export.xlsx",
                                                         (L, L, B, S, 200, 200, 200, S)),
     Row("monitoring:answer_detail", "GET", "/answers/{answer_a}/",
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
@@ -267,7 +271,11 @@ def check(response: Any, expected: Any, path: str) -> str | None:
         ok = status == 302 and location == expected.location
     elif isinstance(expected, Blind | Sees):
         body = b"".join(response) if response.streaming else response.content
-        shown = [s for s in BLIND_SCORES if s in body.decode()]
+        if response.get("Content-Type") == XLSX:
+            text = read_sheet(body).text()  # a zip: its cells, numbers as stored
+        else:
+            text = body.decode()
+        shown = [s for s in BLIND_SCORES if s in text]
         ok = status == expected.status and bool(shown) == isinstance(expected, Sees)
         if not ok:
             return f"expected {expected}, got {status} showing {shown}"
