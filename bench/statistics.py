@@ -205,6 +205,8 @@ class Weeks:
     reviews: np.ndarray  # (R, W, 2) reviewed answers of the week's answers
     review_total: np.ndarray  # Σ (expert − judge)
     review_square: np.ndarray
+    review_judge: np.ndarray  # Σ judge score of the reviewed answers
+    review_jd: np.ndarray  # Σ judge score × (expert − judge)
     disagreements: np.ndarray  # (R, W) reviewed answers on different sides of ACTION
 
 
@@ -229,7 +231,7 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
     shape = (reps, weeks, 2)
     arrays = {name: np.zeros(shape) for name in (
         "size", "n", "total", "square", "below", "truth_judge", "truth_expert", "truth_below",
-        "reviews", "review_total", "review_square")}
+        "reviews", "review_total", "review_square", "review_judge", "review_jd")}
     disagreements = np.zeros((reps, weeks))
     for w, case in enumerate(cases):
         total = rng.poisson(volume, reps)
@@ -269,6 +271,8 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
             arrays["reviews"][:, w, h] = reviewed[h].sum(axis=1)
             arrays["review_total"][:, w, h] = reviewed[h] @ d
             arrays["review_square"][:, w, h] = reviewed[h] @ (d * d)
+            arrays["review_judge"][:, w, h] = reviewed[h] @ s.judge
+            arrays["review_jd"][:, w, h] = reviewed[h] @ (s.judge * d)
             disagree = ((s.expert < ACTION) != (s.judge < ACTION)).astype(float)
             disagreements[:, w] += reviewed[h] @ disagree
     return Weeks(**arrays, disagreements=disagreements)
@@ -297,7 +301,11 @@ def _review_sums(weeks: Weeks, r: int, span: range) -> tuple[ReviewSums, ReviewS
         total = float(weeks.review_total[r, span, h].sum())
         square = float(weeks.review_square[r, span, h].sum())
         sq = max(0.0, square - total * total / n) if n else 0.0
-        out.append(ReviewSums(n, max(-n, min(n, total)), min(sq, float(n))))
+        judged = float(weeks.review_judge[r, span, h].sum())
+        cross = float(weeks.review_jd[r, span, h].sum()) - judged * total / n if n else 0.0
+        out.append(ReviewSums(n, max(-n, min(n, total)), min(sq, float(n)),
+                              max(0.0, min(float(n), judged)),
+                              max(-n / 2, min(n / 2, cross))))
     return out[0], out[1]
 
 

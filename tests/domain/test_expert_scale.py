@@ -19,7 +19,14 @@ from monitoring.domain.expert_scale import (
     rectifier,
     review_sums,
 )
-from monitoring.domain.statistics import Stratum, pooled_mean, stratified_mean
+from monitoring.domain.statistics import (
+    Stratum,
+    fit_pooled,
+    pooled_mean,
+    stratified_mean,
+    wilson_interval,
+    z_value,
+)
 
 approx = pytest.approx
 
@@ -107,17 +114,52 @@ def test_expert_scale_by_hand():
     # 6.45e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.11025 → s̃² = 0.0122978,
     # term 0.9801·(1 − 18/990)·0.0122978/18 = 6.57442e-4.
     # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 6.58087e-4·1.140387 = 7.50474e-4.
-    # θ = 0.976; p̃ + Δ = 0.973050; n_eff = 0.973050·0.026950/(0.000802733 + 0.00075047)
-    # = 16.8838. Wilson(0.976, 16.8838): z²/n = 0.227524; centre 0.887773, half 0.110117
-    # → (0.7777, 0.9979).
+    # Covariance (the 18 unflagged reviews are among the 30 judged): j̄ = 17.5/18, d̄ = 0.5/18,
+    # Σ(j − j̄)(d − d̄) = 16·(0.027778)(−0.027778) + 2·(−0.222222)(0.222222) = −0.111111,
+    # S_jd = −0.111111/17 = −0.0065359; Cov = 0.9801·(1 − 30/990)/30·S_jd = −0.000207059
+    # (within the bound √(V_J·V_Δ) = 0.000776; the flagged census adds none).
+    # θ = 0.976; p̃ + Δ = 0.973050; V = 0.000802733 + 0.00075047 − 2·0.000207059 = 0.00113909;
+    # n_eff = 0.973050·0.026950/V = 23.0219. Wilson(0.976, 23.0219): z²/n = 0.166861;
+    # centre 0.907932, half 0.089347 → (0.8186, 0.9973).
     got = expert_scale(
         [WEEK], reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2)
     )
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.7777, abs=1e-4), approx(0.9979, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.8186, abs=1e-4), approx(0.9973, abs=1e-4))
     assert got.correction == approx(0.0285)
     assert (got.n_reviews, got.weeks_pooled, got.too_few) == (20, 1, False)
     assert got.judge == stratified_mean(WEEK)
+
+
+def test_without_the_judges_scores_of_the_reviews_the_covariance_is_left_out():
+    # The same reviews as sums without Σj and Σ(j − j̄)(d − d̄): the wider interval of before,
+    # V = V_J + V_Δ (n_eff 16.8838 → (0.7777, 0.9979)).
+    flagged, unflagged = review_sums(
+        reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2))
+    assert unflagged.cross == approx(-0.111111, abs=1e-6)
+    bare = tuple(ReviewSums(s.n, s.total, s.sq_dev) for s in (flagged, unflagged))
+    got = expert_scale([WEEK], bare)
+    assert got.value == approx(0.976)
+    assert (got.low, got.high) == (approx(0.7777, abs=1e-4), approx(0.9979, abs=1e-4))
+
+
+def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
+    # Sums from elsewhere that claim a covariance the two parts' variances cannot have (the
+    # judged answers all 0.8, yet a cross sum at its largest): Cov is cut to −√(V_J·V_Δ), so
+    # V = (√V_J − √V_Δ)² and never below zero.
+    week = [Stratum(0, [], drawn=False), Stratum(1000, [0.8] * 20)]
+    sums = (ReviewSums(0, 0.0, 0.0), ReviewSums(20, 2.0, 1.8, 16.0, -10.0))
+    got = expert_scale([week], sums)
+    fit = fit_pooled([week])
+    fix = rectifier((0, 1000), sums)
+    assert fit is not None and fix.variance is not None and fix.value is not None
+    floor = (math.sqrt(fit.variance) - math.sqrt(fix.variance)) ** 2
+    shrunk = fit.ratio + fix.value
+    low, high = wilson_interval(got.value, shrunk * (1 - shrunk) / floor, z_value(0.95))
+    assert (got.low, got.high) == (approx(low), approx(high))
+    # Without the cross sum the same reviews give the plain sum of the variances: wider.
+    plain = expert_scale([week], (sums[0], ReviewSums(20, 2.0, 1.8)))
+    assert plain.low < got.low
 
 
 def test_expert_scale_pools_the_weeks_it_is_given():
