@@ -34,13 +34,17 @@ from treue_site.http import AuthenticatedRequest
 @login_required
 @require_GET
 def home(request: AuthenticatedRequest) -> HttpResponse:
-    """Team leads and staff land on the overview, everyone else on the answer list.
+    """Team leads and staff land on the overview, domain experts on their review queue, everyone
+    else on the answer list.
 
     The list is served here directly rather than redirected to: "/" was its address, so old
-    links and bookmarks (with their filters) keep working without a hop.
+    links and bookmarks (with their filters) keep working without a hop; "/" with filters
+    stays the list for everyone.
     """
     if figures.user_leads(user=request.user):
         return redirect("monitoring:overview")
+    if not request.GET and figures.user_reviews(user=request.user):
+        return redirect("review:queue")
     return answer_list(request)
 
 

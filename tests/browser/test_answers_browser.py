@@ -53,12 +53,13 @@ def answers(
 
 
 def log_in(page: Page, base: str) -> None:
+    """Through the form from "/": an expert lands on the review queue, their weekly work."""
     page.goto(base + "/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
     page.get_by_label("Benutzername").fill(USERNAME)
     page.get_by_label("Passwort").fill(PASSWORD)
     page.get_by_role("button", name="Anmelden").click()
-    expect(page).to_have_url(base + "/")
+    expect(page).to_have_url(base + "/review/")
 
 
 def logged_in(page: Page, base: str) -> Page:
@@ -70,8 +71,8 @@ def logged_in(page: Page, base: str) -> Page:
     page.context.add_cookies(
         [{"name": cookie.key, "value": cookie.value, "url": base, "httpOnly": True}]
     )
-    page.goto(base + "/")
-    expect(page).to_have_url(base + "/")
+    page.goto(base + "/answers/")
+    expect(page).to_have_url(base + "/answers/")
     return page
 
 
@@ -79,10 +80,11 @@ def listed(page: Page) -> list[str]:
     return page.locator("table.answers code.external-id").all_inner_texts()
 
 
-def test_login_lands_on_the_list_with_own_answers(
+def test_login_lands_on_the_queue_and_the_list_shows_own_answers(
     page: Page, live_server: Any, answers: dict[str, int]
 ) -> None:
     log_in(page, live_server.url)
+    page.goto(live_server.url + "/answers/")
     expect(page.get_by_role("heading", name="Antworten")).to_be_visible()
     expect(page.locator("table.answers tbody tr")).to_have_count(2)
     assert sorted(listed(page)) == ["a-calm", "a-flagged"]

@@ -536,10 +536,17 @@ def test_anonymous_is_sent_to_log_in(world: DashWorld) -> None:
         assert response["Location"] == f"/login/?next={url}"
 
 
-def test_home_sends_leads_to_the_overview_and_others_to_the_answers(world: DashWorld) -> None:
+def test_home_sends_leads_to_the_overview_experts_to_their_queue_and_others_to_the_answers(
+    world: DashWorld,
+) -> None:
     for who in ("lead_a", "staff"):
         response = client_for(world, who).get("/")
         assert (response.status_code, response["Location"]) == (302, "/overview/")
+    # An expert's work is the weekly review: the queue, not the answer list.
+    response = client_for(world, "expert_a").get("/")
+    assert (response.status_code, response["Location"]) == (302, "/review/")
+    assert client_for(world, "nobody").get("/").templates[0].name == "monitoring/answer_list.html"
+    # "/" with filters was the list's address: old links keep working for everyone.
     for who in ("expert_a", "nobody"):
         response = client_for(world, who).get("/", {"flagged": "1"})
         assert response.status_code == 200

@@ -138,7 +138,7 @@ def test_filters_narrow_the_list(
     browser_client: Client, filter_world: dict[str, Answer], params: dict[str, str],
     expected: set[str],
 ) -> None:
-    response = browser_client.get("/", params)
+    response = browser_client.get("/answers/", params)
     assert response.status_code == 200
     html = response.content.decode()
     assert shown(html) == {filter_world[n].pk for n in expected}
@@ -151,7 +151,8 @@ def test_filters_narrow_the_list(
 def test_invalid_filter_is_reported_and_the_rest_applied(
     browser_client: Client, filter_world: dict[str, Answer]
 ) -> None:
-    html = browser_client.get("/", {"flagged": "1", "date_from": "garbage"}).content.decode()
+    html = browser_client.get(
+        "/answers/", {"flagged": "1", "date_from": "garbage"}).content.decode()
     assert "Einige Filter waren ungültig und wurden ignoriert." in html
     assert shown(html) == {filter_world[n].pk for n in ("ks", "mid", "late")}
     # The form still shows the valid choice, and marks the bad field.
@@ -177,13 +178,13 @@ def test_invalid_filter_is_reported_and_the_rest_applied(
 def test_invalid_parameters_give_the_page_not_an_error(
     browser_client: Client, filter_world: dict[str, Answer], params: dict[str, str]
 ) -> None:
-    response = browser_client.get("/", params)
+    response = browser_client.get("/answers/", params)
     assert response.status_code == 200
     assert shown(response.content.decode())
 
 
 def test_list_shows_newest_first(browser_client: Client, filter_world: dict[str, Answer]) -> None:
-    html = browser_client.get("/").content.decode()
+    html = browser_client.get("/answers/").content.decode()
     order = [int(pk) for pk in re.findall(r'href="/answers/(\d+)/"', html)]
     names = ["late", "late_evening", "mid", "early", "ks"]
     assert order == [filter_world[n].pk for n in names]
@@ -210,8 +211,8 @@ def sixty(api: Any, make_answer: Any, browser_client: Client) -> list[int]:
 def test_paging_splits_sixty_answers_into_fifty_and_ten(
     browser_client: Client, sixty: list[int]
 ) -> None:
-    first = browser_client.get("/").content.decode()
-    second = browser_client.get("/", {"page": "2"}).content.decode()
+    first = browser_client.get("/answers/").content.decode()
+    second = browser_client.get("/answers/", {"page": "2"}).content.decode()
     assert shown(first) == set(sixty[10:])
     assert shown(second) == set(sixty[:10])
     assert "60 Antworten" in first
@@ -226,7 +227,7 @@ def test_paging_splits_sixty_answers_into_fifty_and_ten(
 def test_bad_page_numbers_fall_back_to_a_real_page(
     browser_client: Client, sixty: list[int], page: str, expected_page: int
 ) -> None:
-    response = browser_client.get("/", {"page": page})
+    response = browser_client.get("/answers/", {"page": page})
     assert response.status_code == 200
     html = response.content.decode()
     assert f"Seite {expected_page} von 2" in html
@@ -234,7 +235,7 @@ def test_bad_page_numbers_fall_back_to_a_real_page(
 
 
 def test_pager_links_keep_the_filters(browser_client: Client, sixty: list[int]) -> None:
-    html = browser_client.get("/", {"flagged": "0", "page": "1"}).content.decode()
+    html = browser_client.get("/answers/", {"flagged": "0", "page": "1"}).content.decode()
     link = re.search(r'<a href="\?([^"]*)" rel="next"', html)
     assert link is not None
     params = link.group(1).replace("&amp;", "&").split("&")
@@ -373,7 +374,7 @@ def test_hostile_strings_are_escaped_on_list_and_detail(
 
 def test_german_is_the_default(browser_client: Client, service_and_key: Any,
                                make_answer: Any) -> None:
-    html = browser_client.get("/").content.decode()
+    html = browser_client.get("/answers/").content.decode()
     assert '<html lang="de">' in html
     for word in ("Antworten", "Anwendungsfall", "markiert", "Filtern", "Abmelden"):
         assert word in html
@@ -395,12 +396,12 @@ def switch(client: Client, language: str, next_url: str = "/") -> None:
 
 
 def test_language_switcher_sets_english_and_back(browser_client: Client) -> None:
-    html = browser_client.get("/").content.decode()
+    html = browser_client.get("/answers/").content.decode()
     assert 'name="language" value="en"' in html
     switch(browser_client, "en")
-    assert '<html lang="en">' in browser_client.get("/").content.decode()
+    assert '<html lang="en">' in browser_client.get("/answers/").content.decode()
     switch(browser_client, "de")
-    html = browser_client.get("/").content.decode()
+    html = browser_client.get("/answers/").content.decode()
     assert '<html lang="de">' in html and "Antworten" in html
 
 
@@ -418,7 +419,7 @@ def test_language_switcher_returns_to_the_same_page(
 )
 def test_english_words_after_switching(browser_client: Client) -> None:
     switch(browser_client, "en")
-    html = browser_client.get("/").content.decode()
+    html = browser_client.get("/answers/").content.decode()
     assert ">Answers<" in html
     assert "Antworten" not in html
 

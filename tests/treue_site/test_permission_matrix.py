@@ -64,6 +64,7 @@ B, S = Blind(), Sees()
 
 ROLES = ("anonymous", "service", "expert_a", "lead_a", "expert_b", "lead_b", "nobody", "staff")
 OV = Redirect("/overview/")
+RQ = Redirect("/review/")  # an expert lands on the review queue
 TO_LOGIN = Redirect("/login/")
 
 
@@ -133,7 +134,7 @@ ROWS = [
                                                         (401, 404, 404, 404, 403, 200, 404, 200),
         note="another tenant's use case reads as one that does not exist"),
     # --- monitoring pages
-    Row("monitoring:home", "GET", "/",                  (L, L, 200, OV, 200, OV, 200, OV)),
+    Row("monitoring:home", "GET", "/",                  (L, L, RQ, OV, RQ, OV, 200, OV)),
     Row("monitoring:answer_list", "GET", "/answers/",   (L, L, B, S, 200, 200, 200, S)),
     Row("monitoring:answer_list", "GET", "/answers/?sort=score",
                                                         (L, L, B, S, 200, 200, 200, S)),

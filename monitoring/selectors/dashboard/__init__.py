@@ -29,6 +29,7 @@ from monitoring.selectors.dashboard.overview import (
     overview_rows,
     use_cases_led_by,
     user_leads,
+    user_reviews,
 )
 from monitoring.selectors.dashboard.page import UseCasePage, use_case_page
 from monitoring.selectors.dashboard.reads import CLAIM_POINTS, JudgedRow, Usage
@@ -71,4 +72,5 @@ __all__ = [
     "use_case_weeks",
     "use_cases_led_by",
     "user_leads",
+    "user_reviews",
 ]

@@ -45,6 +45,12 @@ def user_leads(*, user: User | AnonymousUser) -> bool:
     ))
 
 
+def user_reviews(*, user: User | AnonymousUser) -> bool:
+    """Whether the person is a domain expert of some use case (their work is the review
+    queue)."""
+    return bool(user.is_authenticated and UseCase.objects.filter(experts=user).exists())
+
+
 def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[int, list[Alarm]]:
     """Open alarms of every kind per use case id, newest first."""
     out: dict[int, list[Alarm]] = defaultdict(list)
