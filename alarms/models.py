@@ -27,18 +27,19 @@ class Alarm(models.Model):
         MISSED_REVIEW = "missed_review", _("Wochenprüfung versäumt")
 
     use_case = models.ForeignKey(
-        "monitoring.UseCase", on_delete=models.CASCADE, related_name="alarms"
+        "monitoring.UseCase", on_delete=models.CASCADE, related_name="alarms",
+        verbose_name=_("Anwendungsfall"),
     )
     kind = models.CharField(_("Art"), max_length=20, choices=Kind.choices)
-    key = models.CharField(max_length=50)
+    key = models.CharField(_("Kennung"), max_length=50)
     message = models.TextField(_("Meldung"))
     # The message as (message id, values) sentences (alarms.text), rendered in each reader's
     # language; empty for alarms raised before December 2026, which show `message` as stored.
-    message_parts = models.JSONField(default=list, blank=True)
-    details = models.JSONField(default=dict, blank=True)
+    message_parts = models.JSONField(_("Bausteine der Meldung"), default=list, blank=True)
+    details = models.JSONField(_("Details"), default=dict, blank=True)
     opened_at = models.DateTimeField(_("ausgelöst"), default=timezone.now)
     cleared_at = models.DateTimeField(_("erledigt"), null=True, blank=True)
-    mailed_at = models.DateTimeField(null=True, blank=True)
+    mailed_at = models.DateTimeField(_("per E-Mail gemeldet"), null=True, blank=True)
 
     class Meta:
         ordering = ["-opened_at", "-id"]

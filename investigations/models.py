@@ -28,14 +28,18 @@ class Investigation(models.Model):
         CHOSEN = "chosen", _("im Explorer gewählte Antworten")
 
     use_case = models.ForeignKey(
-        UseCase, on_delete=models.CASCADE, related_name="investigations"
+        UseCase, on_delete=models.CASCADE, related_name="investigations",
+        verbose_name=_("Anwendungsfall"),
     )
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+",
+        verbose_name=_("gestartet von"),
     )
     created_at = models.DateTimeField(_("gestartet"), auto_now_add=True)
     finished_at = models.DateTimeField(_("beendet"), null=True, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    status = models.CharField(
+        _("Status"), max_length=10, choices=Status.choices, default=Status.RUNNING
+    )
     selection = models.CharField(_("Auswahl"), max_length=10, choices=Selection.choices)
     requested = models.PositiveIntegerField(_("angefragt"))
     samples = models.PositiveSmallIntegerField(
@@ -49,9 +53,11 @@ class Investigation(models.Model):
     # Blank: each question is re-asked with its answer's own generator model.
     generator_model = models.CharField(_("Generator-Modell"), max_length=200, blank=True)
     judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
-    prompt_version = models.CharField(max_length=50)
-    estimated_calls = models.PositiveIntegerField(default=0)
-    estimated_cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
+    estimated_calls = models.PositiveIntegerField(_("Erwartete Aufrufe"), default=0)
+    estimated_cost = models.DecimalField(
+        _("Erwartete Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -73,31 +79,41 @@ class Question(LeasedJob):
         CANCELLED = "cancelled", _("abgebrochen")
 
     investigation = models.ForeignKey(
-        Investigation, on_delete=models.CASCADE, related_name="questions"
+        Investigation, on_delete=models.CASCADE, related_name="questions",
+        verbose_name=_("Konsistenzprüfung"),
     )
-    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+")
-    position = models.PositiveIntegerField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    skip_reason = models.CharField(max_length=200, blank=True)
-    generator_model = models.CharField(max_length=200, blank=True)
+    answer = models.ForeignKey(
+        Answer, on_delete=models.CASCADE, related_name="+", verbose_name=_("Antwort")
+    )
+    position = models.PositiveIntegerField(_("Position"))
+    status = models.CharField(
+        _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
+    skip_reason = models.CharField(_("Grund für das Überspringen"), max_length=200, blank=True)
+    generator_model = models.CharField(_("Generator-Modell"), max_length=200, blank=True)
     # [{"text", "logprobs", "model", "latency_ms", "prompt_tokens", "completion_tokens"}], in
     # the order they arrived; a retry asks only for the ones still missing.
-    sample_data = models.JSONField(default=list, blank=True)
+    sample_data = models.JSONField(_("Stichproben"), default=list, blank=True)
     # What the comparison found: per sample the values and the spans that differ.
-    comparison = models.JSONField(default=dict, blank=True)
-    consistent = models.BooleanField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    decided_by = models.CharField(max_length=10, blank=True)  # "values" | "judge"
-    judge_raw = models.TextField(blank=True)
+    comparison = models.JSONField(_("Vergleich"), default=dict, blank=True)
+    consistent = models.BooleanField(_("konsistent"), null=True, blank=True)
+    reason = models.TextField(_("Grund"), blank=True)
+    # "values" | "judge"
+    decided_by = models.CharField(_("entschieden durch"), max_length=10, blank=True)
+    judge_raw = models.TextField(_("Antwort des Prüfers"), blank=True)
     # The lease fields are jobs.models.LeasedJob's.
-    generator_calls = models.PositiveIntegerField(default=0)
-    judge_calls = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    generator_calls = models.PositiveIntegerField(_("Generator-Aufrufe"), default=0)
+    judge_calls = models.PositiveIntegerField(_("Aufrufe des Prüfmodells"), default=0)
+    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    cost = models.DecimalField(
+        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
+    )
 
     class Meta:
         ordering = ["investigation", "position"]
+        verbose_name = _("Frage")
+        verbose_name_plural = _("Fragen")
         constraints = [
             models.UniqueConstraint(
                 fields=["investigation", "answer"], name="investigation_answer_once"

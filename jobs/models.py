@@ -5,6 +5,7 @@ work's fields; jobs/framework.py claims, releases, finishes and re-queues it thr
 """
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class LeasedJob(models.Model):
@@ -21,15 +22,15 @@ class LeasedJob(models.Model):
     RUNNING = "running"
     FAILED = "failed"
 
-    status = models.CharField(max_length=10, default=PENDING)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    lease_token = models.UUIDField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
+    status = models.CharField(_("Status"), max_length=10, default=PENDING)
+    created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
+    finished_at = models.DateTimeField(_("beendet"), null=True, blank=True)
+    lease_token = models.UUIDField(_("Reservierungs-Token"), null=True, blank=True)
+    lease_expires_at = models.DateTimeField(_("reserviert bis"), null=True, blank=True)
+    attempts = models.PositiveIntegerField(_("Versuche"), default=0)
     # Set while a transient failure waits for its retry, so the reconciler does not jump in.
-    not_before = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    not_before = models.DateTimeField(_("frühestens ab"), null=True, blank=True)
+    error = models.TextField(_("Fehler"), blank=True)
 
     class Meta:
         abstract = True

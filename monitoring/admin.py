@@ -6,6 +6,7 @@ Judge runs are read-only: they are the audit trail of what the judge said.
 """
 
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
@@ -20,8 +21,10 @@ from monitoring.models import (
     JudgePrice,
     JudgeRun,
     Service,
+    SettingChange,
     UseCase,
 )
+from monitoring.services import tuning
 
 
 @admin.register(UseCase)
@@ -37,6 +40,18 @@ class UseCaseAdmin(admin.ModelAdmin):
               "review_batch_size", "retention_days", "experts", "team_leads", "active")
     readonly_fields = ("expected_weekly_cost",)
 
+    def save_model(self, request: HttpRequest, obj: UseCase, form, change: bool) -> None:
+        # A threshold or sample rate changed here is recorded as in the app (who, old, new).
+        before = (
+            UseCase.objects.filter(pk=obj.pk).values(*tuning.TUNABLE).first()
+            if change else None
+        )
+        super().save_model(request, obj, form, change)
+        if before:
+            user = request.user if isinstance(request.user, User) else None
+            tuning.setting_changes_record(use_case=obj, user=user, before=before,
+                                          note=str(_("in der Verwaltung")))
+
     @admin.display(description=_("Erwartete Prüfkosten pro Woche"))
     def expected_weekly_cost(self, obj: UseCase | None) -> str:
         if obj is None or obj.pk is None:
@@ -48,6 +63,22 @@ class UseCaseAdmin(admin.ModelAdmin):
         # The admin turns line breaks of a read-only value into <br>; the template's own line
         # breaks are layout, not content. The template escaped everything it inserted.
         return mark_safe(" ".join(html.split()))
+
+
+@admin.register(SettingChange)
+class SettingChangeAdmin(admin.ModelAdmin):
+    """The record of setting changes: read only (made in the app or on the use case here)."""
+
+    list_display = ("changed_at", "use_case", "field", "old_value", "new_value", "changed_by",
+                    "note")
+    list_filter = ("use_case", "field")
+    readonly_fields = list_display
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
 
 
 @admin.register(Service)

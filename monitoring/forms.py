@@ -143,6 +143,40 @@ class RescoreForm(forms.Form):
         return model
 
 
+class TuningForm(forms.Form):
+    """A team lead's change of the use case's tuning; a field left empty stays as it is. The
+    sample rate in percent, as the pages show it."""
+
+    logprob_threshold = forms.FloatField(
+        label=_("Wahrscheinlichkeits-Schwelle"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort."),
+    )
+    sample_percent = forms.FloatField(
+        label=_("Stichprobenrate (%)"), required=False, min_value=0.01, max_value=100.0,
+        help_text=_("Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %)."),
+    )
+    action_threshold = forms.FloatField(
+        label=_("Handlungsschwelle"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
+    )
+    note = forms.CharField(label=_("Anlass"), required=False, max_length=200, strip=True)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.errors and not self.values():
+            raise forms.ValidationError(_("Keine Einstellung angegeben."), code="empty")
+        return data
+
+    def values(self) -> dict[str, float]:
+        """The settings given, by the use case's field names (the rate as a fraction)."""
+        data = getattr(self, "cleaned_data", {})
+        out = {name: data[name] for name in ("logprob_threshold", "action_threshold")
+               if data.get(name) is not None}
+        if data.get("sample_percent") is not None:
+            out["sample_rate"] = round(data["sample_percent"] / 100, 6)
+        return out
+
+
 WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$", re.ASCII)
 # Weeks outside these years are typing errors; the bounds also keep date arithmetic (a week's
 # end, the time zone) far from date.min and date.max.

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from jobs.models import LeasedJob
@@ -144,16 +145,53 @@ class UseCase(models.Model):
         return self.name
 
 
+class SettingChange(models.Model):
+    """One change of a use case's tuning (flag threshold, sample rate, action threshold): who,
+    when, old and new value. The pages mark the week of a change; the estimates before and
+    after it rest on different settings."""
+
+    class Field(models.TextChoices):
+        LOGPROB_THRESHOLD = "logprob_threshold", _("Wahrscheinlichkeits-Schwelle")
+        SAMPLE_RATE = "sample_rate", _("Stichprobenrate")
+        ACTION_THRESHOLD = "action_threshold", _("Handlungsschwelle")
+
+    use_case = models.ForeignKey(
+        UseCase, on_delete=models.CASCADE, related_name="setting_changes",
+        verbose_name=_("Anwendungsfall"),
+    )
+    field = models.CharField(_("Einstellung"), max_length=32, choices=Field.choices)
+    old_value = models.FloatField(_("vorher"))
+    new_value = models.FloatField(_("nachher"))
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+", verbose_name=_("geändert von"),
+    )
+    changed_at = models.DateTimeField(_("geändert am"), auto_now_add=True, db_index=True)
+    note = models.CharField(_("Anlass"), max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-pk"]
+        verbose_name = _("Änderung einer Einstellung")
+        verbose_name_plural = _("Änderungen der Einstellungen")
+
+    def __str__(self) -> str:
+        return f"{self.use_case} {self.field}: {self.old_value:g} → {self.new_value:g}"
+
+
 class Service(models.Model):
     """A RAG service that sends answers. Its key is shown once; only a hash is stored."""
 
     name = models.CharField(_("Name"), max_length=200, unique=True)
     key_prefix = models.CharField(_("Schlüssel-Präfix"), max_length=16, unique=True)
-    key_hash = models.CharField(max_length=64)
+    key_hash = models.CharField(_("Schlüssel-Hash"), max_length=64)
     # The key before the last rotation, valid until previous_key_expires_at (a grace period in
     # which the services move to the new key); empty when there is none.
-    previous_key_prefix = models.CharField(max_length=16, blank=True, default="", db_index=True)
-    previous_key_hash = models.CharField(max_length=64, blank=True, default="")
+    previous_key_prefix = models.CharField(
+        _("Präfix des alten Schlüssels"), max_length=16, blank=True, default="", db_index=True
+    )
+    previous_key_hash = models.CharField(
+        _("Hash des alten Schlüssels"), max_length=64, blank=True, default=""
+    )
     previous_key_expires_at = models.DateTimeField(
         _("alter Schlüssel gültig bis"), null=True, blank=True
     )
@@ -191,48 +229,60 @@ class Answer(models.Model):
         RANDOM = "random", _("Zufallsstichprobe")
         NOT_SAMPLED = "not_sampled", _("nicht gezogen")
 
-    use_case = models.ForeignKey(UseCase, on_delete=models.PROTECT, related_name="answers")
-    service = models.ForeignKey(Service, on_delete=models.PROTECT, related_name="answers")
-    external_id = models.CharField(max_length=200)
-    content_hash = models.CharField(max_length=64)
+    use_case = models.ForeignKey(
+        UseCase, on_delete=models.PROTECT, related_name="answers",
+        verbose_name=_("Anwendungsfall"),
+    )
+    service = models.ForeignKey(
+        Service, on_delete=models.PROTECT, related_name="answers", verbose_name=_("Dienst")
+    )
+    external_id = models.CharField(_("externe ID"), max_length=200)
+    content_hash = models.CharField(_("Inhalts-Hash"), max_length=64)
     question = models.TextField(_("Frage"))
     text = models.TextField(_("Antwort"))
     model = models.CharField(_("Generator-Modell"), max_length=200)
-    messages = models.JSONField(null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    messages = models.JSONField(_("Nachrichten"), null=True, blank=True)
+    metadata = models.JSONField(_("Metadaten"), default=dict, blank=True)
     created_at = models.DateTimeField(_("Zeitpunkt"), default=timezone.now)
     received_at = models.DateTimeField(_("empfangen"), auto_now_add=True)
 
     # Tier 1: log-probabilities.
-    logprobs_status = models.CharField(max_length=12, choices=LogprobsStatus.choices)
-    token_data = CompactTokensField(null=True, blank=True)
-    logprob_threshold = models.FloatField()
+    logprobs_status = models.CharField(
+        _("Log-Wahrscheinlichkeiten"), max_length=12, choices=LogprobsStatus.choices
+    )
+    token_data = CompactTokensField(_("Token-Daten"), null=True, blank=True)
+    logprob_threshold = models.FloatField(_("Wahrscheinlichkeits-Schwelle"))
     flagged = models.BooleanField(_("markiert"), default=False)
-    uncertain_tokens = models.JSONField(default=list, blank=True)
+    uncertain_tokens = models.JSONField(_("unsichere Token"), default=list, blank=True)
 
     # Sampling for tier 2. in_random_sample is the hash draw, independent of the flag, so the
     # flagged answers that the random draw also hit can be compared with unflagged ones.
-    in_random_sample = models.BooleanField(default=False)
+    in_random_sample = models.BooleanField(_("in der Zufallsstichprobe"), default=False)
     sampled = models.BooleanField(_("in der Stichprobe"), default=False)
-    sample_reason = models.CharField(max_length=12, choices=SampleReason.choices)
-    inclusion_probability = models.FloatField()
-    status = models.CharField(max_length=12, choices=Status.choices)
+    sample_reason = models.CharField(
+        _("Grund der Stichprobe"), max_length=12, choices=SampleReason.choices
+    )
+    inclusion_probability = models.FloatField(_("Auswahlwahrscheinlichkeit"))
+    status = models.CharField(_("Status"), max_length=12, choices=Status.choices)
 
     # Tier 2: the current judge run and its result, copied here for lists and dashboards.
     current_run = models.ForeignKey(
-        "JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        verbose_name=_("aktueller Prüflauf"),
     )
     score = models.FloatField(_("Treue"), null=True, blank=True)
-    abstention = models.BooleanField(default=False)
+    abstention = models.BooleanField(_("Enthaltung"), default=False)
 
     # Retrieval figures the dashboards group by, kept here so they need no join over chunks.
-    chunk_count = models.PositiveIntegerField(default=0)
-    best_chunk_score = models.FloatField(null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(_("Zahl der Abschnitte"), default=0)
+    best_chunk_score = models.FloatField(_("beste Ähnlichkeit"), null=True, blank=True)
     # Dashboard figures computed at ingest: the lowest probability of a content-bearing token
     # (the answer is flagged at threshold t iff it is below t), so the threshold tuner needs no
     # token data; and whether the question asks several things at once (a cause of invention).
-    min_content_probability = models.FloatField(null=True, blank=True)
-    multi_part = models.BooleanField(null=True, blank=True)
+    min_content_probability = models.FloatField(
+        _("niedrigste Wahrscheinlichkeit inhaltstragender Token"), null=True, blank=True
+    )
+    multi_part = models.BooleanField(_("mehrteilige Frage"), null=True, blank=True)
     # Set when retention removed the content (monitoring/services/retention.py); the figures stay.
     anonymised_at = models.DateTimeField(_("anonymisiert"), null=True, blank=True)
 
@@ -296,15 +346,19 @@ class Answer(models.Model):
 class Chunk(models.Model):
     """A retrieved chunk, in the rank order the RAG service used."""
 
-    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="chunks")
-    rank = models.PositiveIntegerField()
-    text = models.TextField()
-    score = models.FloatField(null=True, blank=True)
-    source_chunk_id = models.CharField(max_length=200, blank=True)
-    source = models.CharField(max_length=500, blank=True)
+    answer = models.ForeignKey(
+        Answer, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("Antwort")
+    )
+    rank = models.PositiveIntegerField(_("Rang"))
+    text = models.TextField(_("Text"))
+    score = models.FloatField(_("Ähnlichkeit"), null=True, blank=True)
+    source_chunk_id = models.CharField(_("Abschnitts-ID"), max_length=200, blank=True)
+    source = models.CharField(_("Quelle"), max_length=500, blank=True)
 
     class Meta:
         ordering = ["answer", "rank"]
+        verbose_name = _("Abschnitt")
+        verbose_name_plural = _("Abschnitte")
         constraints = [
             models.UniqueConstraint(fields=["answer", "rank"], name="chunk_unique_rank"),
         ]
@@ -332,31 +386,41 @@ class JudgeRun(LeasedJob):
         SAMPLE = "sample", _("Stichprobe")
         RESCORE = "rescore", _("Neubewertung")
 
-    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="judge_runs")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SAMPLE)
+    answer = models.ForeignKey(
+        Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort")
+    )
+    status = models.CharField(
+        _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
+    trigger = models.CharField(
+        _("Anlass"), max_length=10, choices=Trigger.choices, default=Trigger.SAMPLE
+    )
     judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
     prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", verbose_name=_("angefordert von"),
     )
     # The lease fields (created_at, finished_at, lease_token, lease_expires_at, attempts,
     # not_before, error) are jobs.models.LeasedJob's; started_at is set at every claim.
-    started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(_("gestartet"), null=True, blank=True)
 
-    calls = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
-    decomposition_raw = models.TextField(blank=True)
+    calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
+    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    cost = models.DecimalField(
+        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    decomposition_raw = models.TextField(_("Zerlegung (Rohantwort)"), blank=True)
     # Every call of the run, retries included: purpose, claim position, attempt, raw reply,
     # model, tokens, latency. What a verdict was read from must stay inspectable.
-    call_log = models.JSONField(default=list, blank=True)
-    score = models.FloatField(null=True, blank=True)
-    abstention = models.BooleanField(default=False)
-    unparseable = models.PositiveIntegerField(default=0)
+    call_log = models.JSONField(_("Protokoll der Aufrufe"), default=list, blank=True)
+    score = models.FloatField(_("Treue"), null=True, blank=True)
+    abstention = models.BooleanField(_("Enthaltung"), default=False)
+    unparseable = models.PositiveIntegerField(_("unlesbare Urteile"), default=0)
     retryable = models.BooleanField(
-        default=False, help_text="the last error was transient (timeout, 429, 5xx)"
+        _("wiederholbar"), default=False,
+        help_text=_("der letzte Fehler war vorübergehend (Zeitüberschreitung, 429, 5xx)"),
     )
     # Not stored: what the answer page's selector (monitoring.judging.selectors.answer_judging)
     # adds to each run it shows.
@@ -380,7 +444,8 @@ class JudgeRun(LeasedJob):
         ]
 
     def __str__(self) -> str:
-        return f"run {self.pk} of answer {self.answer_id}"
+        return gettext("Prüflauf %(run)s der Antwort %(answer)s") % {
+            "run": self.pk, "answer": self.answer_id}
 
     @property
     def reason_display(self) -> str:
@@ -403,21 +468,25 @@ class Claim(models.Model):
         UNGEDECKT = "UNGEDECKT", "UNGEDECKT"
         UNPARSEABLE = "UNPARSEABLE", _("unlesbar")
 
-    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="claims")
-    position = models.PositiveIntegerField()
-    text = models.TextField()
-    label = models.CharField(max_length=12, choices=Label.choices)
-    raw_reply = models.TextField(blank=True)
-    judge_model = models.CharField(max_length=200)
-    prompt_version = models.CharField(max_length=50)
-    attempts = models.PositiveSmallIntegerField(default=1)
-    cached = models.BooleanField(default=False)
-    latency_ms = models.PositiveIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
+    run = models.ForeignKey(
+        JudgeRun, on_delete=models.CASCADE, related_name="claims", verbose_name=_("Prüflauf")
+    )
+    position = models.PositiveIntegerField(_("Position"))
+    text = models.TextField(_("Text"))
+    label = models.CharField(_("Urteil"), max_length=12, choices=Label.choices)
+    raw_reply = models.TextField(_("Antwort des Prüfers"), blank=True)
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200)
+    prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
+    attempts = models.PositiveSmallIntegerField(_("Versuche"), default=1)
+    cached = models.BooleanField(_("Urteil wiederverwendet"), default=False)
+    latency_ms = models.PositiveIntegerField(_("Dauer (ms)"), default=0)
+    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
 
     class Meta:
         ordering = ["run", "position"]
+        verbose_name = _("Aussage")
+        verbose_name_plural = _("Aussagen")
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="claim_unique_position"),
         ]

@@ -19,6 +19,7 @@ urlpatterns = [
         name="judge_run_retry",
     ),
     path("use-cases/<slug:slug>/", dashboard.use_case, name="use_case"),
+    path("use-cases/<slug:slug>/settings/", dashboard.use_case_tune, name="use_case_tune"),
     path("use-cases/<slug:slug>/judge/", views.use_case_judge, name="use_case_judge"),
     path(
         "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,

@@ -18,13 +18,16 @@ from monitoring.models import Answer, Claim, JudgeRun, UseCase
 
 
 class ReviewBatch(models.Model):
-    use_case = models.ForeignKey(UseCase, on_delete=models.CASCADE, related_name="review_batches")
+    use_case = models.ForeignKey(
+        UseCase, on_delete=models.CASCADE, related_name="review_batches",
+        verbose_name=_("Anwendungsfall"),
+    )
     week = models.CharField(_("Woche"), max_length=8)  # ISO week of the review, "2026-W49"
     source_week = models.CharField(_("Antworten aus Woche"), max_length=8)
     target_size = models.PositiveSmallIntegerField(_("Sollgröße"))
     # How many judged answers the source week had; fewer than target_size: all were taken.
-    available = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
+    available = models.PositiveIntegerField(_("verfügbare Antworten"), default=0)
+    created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
     due_at = models.DateTimeField(_("fällig am"))
     finished_at = models.DateTimeField(_("abgeschlossen"), null=True, blank=True)
     # Expert scores brought in by `import_expert_labels` (an annotation tool, an earlier round)
@@ -61,29 +64,40 @@ class ReviewItem(models.Model):
         RANDOM = "random", _("Zufallsstichprobe")
         FLAGGED = "flagged", _("markiert")
 
-    batch = models.ForeignKey(ReviewBatch, on_delete=models.CASCADE, related_name="items")
-    answer = models.ForeignKey(Answer, on_delete=models.PROTECT, related_name="review_items")
+    batch = models.ForeignKey(
+        ReviewBatch, on_delete=models.CASCADE, related_name="items",
+        verbose_name=_("Wochenprüfung"),
+    )
+    answer = models.ForeignKey(
+        Answer, on_delete=models.PROTECT, related_name="review_items", verbose_name=_("Antwort")
+    )
     # The judge run whose claims the expert labels and whose score the manual one is set against.
-    judge_run = models.ForeignKey(JudgeRun, on_delete=models.PROTECT, related_name="+")
-    position = models.PositiveSmallIntegerField()
-    stratum = models.CharField(max_length=10, choices=Stratum.choices)
-    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
+    judge_run = models.ForeignKey(
+        JudgeRun, on_delete=models.PROTECT, related_name="+", verbose_name=_("Prüflauf")
+    )
+    position = models.PositiveSmallIntegerField(_("Position"))
+    stratum = models.CharField(_("Schicht"), max_length=10, choices=Stratum.choices)
+    status = models.CharField(
+        _("Status"), max_length=12, choices=Status.choices, default=Status.OPEN
+    )
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="review_items",
+        related_name="review_items", verbose_name=_("Fachexperte/Fachexpertin"),
     )
     decomposition_wrong = models.BooleanField(_("Zerlegung falsch"), default=False)
     # Which ways the decomposition is wrong: missing, merged, invented, not_self_contained.
-    decomposition_problems = models.JSONField(default=list, blank=True)
+    decomposition_problems = models.JSONField(_("Zerlegungsfehler"), default=list, blank=True)
     comment = models.TextField(_("Kommentar"), blank=True)
-    manual_score = models.FloatField(null=True, blank=True)
-    manual_abstention = models.BooleanField(default=False)
-    version = models.PositiveIntegerField(default=0)  # number of submissions
-    updated_at = models.DateTimeField(auto_now=True)
-    submitted_at = models.DateTimeField(null=True, blank=True)
+    manual_score = models.FloatField(_("Treue (manuell)"), null=True, blank=True)
+    manual_abstention = models.BooleanField(_("Enthaltung (manuell)"), default=False)
+    version = models.PositiveIntegerField(_("Fassung"), default=0)  # number of submissions
+    updated_at = models.DateTimeField(_("geändert am"), auto_now=True)
+    submitted_at = models.DateTimeField(_("abgegeben am"), null=True, blank=True)
 
     class Meta:
         ordering = ["batch", "position"]
+        verbose_name = _("Antwort der Wochenprüfung")
+        verbose_name_plural = _("Antworten der Wochenprüfung")
         constraints = [
             models.UniqueConstraint(fields=["batch", "answer"], name="review_item_unique_answer"),
             models.UniqueConstraint(fields=["batch", "position"], name="review_item_position"),
@@ -131,25 +145,31 @@ class ReviewVerdict(models.Model):
 class ReviewSubmission(models.Model):
     """One submitted version of an item, never changed afterwards: the audit trail."""
 
-    item = models.ForeignKey(ReviewItem, on_delete=models.CASCADE, related_name="submissions")
-    version = models.PositiveIntegerField()
-    reviewer = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    item = models.ForeignKey(
+        ReviewItem, on_delete=models.CASCADE, related_name="submissions",
+        verbose_name=_("Antwort der Wochenprüfung"),
     )
-    submitted_at = models.DateTimeField()
-    manual_score = models.FloatField()
-    manual_abstention = models.BooleanField(default=False)
-    automatic_score = models.FloatField(null=True)
+    version = models.PositiveIntegerField(_("Fassung"))
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+",
+        verbose_name=_("Fachexperte/Fachexpertin"),
+    )
+    submitted_at = models.DateTimeField(_("abgegeben am"))
+    manual_score = models.FloatField(_("Treue (manuell)"))
+    manual_abstention = models.BooleanField(_("Enthaltung (manuell)"), default=False)
+    automatic_score = models.FloatField(_("Treue (Prüfmodell)"), null=True)
     # [{position, claim_id, text, label, added}] as submitted.
-    verdicts = models.JSONField()
-    decomposition_wrong = models.BooleanField(default=False)
-    decomposition_problems = models.JSONField(default=list)
-    comment = models.TextField(blank=True)
+    verdicts = models.JSONField(_("Urteile"))
+    decomposition_wrong = models.BooleanField(_("Zerlegung falsch"), default=False)
+    decomposition_problems = models.JSONField(_("Zerlegungsfehler"), default=list)
+    comment = models.TextField(_("Kommentar"), blank=True)
     # Brought in by import_expert_labels rather than given on the review page; counts the same.
-    imported = models.BooleanField(default=False)
+    imported = models.BooleanField(_("importiert"), default=False)
 
     class Meta:
         ordering = ["item", "version"]
+        verbose_name = _("abgegebene Fassung")
+        verbose_name_plural = _("abgegebene Fassungen")
         constraints = [
             models.UniqueConstraint(fields=["item", "version"], name="review_submission_version"),
         ]

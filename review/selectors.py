@@ -1,5 +1,6 @@
-"""Reads of the weekly review: an expert's queue, one item, the calibration figures, which
-answers an expert reviews blind, and the experts' latest reviews for the dashboard.
+"""Reads of the weekly review: an expert's queue, one item, the calibration figures, the
+experts' submitted reviews as the calibration page lists them, which answers an expert reviews
+blind, and the experts' latest reviews for the dashboard.
 
 The blind rule is `blind_answer_ids` here; the monitoring pages ask it through
 `monitoring.selectors.answers.blind_answer_ids`, which calls what review registered
@@ -13,7 +14,8 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Count, Q, QuerySet
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from alarms.models import Alarm
@@ -145,12 +147,9 @@ def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
         for v in verdicts
     ]
     manual, automatic = item.manual_score, item.judge_run.score
-    threshold = item.batch.use_case.action_threshold
-    if manual is not None and automatic is not None:
-        difference: float | None = manual - automatic
-        sides_differ = (manual < threshold) != (automatic < threshold)
-    else:
-        difference, sides_differ = None, False
+    difference, sides_differ = _difference(
+        manual, automatic, threshold=item.batch.use_case.action_threshold
+    )
     return Comparison(
         claims=claims,
         manual_score=manual,
@@ -159,6 +158,132 @@ def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
         difference=difference,
         sides_differ=sides_differ,
     )
+
+
+def _difference(
+    manual: float | None, automatic: float | None, *, threshold: float
+) -> tuple[float | None, bool]:
+    """Expert − judge, and whether the two scores lie on different sides of the threshold."""
+    if manual is None or automatic is None:
+        return None, False
+    return manual - automatic, (manual < threshold) != (automatic < threshold)
+
+
+# -- the experts' submitted reviews, as the calibration page lists them ---------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmittedReview:
+    """The latest submitted version of a review item, set beside the judge's verdicts: what
+    the expert labelled, scored and wrote, as it was submitted (a later edit that is not yet
+    submitted is not in it)."""
+
+    item_id: int
+    answer_id: int
+    week: str  # the review week (its batch's); the answer is of the week before
+    imported: bool  # brought in by import_expert_labels, not given on the review page
+    reviewer: str | None  # None: the account was deleted since
+    submitted_at: datetime
+    version: int
+    revising: bool  # reopened after this version: an expert is editing it again
+    manual_score: float
+    manual_abstention: bool
+    judge_score: float | None  # the judge run's score when the expert submitted
+    judge_model: str
+    difference: float | None  # expert − judge
+    sides_differ: bool  # on different sides of the use case's action threshold
+    claims: list[ComparedClaim]
+    decomposition_wrong: bool
+    decomposition_problems: list[str]
+    comment: str
+
+    @property
+    def disagreements(self) -> int:
+        """Claims of the judge that the expert labelled differently."""
+        return sum(1 for c in self.claims if c.judge is not None and not c.agrees)
+
+    @property
+    def judged_claims(self) -> int:
+        return sum(1 for c in self.claims if c.judge is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmittedReviewPage:
+    page: Page  # the paginator's page: its number and neighbours
+    reviews: list[SubmittedReview]
+
+
+def _latest_submissions_for(*, use_case: UseCase, user: User) -> QuerySet[ReviewSubmission]:
+    """Each reviewed item's latest submission (a submission's version is the item's count of
+    submissions, so the latest has the item's), newest first. An answer this user reviews
+    blind is left out, whichever batch its review came from: the blind rule holds here as on
+    every other page."""
+    return (
+        ReviewSubmission.objects.filter(
+            item__batch__use_case=use_case, version=F("item__version")
+        )
+        .exclude(item__answer_id__in=blind_answer_ids(user=user))
+        .select_related("item__batch", "item__judge_run", "reviewer")
+        .order_by("-submitted_at", "-pk")
+    )
+
+
+def _submitted_reviews(
+    subs: Sequence[ReviewSubmission], *, threshold: float
+) -> list[SubmittedReview]:
+    # Claims the expert added have no judge label; the judge's own are looked up in one go.
+    claim_ids = [v["claim_id"] for s in subs for v in s.verdicts if v.get("claim_id")]
+    judge = dict(Claim.objects.filter(pk__in=claim_ids).values_list("pk", "label"))
+    out = []
+    for sub in subs:
+        item = sub.item
+        claims = [
+            ComparedClaim(
+                v["position"], v["text"], bool(v.get("added")), v["label"],
+                None if v.get("added") else judge.get(v.get("claim_id")),
+            )
+            for v in sub.verdicts
+        ]
+        difference, sides_differ = _difference(
+            sub.manual_score, sub.automatic_score, threshold=threshold
+        )
+        out.append(SubmittedReview(
+            item_id=item.pk, answer_id=item.answer_id, week=item.batch.week,
+            imported=sub.imported or item.batch.imported,
+            reviewer=sub.reviewer.get_username() if sub.reviewer else None,
+            submitted_at=sub.submitted_at, version=sub.version,
+            revising=item.status != ReviewItem.Status.SUBMITTED,
+            manual_score=sub.manual_score, manual_abstention=sub.manual_abstention,
+            judge_score=sub.automatic_score, judge_model=item.judge_run.judge_model,
+            difference=difference, sides_differ=sides_differ, claims=claims,
+            decomposition_wrong=sub.decomposition_wrong,
+            decomposition_problems=list(sub.decomposition_problems),
+            comment=sub.comment,
+        ))
+    return out
+
+
+def submitted_reviews_page(
+    *, use_case: UseCase, user: User, page: str | int | None, per_page: int
+) -> SubmittedReviewPage:
+    """One page of the use case's submitted reviews, newest first, as `user` may see them
+    (the caller has checked the use case with `calibration_use_cases`)."""
+    found = Paginator(_latest_submissions_for(use_case=use_case, user=user),
+                      per_page).get_page(page)
+    return SubmittedReviewPage(
+        page=found,
+        reviews=_submitted_reviews(list(found.object_list),
+                                   threshold=use_case.action_threshold),
+    )
+
+
+def submitted_review_get(*, use_case: UseCase, user: User, item_id: int) -> SubmittedReview | None:
+    """The latest submitted review of one item of the use case; None when it was never
+    submitted, belongs to another use case, or its answer is one `user` reviews blind."""
+    sub = _latest_submissions_for(use_case=use_case, user=user).filter(item_id=item_id).first()
+    if sub is None:
+        return None
+    return _submitted_reviews([sub], threshold=use_case.action_threshold)[0]
 
 
 def may_view_calibration(*, user: User, use_case: UseCase) -> bool:

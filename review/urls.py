@@ -10,4 +10,8 @@ urlpatterns = [
     path("items/<int:pk>/submit/", views.item_submit, name="item_submit"),
     path("items/<int:pk>/reopen/", views.item_reopen, name="item_reopen"),
     path("calibration/<slug:slug>/", views.calibration, name="calibration"),
+    path("calibration/<slug:slug>/reviews/", views.calibration_reviews,
+         name="calibration_reviews"),
+    path("calibration/<slug:slug>/reviews/<int:pk>/", views.calibration_review,
+         name="calibration_review"),
 ]

@@ -1,7 +1,10 @@
-"""Pages of the weekly review: the expert's queue, one answer to review, the calibration page.
+"""Pages of the weekly review: the expert's queue, one answer to review, the calibration page
+and the experts' submitted reviews behind it.
 
 Blindness: until an item is submitted, nothing the item page or its save endpoint returns
-carries the judge's verdicts or score — they are not even put into the template context.
+carries the judge's verdicts or score — they are not even put into the template context. The
+submitted reviews leave out every answer the viewer still reviews blind
+(`selectors.blind_answer_ids`).
 """
 
 from django.contrib import messages
@@ -22,6 +25,8 @@ from review.models import ReviewItem
 from treue_site.http import AuthenticatedRequest
 
 TOO_FEW_FOR_SCATTER = 3
+REVIEWS_ON_CALIBRATION = 10  # the newest submitted reviews; the rest on their own pages
+REVIEWS_PER_PAGE = 25
 
 
 def _item_or_404(request: AuthenticatedRequest, pk: int) -> ReviewItem:
@@ -252,4 +257,36 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         )[:20],
         "batches": use_case.review_batches.order_by("-week")[:8],
         "bias_tolerance": services.bias_tolerance(),
+        "reviews": selectors.submitted_reviews_page(
+            use_case=use_case, user=request.user, page=1, per_page=REVIEWS_ON_CALIBRATION
+        ),
+    })
+
+
+@login_required
+@require_GET
+def calibration_reviews(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """The use case's submitted reviews, newest first, a page at a time."""
+    use_case = _calibration_use_case(request, slug)
+    reviews = selectors.submitted_reviews_page(
+        use_case=use_case, user=request.user, page=request.GET.get("page"),
+        per_page=REVIEWS_PER_PAGE,
+    )
+    return render(request, "review/calibration_reviews.html", {
+        "use_case": use_case, "reviews": reviews,
+    })
+
+
+@login_required
+@require_GET
+def calibration_review(request: AuthenticatedRequest, slug: str, pk: int) -> HttpResponse:
+    """What an expert submitted for one answer, beside the judge's verdicts."""
+    use_case = _calibration_use_case(request, slug)
+    review = selectors.submitted_review_get(use_case=use_case, user=request.user, item_id=pk)
+    if review is None:
+        raise Http404
+    return render(request, "review/calibration_review.html", {
+        "use_case": use_case, "review": review,
+        "problems": [name for key, name in services.problem_choices()
+                     if key in review.decomposition_problems],
     })

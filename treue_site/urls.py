@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
@@ -14,6 +15,10 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
+    # Whatever reads no page's <link rel="icon"> asks for /favicon.ico (a browser showing a JSON
+    # or text response, bookmarks, crawlers): the site's SVG icon rather than a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True),
+         name="favicon"),
     # Alarms had their admin list under monitoring before they got their own app.
     re_path(
         r"^admin/monitoring/alarm/(?P<rest>.*)$",

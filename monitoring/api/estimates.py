@@ -15,7 +15,7 @@ from monitoring import selectors
 from monitoring.api.auth import CallerRequest, PersonSession, ServiceKey
 from monitoring.api.errors import errors
 from monitoring.domain.statistics import Estimate
-from monitoring.models import Service, UseCase
+from monitoring.models import Service, SettingChange, UseCase
 from monitoring.schemas import ErrorOut
 from monitoring.selectors import dashboard
 from monitoring.selectors import metrics as metric_selectors
@@ -70,6 +70,14 @@ class JudgeOut(BaseModel):
     prompt_version: str
 
 
+class SettingChangeOut(BaseModel):
+    setting: str = Field(description="logprob_threshold, sample_rate or action_threshold")
+    old: float
+    new: float
+    at: str = Field(description="when, ISO 8601")
+    by: str | None = Field(description="who (user name); null when the account is gone")
+
+
 class WeekOut(BaseModel):
     week: str = Field(description="ISO week, YYYY-Www")
     start: str = Field(description="Monday 00:00 in the site's time zone, ISO 8601")
@@ -101,6 +109,10 @@ class WeekOut(BaseModel):
     judges: list[JudgeOut] = Field(description="judge model and prompt version of the week")
     judge_changed: bool = Field(
         description="a judge model or prompt version the weeks before (in this answer) had not"
+    )
+    setting_changes: list[SettingChangeOut] = Field(
+        description="changes of the flag threshold, sample rate or action threshold made in "
+        "the week, oldest first: the weeks before and after rest on other settings"
     )
     light: str = Field(
         description="red (interval below the action threshold), amber or green (interval "
@@ -181,7 +193,8 @@ def _estimate_out(estimate: Estimate | None) -> dict[str, Any] | None:
 
 
 def _week_out(
-    figures: dashboard.WeekFigures, currencies: dict[str, str]
+    figures: dashboard.WeekFigures, currencies: dict[str, str],
+    changes: dict[str, list[SettingChange]],
 ) -> dict[str, Any]:
     unpriced = figures.unpriced_runs
     return {
@@ -206,6 +219,12 @@ def _week_out(
         "unpriced_runs": unpriced,
         "judges": [{"model": m, "prompt_version": v} for m, v in figures.judges],
         "judge_changed": figures.judge_changed,
+        "setting_changes": [
+            {"setting": c.field, "old": c.old_value, "new": c.new_value,
+             "at": c.changed_at.isoformat(),
+             "by": c.changed_by.get_username() if c.changed_by else None}
+            for c in changes.get(figures.label, [])
+        ],
         "light": figures.light,
         "pooled": _estimate_out(figures.pooled),
         "pooled_weeks": figures.pooled_weeks,
@@ -275,10 +294,11 @@ def get_estimates(
     currencies = metric_selectors.judge_currencies(
         models={model for f in figures for model, _ in f.judges}
     )
+    changes = dashboard.setting_changes_by_week(use_case=use_case, weeks=[f.week for f in figures])
     return {
         "use_case": use_case.slug,
         "name": use_case.name,
         "action_threshold": use_case.action_threshold,
         "leaves_unreviewed": use_case.leaves_unreviewed,
-        "weeks": [_week_out(f, currencies) for f in figures],
+        "weeks": [_week_out(f, currencies, changes) for f in figures],
     }

@@ -76,6 +76,8 @@ RECTIFIER_SPREAD = 0.35
 # shows the judge's number as the headline (the expert-scale one is still computed).
 MIN_REVIEWS = 20
 POOLED_WEEKS = 4
+# How far the covariance of the judge part and the correction may cancel their variances.
+MAX_CORRELATION = 0.9
 # p̃ kept this far inside (0, 1): a correction can push the shrunk judge value past an edge.
 _EDGE = 0.001
 
@@ -230,8 +232,11 @@ def expert_scale(
     # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
     # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
     shrunk = min(1 - _EDGE, max(_EDGE, fit.ratio + fix.value))
-    low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
-    low, high = min(low, value), max(high, value)
+    if variance > 0:
+        low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
+        low, high = min(low, value), max(high, value)
+    else:  # every answer judged and reviewed: the experts' mean is known, not estimated
+        low = high = value
     return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
                        fix.n < MIN_REVIEWS)
 
@@ -262,8 +267,9 @@ def _covariance(
     error (a score too high is a difference too low) makes the covariance negative. Per stratum,
     reviews being a random subset of its n_h judged answers (of N_h):
     W_h²·(1 − n_h/N_h)/n_h · S_jd,h, with S_jd,h the reviews' covariance of judge score and
-    difference. Bounded by Cauchy-Schwarz, |Cov| ≤ √(V(Ĵ)·V(Δ̂)), so V(θ̂) never goes below
-    (√V(Ĵ) − √V(Δ̂))²."""
+    difference. Bounded as a correlation of at most 0.9 (Cauchy-Schwarz allows 1):
+    |Cov| ≤ 0.9·√(V(Ĵ)·V(Δ̂)), so that V(θ̂) ≥ 0.1·(V(Ĵ) + V(Δ̂)) stays above zero even where
+    two equal parts would cancel exactly."""
     population = sum(s.size for week in weeks for s in week)
     out = 0.0
     for h, own in enumerate(reviews):
@@ -273,7 +279,7 @@ def _covariance(
             continue
         w = size / population
         out += w * w * max(0.0, 1 - judged / size) / judged * own.cross / (own.n - 1)
-    bound = math.sqrt(fit.variance * (fix.variance or 0.0))
+    bound = MAX_CORRELATION * math.sqrt(fit.variance * (fix.variance or 0.0))
     return max(-bound, min(bound, out))
 
 

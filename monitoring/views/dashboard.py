@@ -10,7 +10,9 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import floatformat
@@ -19,14 +21,17 @@ from django.utils import formats, translation
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import selectors
 from monitoring.domain import charts, statistics
 from monitoring.domain.causes import Bucket
 from monitoring.domain.statistics import Estimate
+from monitoring.forms import TuningForm
+from monitoring.models import SettingChange, UseCase
 from monitoring.selectors import dashboard as figures
 from monitoring.selectors.dashboard import WeekFigures
+from monitoring.services import tuning
 from monitoring.views import answer_list
 from treue_site.http import AuthenticatedRequest
 
@@ -90,17 +95,40 @@ def _trend_labels() -> dict[str, str]:
     }
 
 
-def _judge_changes(weeks: list[WeekFigures]) -> list[tuple[str, str]]:
-    return [
-        (w.label, _("Prüfer: %(judges)s") % {
+def _judge_changes(
+    weeks: list[WeekFigures], settings_changed: dict[str, list[SettingChange]] | None = None,
+) -> list[tuple[str, str]]:
+    """The weeks the chart marks: a judge model or prompt version changed, a setting changed."""
+    settings_changed = settings_changed or {}
+    out = []
+    for w in weeks:
+        texts = [_("Prüfer: %(judges)s") % {
             "judges": ", ".join(f"{model} {version}" for model, version in w.judges)
-        })
-        for w in weeks if w.judge_changed
-    ]
+        }] if w.judge_changed else []
+        texts += [setting_change_text(c) for c in settings_changed.get(w.label, [])]
+        if texts:
+            out.append((w.label, "; ".join(texts)))
+    return out
+
+
+def setting_change_text(change: SettingChange) -> str:
+    """ "Stichprobenrate 3 % → 5 %", in the page's number format."""
+    old, new = (setting_value(change.field, v) for v in (change.old_value, change.new_value))
+    return f"{change.get_field_display()} {old} → {new}"
+
+
+def setting_value(field: str, value: float) -> str:
+    """A setting as the pages write it: the sample rate in percent, thresholds as they are."""
+    def short(v: float) -> str:  # 25 not 25,0; 0,45 not 0,4500
+        return f"{v:g}".replace(".", formats.get_format("DECIMAL_SEPARATOR"))
+    if field == SettingChange.Field.SAMPLE_RATE:
+        return f"{short(round(value * 100, 2))} %"
+    return short(round(value, 4))
 
 
 def trend_chart(
-    weeks: list[WeekFigures], threshold: float, *, compact: bool = False
+    weeks: list[WeekFigures], threshold: float, *, compact: bool = False,
+    settings_changed: dict[str, list[SettingChange]] | None = None,
 ) -> dict[str, Any]:
     overlays = []
     if any(w.pooled_weeks > 1 for w in weeks):
@@ -118,7 +146,7 @@ def trend_chart(
         [_trend_point(w) for w in weeks],
         threshold=threshold,
         labels=_trend_labels(),
-        changes=_judge_changes(weeks),
+        changes=_judge_changes(weeks, settings_changed),
         separators=_separators(),
         compact=compact,
         overlays=overlays,
@@ -448,12 +476,44 @@ def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
                 "choices": ", ".join(map(str, figures.POOLED_CHOICES))},
             content_type="text/plain; charset=utf-8",
         )
+    return _use_case_page(request, use_case, pooled_weeks)
+
+
+def _use_case_page(
+    request: AuthenticatedRequest, use_case: UseCase, pooled_weeks: int,
+    tuning_form: TuningForm | None = None, status: int = 200,
+) -> HttpResponse:
     page = figures.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks)
     threshold = use_case.action_threshold
     diagnosis = page.diagnosis
     causes = diagnosis.causes
     weeks = page.weeks
+    settings_changed = figures.setting_changes_by_week(
+        use_case=use_case, weeks=[w.week for w in weeks])
+    # The tuner reads the last weeks of the diagnosis: a change within them is said beside it.
+    tuner_weeks = {w.week.label for w in weeks[-diagnosis.weeks:]}
+    may_tune = figures.user_may_tune(user=request.user, use_case=use_case)
+    if tuning_form is None and may_tune:
+        tuning_form = TuningForm(initial={
+            "logprob_threshold": use_case.logprob_threshold,
+            "sample_percent": round(use_case.sample_rate * 100, 4),
+            "action_threshold": use_case.action_threshold,
+        })
     return render(request, "monitoring/use_case.html", {
+        "may_tune": may_tune,
+        "current_settings": [
+            (name, label, setting_value(name, getattr(use_case, name)))
+            for name, label in SettingChange.Field.choices
+        ],
+        "tuning_form": tuning_form,
+        "setting_changes": [
+            (c, setting_change_text(c)) for c in figures.setting_changes(use_case=use_case,
+                                                                         limit=10)],
+        "tuner_changes": [
+            (label, setting_change_text(c))
+            for label, changes in sorted(settings_changed.items()) if label in tuner_weeks
+            for c in changes
+        ],
         "use_case": use_case,
         "page": page,
         "weeks": weeks,
@@ -468,7 +528,7 @@ def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
         "diagnosis": diagnosis,
         "causes": causes,
-        "trend_figure": trend_chart(weeks, threshold),
+        "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed),
         "shares_figure": shares_chart(weeks),
         "similarity_figure": similarity_chart(causes.similarity, threshold),
         "similarity_rows": [(similarity_label(b), b) for b in causes.similarity],
@@ -482,7 +542,42 @@ def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "calibration_url": _calibration_url(use_case.slug),
         "default_similarity": figures.DEFAULT_SIMILARITY_THRESHOLD,
         "causes_weeks": figures.CAUSES_WEEKS,
-        "table": [_table_row(w, _Numbers()) for w in reversed(weeks) if w.volume],
+        "table": [
+            {**_table_row(w, _Numbers()), "settings_changed": [
+                setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
+            for w in reversed(weeks) if w.volume
+        ],
         "total_calls": sum(w.calls for w in weeks),
         "total_cost": sum((w.cost for w in weeks), start=Decimal(0)),
-    })
+    }, status=status)
+
+
+@login_required
+@require_POST
+def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """A team lead changes the thresholds or the sample rate (the settings form, or a tuner
+    row's "use this threshold"); each change is recorded. A bad value re-renders the page with
+    the form's errors (400); someone who may see but not tune the use case gets 403."""
+    use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    if not figures.user_may_tune(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    form = TuningForm(request.POST)
+    if form.is_valid():
+        try:
+            changes = tuning.use_case_tune(
+                use_case=use_case, user=request.user, values=form.values(),
+                note=form.cleaned_data["note"],
+            )
+        except ValidationError as error:
+            for field, messages_ in error.message_dict.items():
+                form.add_error("sample_percent" if field == "sample_rate" else field, messages_)
+        else:
+            if changes:
+                messages.success(request, _("Gespeichert: %(changes)s.") % {
+                    "changes": "; ".join(setting_change_text(c) for c in changes)})
+            else:
+                messages.info(request, _("Nichts geändert: die Werte waren schon eingestellt."))
+            return redirect(reverse("monitoring:use_case", args=[slug]) + "#settings")
+    return _use_case_page(request, use_case, figures.POOLED_WEEKS, tuning_form=form, status=400)

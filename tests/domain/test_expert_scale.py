@@ -145,21 +145,31 @@ def test_without_the_judges_scores_of_the_reviews_the_covariance_is_left_out():
 
 def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
     # Sums from elsewhere that claim a covariance the two parts' variances cannot have (the
-    # judged answers all 0.8, yet a cross sum at its largest): Cov is cut to −√(V_J·V_Δ), so
-    # V = (√V_J − √V_Δ)² and never below zero.
+    # judged answers all 0.8, yet a cross sum at its largest): Cov is cut to −0.9·√(V_J·V_Δ),
+    # so V = V_J + V_Δ − 1.8·√(V_J·V_Δ), never below a tenth of V_J + V_Δ.
     week = [Stratum(0, [], drawn=False), Stratum(1000, [0.8] * 20)]
     sums = (ReviewSums(0, 0.0, 0.0), ReviewSums(20, 2.0, 1.8, 16.0, -10.0))
     got = expert_scale([week], sums)
     fit = fit_pooled([week])
     fix = rectifier((0, 1000), sums)
     assert fit is not None and fix.variance is not None and fix.value is not None
-    floor = (math.sqrt(fit.variance) - math.sqrt(fix.variance)) ** 2
+    floor = fit.variance + fix.variance - 1.8 * math.sqrt(fit.variance * fix.variance)
+    assert floor >= 0.1 * (fit.variance + fix.variance)
     shrunk = fit.ratio + fix.value
     low, high = wilson_interval(got.value, shrunk * (1 - shrunk) / floor, z_value(0.95))
     assert (got.low, got.high) == (approx(low), approx(high))
     # Without the cross sum the same reviews give the plain sum of the variances: wider.
     plain = expert_scale([week], (sums[0], ReviewSums(20, 2.0, 1.8)))
     assert plain.low < got.low
+
+
+def test_a_week_judged_and_reviewed_in_full_is_known():
+    # One answer, judged and reviewed: no sampling error on either side (the finite population
+    # corrections are 0), so the experts' mean is the value itself. Found as a
+    # ZeroDivisionError in the permission matrix's world.
+    week = [Stratum(0, [], drawn=False), Stratum(1, [1.0])]
+    got = expert_scale([week], reviews([], [(0.0, 1.0)]))
+    assert (got.value, got.low, got.high) == (0.0, 0.0, 0.0)
 
 
 def test_expert_scale_pools_the_weeks_it_is_given():

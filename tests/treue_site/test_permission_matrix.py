@@ -3,8 +3,8 @@
 The rows are the site's URL patterns, found by walking Django's resolver: a pattern without a row
 fails `test_every_url_pattern_has_a_row`, so a new page cannot be forgotten. To add a page, add a
 `Row` to ROWS: its resolver name, the method, a path (with `{answer_a}`, `{answer_b}`, `{run_a}`,
-`{item_a}`, `{inv_a}`, `{a}`, `{b}` filled in from the world) and one expected cell per role, in
-the order of ROLES. A pattern may have several rows (another method, another object).
+`{item_a}`, `{reviewed_a}`, `{inv_a}`, `{a}`, `{b}` filled in from the world) and one expected cell
+per role, in the order of ROLES. A pattern may have several rows (another method, another object).
 
 Roles: an anonymous visitor; a RAG service's bearer key (of use case A, no session); the expert
 and the team lead of use case A (the one the objects mostly belong to); the expert and the lead of
@@ -98,6 +98,8 @@ ROWS = [
     Row("metrics", "GET", "/metrics",                   (401, 401, 403, 403, 403, 403, 403, 200),
         note="a bearer header that is not the metrics token is a 401, never a login redirect"),
     Row("login", "GET", "/login/",                      (200, 200, 200, 200, 200, 200, 200, 200)),
+    Row("favicon", "GET", "/favicon.ico",               (301, 301, 301, 301, 301, 301, 301, 301),
+        note="to the static SVG icon, for anyone"),
     Row("set_language", "POST", "/i18n/setlang/",       (302, 302, 302, 302, 302, 302, 302, 302),
         body={"language": "en"}),
     Row("admin:index", "GET", "/admin/",                (AL, AL, AL, AL, AL, AL, AL, 200)),
@@ -165,6 +167,11 @@ ROWS = [
                                                         (L, L, 200, 200, 404, 404, 404, 200)),
     Row("monitoring:use_case_judge", "GET", "/use-cases/{a}/judge/",
                                                         (L, L, B, S, 404, 404, 404, S)),
+    Row("monitoring:use_case_tune", "POST", "/use-cases/{a}/settings/",
+                                                        (L, L, 403, 400, 404, 404, 404, 400),
+        body={}, note="no setting given: the page with the form's error"),
+    Row("monitoring:use_case_tune", "GET", "/use-cases/{a}/settings/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
     Row("monitoring:use_case_rescore_week", "POST", "/use-cases/{a}/judge/rescore/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}),
@@ -188,6 +195,18 @@ ROWS = [
         body={}),
     Row("review:calibration", "GET", "/review/calibration/{a}/",
                                                         (L, L, B, 200, 404, 404, 404, 200)),
+    # The experts' submitted reviews behind the calibration page: whoever may open that page
+    # reads them (an expert too: what is submitted is no longer blind).
+    Row("review:calibration_reviews", "GET", "/review/calibration/{a}/reviews/",
+                                                        (L, L, B, 200, 404, 404, 404, 200)),
+    Row("review:calibration_review", "GET", "/review/calibration/{a}/reviews/{reviewed_a}/",
+                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+    Row("review:calibration_review", "GET", "/review/calibration/{b}/reviews/{reviewed_a}/",
+                                                        (L, L, 404, 404, 404, 404, 404, 404),
+        note="a review is read under its own use case only; staff too get a 404 elsewhere"),
+    Row("review:calibration_review", "GET", "/review/calibration/{a}/reviews/{item_a}/",
+                                                        (L, L, 404, 404, 404, 404, 404, 404),
+        note="not submitted: nothing to read, and nothing blind to leak"),
     # --- self-consistency investigations: the use case's experts see them, its leads and staff
     # start and cancel them
     Row("investigations:list", "GET", "/investigations/",
@@ -257,7 +276,7 @@ def fill(path: str, world: World) -> str:
     return path.format(
         answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
         item_a=world.item_a.pk, inv_a=world.investigation_a.pk, a=world.a.slug, b=world.b.slug,
-        blind_a=world.blind_a.pk,
+        blind_a=world.blind_a.pk, reviewed_a=world.reviewed_a.pk,
     )
 
 

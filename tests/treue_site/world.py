@@ -1,10 +1,10 @@
 """A small world with two use cases and a user of every role, for the security tests.
 
 Use case A ("recht") has a service key, an expert, a team lead, judged answers from last week,
-this week's review batch and an investigation; use case B ("fremd") has its own key, expert, lead
-and answer. Built with the shared builder (tests/support/world.py) and the real services
-(ingest, the judge against the local OpenAI-compatible server, the review batch, the
-investigation's start).
+this week's review batch, last week's batch with its one answer reviewed, and an investigation;
+use case B ("fremd") has its own key, expert, lead and answer. Built with the shared builder
+(tests/support/world.py) and the real services (ingest, the judge against the local
+OpenAI-compatible server, the review batch and its submission, the investigation's start).
 """
 
 from dataclasses import dataclass
@@ -39,6 +39,7 @@ class World:
     blind_a: Answer  # in this week's review batch: expert_a reviews it blind (score 1/7)
     run_a: JudgeRun
     item_a: ReviewItem
+    reviewed_a: ReviewItem  # in last week's batch, submitted by expert_a with a comment
     investigation_a: Investigation
     users: dict[str, User]
 
@@ -76,6 +77,15 @@ def build_world(builder: WorldBuilder) -> World:
     answer_b = in_b.answer("now-b", week=this_week, use_case=b)
     batch = review_services.review_batch_create(use_case=a, week=this_week).batch
     assert batch.items.filter(answer=blind_a).exists()
+    # Last week's batch holds the one answer of the week before, reviewed: the judge said
+    # GEDECKT (1.0), the expert UNGEDECKT (0.0), scores apart from the blind answer's 1/7.
+    in_a.answer("reviewed-1", week=shift_week(this_week, -2))
+    reviewed_a = review_services.review_batch_create(use_case=a, week=last_week).batch.items.get()
+    review_services.review_item_save(item=reviewed_a, user=users["expert_a"],
+                                     data=review_services.ItemInput(
+                                         labels={1: "UNGEDECKT"},
+                                         comment="Die Quelle nennt kein Intervall."))
+    reviewed_a = review_services.review_item_submit(item=reviewed_a, user=users["expert_a"])
     plan = investigation_selectors.investigation_plan(
         use_case=a, selection=Investigation.Selection.LATEST, n=2, samples=3, temperature=0.7,
         generator_model="gpt-4o-mini",
@@ -84,5 +94,6 @@ def build_world(builder: WorldBuilder) -> World:
     return World(
         a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
         answer_a=answer_a, answer_b=answer_b, blind_a=blind_a, run_a=answer_a.judge_runs.get(),
-        item_a=batch.items.order_by("pk").first(), investigation_a=investigation, users=users,
+        item_a=batch.items.order_by("pk").first(), reviewed_a=reviewed_a,
+        investigation_a=investigation, users=users,
     )

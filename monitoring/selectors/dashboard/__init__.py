@@ -27,8 +27,11 @@ from monitoring.selectors.dashboard.overview import (
     cost_currency,
     open_alarms,
     overview_rows,
+    setting_changes,
+    setting_changes_by_week,
     use_cases_led_by,
     user_leads,
+    user_may_tune,
     user_reviews,
 )
 from monitoring.selectors.dashboard.page import UseCasePage, use_case_page
@@ -71,6 +74,9 @@ __all__ = [
     "use_case_page",
     "use_case_weeks",
     "use_cases_led_by",
+    "setting_changes",
+    "setting_changes_by_week",
     "user_leads",
+    "user_may_tune",
     "user_reviews",
 ]

@@ -4,7 +4,7 @@ the most alarming first."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 
 from alarms.models import Alarm
 from monitoring.domain import statistics
-from monitoring.models import JudgePrice, UseCase
+from monitoring.models import JudgePrice, SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
 from monitoring.selectors.dashboard.reads import (
     _by_case_and_week,
@@ -23,7 +23,7 @@ from monitoring.selectors.dashboard.reads import (
     _reviews,
     _usage,
 )
-from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, iso_weeks
+from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, Week, iso_weeks
 
 _LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
 
@@ -43,6 +43,35 @@ def user_leads(*, user: User | AnonymousUser) -> bool:
     return bool(user.is_authenticated and (
         user.is_staff or UseCase.objects.filter(team_leads=user).exists()
     ))
+
+
+def user_may_tune(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
+    """Team leads of the use case and staff change its thresholds and sample rate."""
+    if not user.is_authenticated:
+        return False
+    return bool(user.is_staff) or use_case.team_leads.filter(pk=user.pk).exists()
+
+
+def setting_changes(*, use_case: UseCase, limit: int | None = None) -> list[SettingChange]:
+    """The use case's setting changes, newest first."""
+    changes = use_case.setting_changes.select_related("changed_by").order_by("-changed_at", "-pk")
+    return list(changes[:limit] if limit is not None else changes)
+
+
+def setting_changes_by_week(
+    *, use_case: UseCase, weeks: Sequence[Week]
+) -> dict[str, list[SettingChange]]:
+    """The changes within ``weeks``, oldest first, by the ISO week they were made in."""
+    if not weeks:
+        return {}
+    out: dict[str, list[SettingChange]] = defaultdict(list)
+    changes = use_case.setting_changes.select_related("changed_by").filter(
+        changed_at__gte=weeks[0].start, changed_at__lt=weeks[-1].end
+    ).order_by("changed_at", "pk")
+    for change in changes:
+        week = next(w for w in weeks if w.start <= change.changed_at < w.end)
+        out[week.label].append(change)
+    return dict(out)
 
 
 def user_reviews(*, user: User | AnonymousUser) -> bool:
