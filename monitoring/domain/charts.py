@@ -235,10 +235,12 @@ def trend_figure(
     values = [v for p in points for v in (p.low, p.value) if v is not None]
     low = min([threshold, *values]) if values else threshold
     floor = max(0.0, min(low - 0.05, 0.8))
+    cross = floor + 0.04 * (1.02 - floor)
     if any(p.value is None and p.n > 0 for p in points):
         data.append({
             "type": "scatter", "name": labels.get("unknown", labels["too_few"]), "x": weeks,
-            "y": [floor if p.value is None and p.n > 0 else None for p in points],
+            # Just above the axis' floor, clear of the week labels below it.
+            "y": [cross if p.value is None and p.n > 0 else None for p in points],
             "mode": "markers", "marker": {"color": GREY, "size": 8, "symbol": "x-thin-open"},
             "cliponaxis": False,  # on the axis' floor: drawn whole, not cut in half
             "customdata": [[p.n] for p in points],

@@ -116,8 +116,8 @@ def test_a_week_judged_but_without_an_estimate_is_a_grey_cross_at_the_foot() -> 
         **LABELS, "unknown": "keine", "unknown_why": "keine: eine Schicht ohne Urteil"})
     valid(figure)
     cross = trace(figure, "unknown")
-    floor = figure["layout"]["yaxis"]["range"][0]
-    assert cross["y"] == [None, floor, None, None]
+    floor, top = figure["layout"]["yaxis"]["range"]
+    assert cross["y"] == [None, pytest.approx(floor + 0.04 * (top - floor)), None, None]
     # A short name in the legend (it must fit a phone), the reason in the hover.
     assert cross["name"] == "keine" and "n = %{customdata[0]}" in cross["hovertemplate"]
     assert "eine Schicht ohne Urteil" in cross["hovertemplate"]
