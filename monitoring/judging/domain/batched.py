@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from monitoring.judging.domain.judge_parse import Label, strip_wrapping
 from monitoring.judging.domain.judge_prompt import SUPPORTED_LANGUAGES, format_context
@@ -41,6 +42,8 @@ BATCHED_PROMPT_VERSION = "2026-12-b1"
 # Claims per call: a long answer is split so that a reply stays short enough to be read whole
 # (a model loses count in long lists) and one bad reply costs few re-asks.
 DEFAULT_BATCH_SIZE = 10
+_T = TypeVar("_T")
+
 # A reason is one sentence; a longer one is cut here (it is shown beside the claim).
 MAX_REASON = 300
 
@@ -131,8 +134,9 @@ class BatchReading:
     missing: tuple[int, ...]  # claim numbers to ask again one by one, ascending
 
 
-def batches(claims: Sequence[str], size: int = DEFAULT_BATCH_SIZE) -> list[list[str]]:
-    """The claims in calls of at most ``size``, in order (no empty call)."""
+def batches(claims: Sequence[_T], size: int = DEFAULT_BATCH_SIZE) -> list[list[_T]]:
+    """The claims (or their positions) in calls of at most ``size``, in order (no empty
+    call)."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"batch size must be a positive integer, not {size!r}")
     return [list(claims[i:i + size]) for i in range(0, len(claims), size)]

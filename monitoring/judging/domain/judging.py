@@ -9,6 +9,11 @@ Costs and latency: one decomposition call, then one call per claim, run concurre
 so an answer with 8 claims takes about two calls' latency, not nine. A reply that cannot be read
 is retried once with a reminder of the format; identical (claim, context) pairs reuse the
 verdict without a call.
+
+Batched mode (``mode=BATCHED``): the claims go to the judge in calls of at most ``batch_size``
+(`batched.verify_batch_messages`), with the judge's evidence per claim (chunk ranks and a
+reason); a claim the batched reply leaves open is asked again on its own with the per-claim
+prompt, as above. An answer of 5 claims then costs 2 calls instead of 6.
 """
 
 import hashlib
@@ -16,6 +21,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
+from monitoring.judging.domain import batched
 from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.judging.domain.judge_prompt import (
     decompose_messages,
@@ -27,6 +33,12 @@ from monitoring.judging.domain.judge_prompt import (
 from monitoring.judging.domain.scoring import ScoreResult, score_labels
 
 DECOMPOSITION_UNPARSEABLE = "decomposition unparseable"
+
+# How the claims are verified: one call per claim (the article's prompt, word for word), or
+# all claims of an answer in one call (fewer calls and tokens, with evidence per claim).
+PER_CLAIM = "per-claim"
+BATCHED = "batched"
+MODES = (PER_CLAIM, BATCHED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +57,8 @@ JudgeCall = Callable[[list[dict[str, str]]], CallResult]
 class CallRecord:
     """One call as made, for the audit trail: every raw reply, including retried ones."""
 
-    purpose: str  # "decompose" | "verify"
-    position: int | None  # the claim's position for "verify"
+    purpose: str  # "decompose" | "verify" | "verify_batch"
+    position: int | None  # the claim's position for "verify", the batch's first for a batch
     attempt: int  # 1, or 2 for the retry
     text: str
     prompt_tokens: int
@@ -67,6 +79,10 @@ class ClaimVerdict:
     latency_ms: int  # summed over the attempts
     cached: bool
     model: str = ""
+    # The judge's evidence, where it gives one (batched mode): the ranks of the chunks the
+    # verdict rests on and a sentence why.
+    chunks: tuple[int, ...] = ()
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +102,8 @@ class CachedVerdict:
     label: Label
     raw: str
     model: str
+    chunks: tuple[int, ...] = ()
+    reason: str = ""
 
 
 # (language, claim, sha256 of the context): the digest keeps a run-wide cache small when
@@ -104,16 +122,22 @@ def judge_answer(
     concurrency: int,
     cache: VerdictCache | None = None,
     verify_call: JudgeCall | None = None,
+    mode: str = PER_CLAIM,
+    batch_size: int = batched.DEFAULT_BATCH_SIZE,
+    batch_call: JudgeCall | None = None,
 ) -> Judgement:
     """Judge one answer against its retrieved chunks (in rank order).
 
     ``verify_call`` (default ``call``) lets the caller give verifications a smaller output-token
-    cap than the decomposition. ``cache`` may be shared by the answers of one run; only readable
-    verdicts are cached. Raises ValueError for an unknown language or concurrency < 1, and
-    re-raises the first exception of any call.
+    cap than the decomposition, ``batch_call`` (default ``verify_call``) batched verifications
+    one that fits a line per claim. ``cache`` may be shared by the answers of one run; only
+    readable verdicts are cached. Raises ValueError for an unknown language or mode, or
+    concurrency < 1, and re-raises the first exception of any call.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     log: list[CallRecord] = []
 
     reply = call(decompose_messages(question=question, answer=answer, language=language))
@@ -138,6 +162,8 @@ def judge_answer(
         call=verify_call or call,
         concurrency=concurrency,
         cache={} if cache is None else cache,
+        batching=None if mode == PER_CLAIM else _Batching(
+            chunks, batch_size, batch_call or verify_call or call),
     )
     result = score_labels([v.label for v in verdicts])
     return _judgement(tuple(verdicts), reply.text, result, log + verify_log)
@@ -171,6 +197,13 @@ def _record(purpose: str, position: int | None, attempt: int, reply: CallResult)
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Batching:
+    chunks: Sequence[str]
+    size: int
+    call: JudgeCall
+
+
 def _verify_all(
     claims: list[str],
     *,
@@ -179,6 +212,7 @@ def _verify_all(
     call: JudgeCall,
     concurrency: int,
     cache: VerdictCache,
+    batching: _Batching | None = None,
 ) -> tuple[list[ClaimVerdict], list[CallRecord]]:
     digest = hashlib.sha256(context.encode("utf-8", "surrogatepass")).hexdigest()
     verdicts: list[ClaimVerdict | None] = [None] * len(claims)
@@ -191,7 +225,8 @@ def _verify_all(
             pending.append(position)
         else:
             verdicts[position] = ClaimVerdict(
-                position, claim, hit.label, hit.raw, 0, 0, 0, 0, True, hit.model
+                position, claim, hit.label, hit.raw, 0, 0, 0, 0, True, hit.model,
+                hit.chunks, hit.reason,
             )
 
     def verify(position: int) -> tuple[ClaimVerdict, list[CallRecord]]:
@@ -227,9 +262,23 @@ def _verify_all(
         log.extend(records)
         if verdict.label is not Label.UNPARSEABLE:
             key = (language, verdict.claim, digest)
-            cache[key] = CachedVerdict(verdict.label, verdict.raw, verdict.model)
+            cache[key] = CachedVerdict(
+                verdict.label, verdict.raw, verdict.model, verdict.chunks, verdict.reason
+            )
 
     log: list[CallRecord] = []
+    if batching is not None and pending:
+        # One call per batch of pending claims; what a batch leaves open is asked one by one.
+        open_ = []
+        for group in batched.batches(pending, batching.size):
+            found, left, records = _verify_batch(
+                group, claims, batching=batching, language=language
+            )
+            for verdict in found:
+                settle(verdict, [])
+            log.extend(records)
+            open_ += left
+        pending = open_
     if len(pending) == 1 or (pending and concurrency <= 1):
         # Nothing to run side by side: no threads started (a few ms each, per answer).
         for position in pending:
@@ -249,5 +298,35 @@ def _verify_all(
             # Calls already in flight finish in their threads and are discarded; waiting for
             # them would hold the caller's retry back by up to a request timeout.
             executor.shutdown(wait=False, cancel_futures=True)
-    log.sort(key=lambda r: (r.position, r.attempt))
+    log.sort(key=lambda r: (r.position if r.position is not None else -1, r.attempt))
     return [v for v in verdicts if v is not None], log
+
+
+def _verify_batch(
+    group: list[int], claims: list[str], *, batching: _Batching, language: str
+) -> tuple[list[ClaimVerdict], list[int], list[CallRecord]]:
+    """One batched call for the claims at positions ``group``: the verdicts it gives, the
+    positions it leaves open, and its record. The call's tokens and latency are shared out
+    over the claims it decided (the first takes the remainder)."""
+    reply = batching.call(batched.verify_batch_messages(
+        chunks=batching.chunks, claims=[claims[p] for p in group], language=language
+    ))
+    reading = batched.parse_batch(reply.text, len(group))
+    decided = [(group[n - 1], e) for n, e in reading.verdicts.items()]
+    share = max(1, len(decided))
+
+    def part(total: int, index: int) -> int:
+        return total // share + (total % share if index == 0 else 0)
+
+    found = [
+        ClaimVerdict(
+            position=position, claim=claims[position], label=evidence.label, raw=reply.text,
+            attempts=1, prompt_tokens=part(reply.prompt_tokens, i),
+            completion_tokens=part(reply.completion_tokens, i),
+            latency_ms=part(reply.latency_ms, i), cached=False, model=reply.model,
+            chunks=evidence.chunks, reason=evidence.reason,
+        )
+        for i, (position, evidence) in enumerate(decided)
+    ]
+    left = [group[n - 1] for n in reading.missing]
+    return found, left, [_record("verify_batch", group[0], 1, reply)]
