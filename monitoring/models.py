@@ -367,6 +367,13 @@ class Chunk(models.Model):
         return f"{self.answer_id}#{self.rank}"
 
 
+class JudgeMode(models.TextChoices):
+    """How a judge verifies an answer's claims (monitoring.judging.domain.judging.MODES)."""
+
+    PER_CLAIM = "per-claim", _("je Aussage")
+    BATCHED = "batched", _("gebündelt")
+
+
 class JudgeRun(LeasedJob):
     """One judgement of one answer by one judge model and prompt version.
 
@@ -397,6 +404,11 @@ class JudgeRun(LeasedJob):
     )
     judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
     prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
+    # How the claims were verified: one call per claim (the article's prompt), or all claims of
+    # the answer in one call (monitoring.judging.domain.batched). Goes with the prompt version.
+    judge_mode = models.CharField(
+        _("Prüfmodus"), max_length=12, choices=JudgeMode.choices, default=JudgeMode.PER_CLAIM
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", verbose_name=_("angefordert von"),
@@ -477,6 +489,10 @@ class Claim(models.Model):
     raw_reply = models.TextField(_("Antwort des Prüfers"), blank=True)
     judge_model = models.CharField(_("Prüfmodell"), max_length=200)
     prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
+    # The judge's evidence, where it gave one (batched mode): the ranks of the chunks the verdict
+    # rests on and a sentence why.
+    evidence_chunks = models.JSONField(_("Belegabschnitte"), default=list, blank=True)
+    reason = models.TextField(_("Begründung"), blank=True)
     attempts = models.PositiveSmallIntegerField(_("Versuche"), default=1)
     cached = models.BooleanField(_("Urteil wiederverwendet"), default=False)
     latency_ms = models.PositiveIntegerField(_("Dauer (ms)"), default=0)

@@ -119,6 +119,9 @@ class ComparedClaim:
     added: bool
     manual: str
     judge: str | None  # None for a claim the expert added
+    # The judge's evidence, where it gave one: chunk ranks and a sentence why.
+    evidence_chunks: tuple[int, ...] = ()
+    reason: str = ""
 
     @property
     def agrees(self) -> bool:
@@ -138,14 +141,14 @@ class Comparison:
 def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
     """The expert's verdicts beside the judge's, for an item that was submitted."""
     assert item.status == ReviewItem.Status.SUBMITTED, "blind until submitted"
-    judge = {c.pk: c.label for c in item.judge_run.claims.all()}
-    claims = [
-        ComparedClaim(
-            v.position, v.text, v.added, v.label,
-            None if v.added else judge.get(v.claim_id),
-        )
-        for v in verdicts
-    ]
+    judge = {c.pk: c for c in item.judge_run.claims.all()}
+    claims = []
+    for v in verdicts:
+        claim = None if v.added else judge.get(v.claim_id)
+        claims.append(ComparedClaim(
+            v.position, v.text, v.added, v.label, claim.label if claim else None,
+            tuple(claim.evidence_chunks) if claim else (), claim.reason if claim else "",
+        ))
     manual, automatic = item.manual_score, item.judge_run.score
     difference, sides_differ = _difference(
         manual, automatic, threshold=item.batch.use_case.action_threshold

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from jobs import framework as jobs
@@ -25,13 +27,14 @@ from monitoring import services
 from monitoring.domain import sampling
 from monitoring.judging import tasks
 from monitoring.judging.client import JudgeClient, JudgeUnavailable
+from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_SYSTEM_EN,
     PROMPT_VERSION,
     VERIFY_RETRY_DE,
 )
 from monitoring.judging.services import runs as judging
-from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun, UseCase
 from tests.support.openai_server import ScriptedJudge
 from treue_site import settings as project
 
@@ -964,3 +967,65 @@ def test_a_rescore_with_the_generators_model_is_refused(judge, api, make_answer)
     assert "generator" in fresh(second).error
     assert len(judge.requests) == calls
     assert fresh(answer).status == Answer.Status.JUDGED
+
+
+# --- Batched verification (issue 18) with the judge's evidence (issue 20) ----------------------
+
+
+def batched_run(answer: Answer) -> JudgeRun:
+    """A batched run of the answer, as a use case in batched mode will create it."""
+    run = judging.judge_run_new(answer=answer, judge_mode=JudgeMode.BATCHED)
+    run.save()
+    return run
+
+
+def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, make_answer):
+    judge.responder = ScriptedJudge(
+        claims=[C1, C2, C3], verdicts={C1: "GEDECKT", C2: "TEILWEISE", C3: "UNGEDECKT"},
+        evidence={C1: "1", C2: "1, 2"},
+        reasons={C1: "Abschnitt 1 nennt 5 Jahre.", C3: "Kein Abschnitt nennt einen Preis."},
+    )
+    answer = ingest(api, make_answer)
+    JudgeRun.objects.filter(answer=answer).delete()
+    run = batched_run(answer)
+    assert (run.judge_mode, run.prompt_version) == ("batched", BATCHED_PROMPT_VERSION)
+
+    assert execute(run) == "scored"
+
+    run = fresh(run)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.score == 0.5
+    assert run.calls == 2 == len(judge.requests), "a decomposition and one batched call"
+    assert [c["purpose"] for c in run.call_log] == ["decompose", "verify_batch"]
+    claims = list(run.claims.order_by("position"))
+    assert [(c.label, c.evidence_chunks, c.reason) for c in claims] == [
+        (Claim.Label.GEDECKT, [1], "Abschnitt 1 nennt 5 Jahre."),
+        (Claim.Label.TEILWEISE, [1, 2], ""),
+        (Claim.Label.UNGEDECKT, [], "Kein Abschnitt nennt einen Preis."),
+    ]
+    assert all(c.prompt_version == BATCHED_PROMPT_VERSION for c in claims)
+    # The reply may spend a line per claim: its output cap is the batch's, not a word's.
+    assert judge.requests[1]["max_tokens"] == judging.BATCH_LINE_TOKENS * 10
+    # The answer page shows the evidence under each verdict, linked to the chunks.
+    staff = User.objects.create_user("verwaltung", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    html = client.get(f"/answers/{answer.pk}/").content.decode()
+    assert ('Beleg: <a href="#chunk-1">#1</a> – Abschnitt 1 nennt 5 Jahre.') in html
+    assert 'Beleg: <a href="#chunk-1">#1</a>, <a href="#chunk-2">#2</a></span>' in html
+    assert "Beleg: kein Abschnitt – Kein Abschnitt nennt einen Preis." in html
+    assert 'id="chunk-1"' in html
+
+
+def test_a_claim_the_batched_reply_leaves_out_is_asked_on_its_own(judge, api, make_answer):
+    judge.responder = ScriptedJudge(claims=[C1, C2, C3], skip_in_batch=(C2,),
+                                    verdicts={C2: "UNGEDECKT"})
+    answer = ingest(api, make_answer)
+    JudgeRun.objects.filter(answer=answer).delete()
+    run = batched_run(answer)
+    assert execute(run) == "scored"
+    run = fresh(run)
+    assert [c["purpose"] for c in run.call_log] == ["decompose", "verify_batch", "verify"]
+    asked_alone = [claim for kind, claim, _ in judge.responder.seen if kind == "verify"]
+    assert asked_alone == [C2]
+    assert [c.label for c in run.claims.order_by("position")] == [
+        Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]

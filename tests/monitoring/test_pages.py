@@ -261,7 +261,8 @@ def marked(html: str) -> str:
 def chunks_on_page(html: str) -> list[str]:
     return [
         re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", article)).strip()
-        for article in re.findall(r'<article class="chunk">(.*?)</article>', html, re.DOTALL)
+        for article in re.findall(
+            r'<article class="chunk" id="chunk-\d+">(.*?)</article>', html, re.DOTALL)
     ]
 
 

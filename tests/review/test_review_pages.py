@@ -793,3 +793,22 @@ def test_hostile_text_renders_inert(review_world: ReviewWorld, login: Any) -> No
     assert f"Aussage {SCRIPT_ESCAPED}." in html and f"Notiz {SCRIPT_ESCAPED}" in html
     lead_page = login(w.users["lead"]).get("/review/calibration/recht/").content.decode()
     assert_inert(lead_page)
+
+
+def test_the_judges_evidence_shows_only_after_submission(
+    review_world: ReviewWorld, batch: ReviewBatch, login: Any
+) -> None:
+    # A batched judge gave evidence for its first claim: the chunk it rests on and why.
+    item = item_of(batch, "a0")
+    first = item.judge_run.claims.order_by("position").first()
+    first.evidence_chunks, first.reason = [1], "Abschnitt 1 nennt das Intervall."
+    first.save(update_fields=["evidence_chunks", "reason"])
+    client = login(review_world.users["expert"])
+    blind = client.get(url(item)).content.decode()
+    assert "Abschnitt 1 nennt das Intervall." not in blind and "Beleg des Prüfmodells" not in blind
+    client.post(url(item, "submit"), {"claim-1": G, "claim-2": U})
+    html = client.get(url(item)).content.decode()
+    assert ('Beleg des Prüfmodells: <a href="#chunk-1">#1</a> – Abschnitt 1 nennt das '
+            "Intervall.") in html
+    assert html.count("Beleg des Prüfmodells") == 1, "the second claim has no evidence"
+    assert 'id="chunk-1"' in html, "the link leads to the chunk on the page"

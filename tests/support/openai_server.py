@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from monitoring.judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN
 from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_RETRY_DE,
     DECOMPOSE_RETRY_EN,
@@ -103,6 +104,7 @@ def token_text(chunk: bytes, byte_style: str) -> str:
 
 
 _CLAIM_LINE = re.compile(r"^(?:Aussage|Claim): (.*)$", re.MULTILINE)
+_LISTED_CLAIM = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
 
 
 class ScriptedJudge:
@@ -112,7 +114,9 @@ class ScriptedJudge:
     array, or with ``decomposition`` (raw text; a list gives the replies in order of attempts).
     A verification is answered with ``verdicts[claim]`` (a list gives the replies in order of
     attempts, the last one repeating), else ``default``. A retry is recognised by the reminder
-    the judge domain appends. ``seen`` records (kind, claim or None, attempt) per request.
+    the judge domain appends. A batched verification gets one line per listed claim,
+    "<n>: <its verdict> [<evidence[claim]>] <reasons[claim]>" (a claim in ``skip_in_batch``
+    gets no line). ``seen`` records (kind, claim or None, attempt) per request.
     """
 
     def __init__(
@@ -121,7 +125,13 @@ class ScriptedJudge:
         verdicts: dict[str, str | list[str]] | None = None,
         default: str = "GEDECKT",
         decomposition: str | list[str] | None = None,
+        evidence: dict[str, str] | None = None,
+        reasons: dict[str, str] | None = None,
+        skip_in_batch: tuple[str, ...] = (),
     ) -> None:
+        self.evidence = dict(evidence or {})
+        self.reasons = dict(reasons or {})
+        self.skip_in_batch = skip_in_batch
         self.claims = list(claims)
         self.verdicts = dict(verdicts or {})
         self.default = default
@@ -140,6 +150,18 @@ class ScriptedJudge:
             if self.decomposition is None:
                 return json.dumps(self.claims, ensure_ascii=False)
             return _nth(self.decomposition, attempt)
+        if system in (VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN):
+            # The claims are listed after the context (whose chunks may hold "1. " lines too).
+            content = messages[1].get("content", "")
+            tail = re.split(r"\n\n(?:Aussagen|Claims):\n", content)[-1]
+            listed = _LISTED_CLAIM.findall(tail)
+            with self._lock:
+                self.seen += [("verify_batch", claim, 1) for _, claim in listed]
+            return "\n".join(
+                f"{n}: {_nth(self.verdicts.get(claim, self.default), 1)} "
+                f"[{self.evidence.get(claim, '')}] {self.reasons.get(claim, '')}".rstrip()
+                for n, claim in listed if claim not in self.skip_in_batch
+            )
         attempt = 2 if last in (VERIFY_RETRY_DE, VERIFY_RETRY_EN) else 1
         user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
         match = _CLAIM_LINE.search(user)

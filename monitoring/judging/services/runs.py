@@ -32,9 +32,10 @@ from monitoring.judging.client import (
     JudgeUnavailable,
 )
 from monitoring.judging.domain import judging
+from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.domain.judging import CallResult, JudgeCall
-from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
+from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -67,16 +68,23 @@ def judge_run_new(
     judge_model: str | None = None,
     trigger: str = JudgeRun.Trigger.SAMPLE,
     requested_by_id: int | None = None,
+    judge_mode: str = JudgeMode.PER_CLAIM,
 ) -> JudgeRun:
-    """A pending run for the answer, not yet saved."""
+    """A pending run for the answer, not yet saved; its prompt version is its mode's."""
     return JudgeRun(
         answer=answer,
         judge_model=judge_model if judge_model is not None else settings.TREUE_JUDGE_MODEL,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=(
+            BATCHED_PROMPT_VERSION if judge_mode == JudgeMode.BATCHED else PROMPT_VERSION
+        ),
+        judge_mode=judge_mode,
         trigger=trigger,
         requested_by_id=requested_by_id,
     )
 
+
+# Output tokens a batched reply may spend per claim: "3: TEILWEISE [1, 2]" and a sentence.
+BATCH_LINE_TOKENS = 80
 
 # A publish costs ~0.7 ms of the caller's CPU (Celery builds, serialises and sends each
 # message): for a batch of 500 answers with a hundred sampled, a tenth of its ingest. More runs
@@ -235,6 +243,8 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
                 latency_ms=c.latency_ms,
                 prompt_tokens=c.prompt_tokens,
                 completion_tokens=c.completion_tokens,
+                evidence_chunks=list(c.chunks),
+                reason=c.reason,
             )
             for c in judgement.claims
         )
@@ -298,7 +308,16 @@ def judge_run_execute(*, run_id: int) -> str:
                     messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_VERIFY
                 )
             ),
+            # A line per claim: the word, the chunk ranks and a sentence.
+            batch_call=meter.wrap(
+                lambda messages: client.call(
+                    messages,
+                    max_tokens=BATCH_LINE_TOKENS * settings.TREUE_JUDGE_BATCH_SIZE,
+                )
+            ),
             concurrency=settings.TREUE_JUDGE_CONCURRENCY,
+            mode=run.judge_mode,
+            batch_size=settings.TREUE_JUDGE_BATCH_SIZE,
         )
     except JudgeUnavailable as e:
         _release(run, token, str(e), retry_in=e.retry_after or 0, meter=meter)
