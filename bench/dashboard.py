@@ -54,6 +54,7 @@ _sys.path[0] = str(_Path(__file__).resolve().parents[1])
 
 import argparse
 import hashlib
+import json
 import math
 import os
 import secrets
@@ -388,12 +389,15 @@ def _run(
 def _extra_columns(model: Any, columns: Sequence[str]) -> dict[str, Any]:
     """Columns a newer model has that this bench does not generate: their defaults."""
     from django.db import connection
+    from django.db.models import JSONField
 
     out = {}
     for field in model._meta.concrete_fields:
         if field.column not in columns:
             value = field.get_default()
-            out[field.column] = field.get_db_prep_save(value, connection)
+            # COPY takes JSON as its text, as the generated rows write call_log.
+            out[field.column] = json.dumps(value) if isinstance(field, JSONField) \
+                else field.get_db_prep_save(value, connection)
     return out
 
 
@@ -437,7 +441,7 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
     from django.utils import timezone
 
     from monitoring import services
-    from monitoring.models import Answer, JudgePrice
+    from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
     from monitoring.selectors.dashboard import iso_weeks
 
     now = timezone.now()
@@ -484,16 +488,21 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
                     runs.append(row)
                 else:
                     claims.append(row)
-        for table, cols, rows in (
-            ("monitoring_judgerun", RUN_COLUMNS, runs),
-            ("monitoring_claim", CLAIM_COLUMNS, claims),
+        for table, model, cols, rows in (
+            ("monitoring_judgerun", JudgeRun, RUN_COLUMNS, runs),
+            ("monitoring_claim", Claim, CLAIM_COLUMNS, claims),
         ):
+            more = _extra_columns(model, cols)
+            if more:
+                say(f"{table}: columns not generated, filled with their defaults: "
+                    f"{', '.join(more)}")
             statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-                sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols))
+                sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, (*cols, *more)))
             )
+            tail = tuple(more.values())
             with cur.copy(statement) as copy:
                 for row in rows:
-                    copy.write_row(row)
+                    copy.write_row((*row, *tail))
         out.runs, out.claims = len(runs), len(claims)
         out.judged = sum(1 for r in runs if r[2] == "succeeded")
         out.failed = sum(1 for r in runs if r[2] == "failed")

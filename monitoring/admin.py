@@ -5,6 +5,8 @@ The use case form shows the expected weekly judge cost next to the sample rate t
 Judge runs are read-only: they are the audit trail of what the judge said.
 """
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.http import HttpRequest
@@ -18,6 +20,7 @@ from monitoring.models import (
     Answer,
     Chunk,
     Claim,
+    JudgeMode,
     JudgePrice,
     JudgeRun,
     Service,
@@ -36,9 +39,13 @@ class UseCaseAdmin(admin.ModelAdmin):
     filter_horizontal = ("experts", "team_leads")
     prepopulated_fields = {"slug": ("name",)}
     fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
-              "logprob_threshold", "action_threshold", "leaves_unreviewed",
+              "logprob_threshold", "action_threshold", "judge_mode", "leaves_unreviewed",
               "review_batch_size", "retention_days", "experts", "team_leads", "active")
     readonly_fields = ("expected_weekly_cost",)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        # A new use case is judged batched (existing ones keep their mode until changed).
+        return {"judge_mode": JudgeMode.BATCHED, **super().get_changeform_initial_data(request)}
 
     def save_model(self, request: HttpRequest, obj: UseCase, form, change: bool) -> None:
         # A threshold or sample rate changed here is recorded as in the app (who, old, new).

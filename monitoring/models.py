@@ -62,6 +62,13 @@ class CompactTokensField(models.BinaryField):
         return "" if value is None else json.dumps(value)
 
 
+class JudgeMode(models.TextChoices):
+    """How a judge verifies an answer's claims (monitoring.judging.domain.judging.MODES)."""
+
+    PER_CLAIM = "per-claim", _("je Aussage")
+    BATCHED = "batched", _("gebündelt")
+
+
 class UseCase(models.Model):
     class Language(models.TextChoices):
         DE = "de", "Deutsch"
@@ -89,6 +96,14 @@ class UseCase(models.Model):
         default=0.85,
         validators=[_validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
+    )
+    judge_mode = models.CharField(
+        _("Prüfmodus"), max_length=12, choices=JudgeMode.choices, default=JudgeMode.PER_CLAIM,
+        help_text=_(
+            "Je Aussage: ein Aufruf des Prüfmodells für jede Aussage, mit dem Prüf-Prompt des "
+            "Artikels. Gebündelt: alle Aussagen einer Antwort in einem Aufruf, mit Beleg und "
+            "Begründung je Aussage; etwa ein Viertel der Kosten."
+        ),
     )
     leaves_unreviewed = models.BooleanField(
         _("Antworten gehen ungeprüft nach außen"),
@@ -365,13 +380,6 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.answer_id}#{self.rank}"
-
-
-class JudgeMode(models.TextChoices):
-    """How a judge verifies an answer's claims (monitoring.judging.domain.judging.MODES)."""
-
-    PER_CLAIM = "per-claim", _("je Aussage")
-    BATCHED = "batched", _("gebündelt")
 
 
 class JudgeRun(LeasedJob):

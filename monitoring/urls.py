@@ -21,6 +21,8 @@ urlpatterns = [
     path("use-cases/<slug:slug>/", dashboard.use_case, name="use_case"),
     path("use-cases/<slug:slug>/settings/", dashboard.use_case_tune, name="use_case_tune"),
     path("use-cases/<slug:slug>/judge/", views.use_case_judge, name="use_case_judge"),
+    path("use-cases/<slug:slug>/judge/mode/", views.use_case_judge_mode,
+         name="use_case_judge_mode"),
     path(
         "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,
         name="use_case_rescore_week",

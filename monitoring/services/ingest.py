@@ -31,7 +31,7 @@ from monitoring.judging.services.runs import (
     judge_runs_create,
     judge_runs_enqueue_on_commit,
 )
-from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
+from monitoring.models import Answer, Chunk, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 
 logger = logging.getLogger(__name__)
@@ -569,8 +569,10 @@ def use_case_create(
     logprob_threshold: float = 0.5,
     action_threshold: float = 0.85,
     leaves_unreviewed: bool = False,
+    judge_mode: str = JudgeMode.PER_CLAIM,
 ) -> UseCase:
     use_case = UseCase(
+        judge_mode=judge_mode,
         slug=slug,
         name=name,
         language=language,

@@ -38,7 +38,7 @@ from monitoring.domain.xlsx_export import CONTENT_TYPE as XLSX_CONTENT_TYPE
 from monitoring.domain.xlsx_export import TooManyRows, xlsx_write
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
 from monitoring.judging.services import rescoring
-from monitoring.models import Answer, UseCase
+from monitoring.models import Answer, JudgeMode, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.selectors import health as health_selectors
 from monitoring.services import record
@@ -341,6 +341,25 @@ def _judge_page(
 @require_GET
 def use_case_judge(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     return _judge_page(request, _use_case_or_404(request, slug))
+
+
+@login_required
+@require_POST
+def use_case_judge_mode(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """A team lead switches how the judge verifies this use case's claims, from the next run
+    on (runs already made keep theirs; the trend marks the week, as for a model change)."""
+    use_case = _rescorable_use_case(request, slug)
+    mode = request.POST.get("judge_mode", "")
+    if mode not in JudgeMode.values:
+        return HttpResponseBadRequest(
+            _("Unbekannter Prüfmodus „%(mode)s“; möglich: %(known)s.")
+            % {"mode": mode, "known": ", ".join(JudgeMode.values)},
+            content_type="text/plain; charset=utf-8",
+        )
+    if UseCase.objects.filter(pk=use_case.pk).exclude(judge_mode=mode).update(judge_mode=mode):
+        messages.success(request, _("Prüfmodus ab dem nächsten Prüflauf: %(mode)s.") % {
+            "mode": JudgeMode(mode).label})
+    return redirect(reverse("monitoring:use_case_judge", args=[use_case.slug]) + "#mode")
 
 
 @login_required

@@ -34,6 +34,7 @@ def test_create_use_case_defaults():
     assert use_case.action_threshold == 0.85
     assert use_case.leaves_unreviewed is False
     assert use_case.active is True
+    assert use_case.judge_mode == "batched", "a new use case is judged batched"
     assert "hotline" in out
 
 
@@ -44,6 +45,10 @@ def test_create_use_case_options():
     assert (use_case.language, use_case.sample_rate, use_case.leaves_unreviewed) == (
         "en", 0.05, True,
     )
+    run("create_use_case", "article", "--name", "Article", "--judge-mode", "per-claim")
+    assert UseCase.objects.get(slug="article").judge_mode == "per-claim"
+    with pytest.raises(CommandError):
+        run("create_use_case", "bulk", "--name", "Bulk", "--judge-mode", "bulk")
 
 
 @pytest.mark.parametrize("rate", ["1.0", "0.02", "1e-4"])

@@ -1138,3 +1138,32 @@ def test_two_leads_confirming_at_once_queue_one_run(
         thread.join(timeout=30)
     assert sorted(outcomes) == ["queued", "refused"]
     assert answer.judge_runs.filter(trigger="rescore").count() == 1
+
+
+def test_a_lead_switches_the_judge_mode_on_the_judge_page(world: World, judge: Any) -> None:
+    url = f"/use-cases/{world.use_case.slug}/judge/"
+    lead = client_for(world, "lead")
+    html = lead.get(url).content.decode()
+    assert "Prüfmodus: je Aussage" in text_of(html)
+    assert "Gebündelt: Alle Aussagen einer Antwort gehen in einem Aufruf" in text_of(html)
+    response = lead.post(url + "mode/", {"judge_mode": "batched"})
+    assert (response.status_code, response["Location"]) == (302, url + "#mode")
+    world.use_case.refresh_from_db()
+    assert world.use_case.judge_mode == "batched"
+    assert "Prüfmodus: gebündelt" in text_of(lead.get(url).content.decode())
+    # New answers are judged in the new mode; an unknown mode is a 400, nothing changed.
+    bad = lead.post(url + "mode/", {"judge_mode": "bulk"})
+    assert bad.status_code == 400 and "Unbekannter Prüfmodus" in bad.content.decode()
+    world.use_case.refresh_from_db()
+    assert world.use_case.judge_mode == "batched"
+
+
+@pytest.mark.parametrize(("who", "status"), [
+    ("expert", 403), ("other_lead", 404), ("unassigned", 404), ("anonymous", 302),
+])
+def test_who_may_switch_the_judge_mode(world: World, judge: Any, who: str, status: int) -> None:
+    response = client_for(world, who).post(
+        f"/use-cases/{world.use_case.slug}/judge/mode/", {"judge_mode": "batched"})
+    assert response.status_code == status
+    world.use_case.refresh_from_db()
+    assert world.use_case.judge_mode == "per-claim"

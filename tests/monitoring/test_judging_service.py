@@ -1029,3 +1029,18 @@ def test_a_claim_the_batched_reply_leaves_out_is_asked_on_its_own(judge, api, ma
     assert asked_alone == [C2]
     assert [c.label for c in run.claims.order_by("position")] == [
         Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]
+
+
+def test_a_use_case_in_batched_mode_gets_batched_runs(judge, api, make_answer, use_case):
+    use_case.judge_mode = JudgeMode.BATCHED
+    use_case.save(update_fields=["judge_mode"])
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    assert (run.judge_mode, run.prompt_version) == ("batched", BATCHED_PROMPT_VERSION)
+    assert execute(run) == "scored"
+    assert [c["purpose"] for c in fresh(run).call_log] == ["decompose", "verify_batch"]
+    # A rescore follows the use case's mode of the moment.
+    use_case.judge_mode = JudgeMode.PER_CLAIM
+    use_case.save(update_fields=["judge_mode"])
+    [again] = judging.judge_runs_create(answers=[answer], trigger=JudgeRun.Trigger.RESCORE)
+    assert (again.judge_mode, again.prompt_version) == ("per-claim", PROMPT_VERSION)

@@ -35,7 +35,7 @@ from monitoring.judging.domain import judging
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.domain.judging import CallResult, JudgeCall
-from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun
+from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun, UseCase
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -50,11 +50,15 @@ def judge_runs_create(
     trigger: str = JudgeRun.Trigger.SAMPLE,
     requested_by_id: int | None = None,
 ) -> list[JudgeRun]:
-    """Create pending runs and enqueue them once the surrounding transaction commits."""
+    """Create pending runs (in their use cases' judge modes) and enqueue them once the
+    surrounding transaction commits."""
+    modes = dict(UseCase.objects.filter(
+        pk__in={answer.use_case_id for answer in answers}
+    ).values_list("pk", "judge_mode"))
     runs = JudgeRun.objects.bulk_create(
         judge_run_new(
             answer=answer, judge_model=judge_model, trigger=trigger,
-            requested_by_id=requested_by_id,
+            requested_by_id=requested_by_id, judge_mode=modes[answer.use_case_id],
         )
         for answer in answers
     )
@@ -68,9 +72,12 @@ def judge_run_new(
     judge_model: str | None = None,
     trigger: str = JudgeRun.Trigger.SAMPLE,
     requested_by_id: int | None = None,
-    judge_mode: str = JudgeMode.PER_CLAIM,
+    judge_mode: str | None = None,
 ) -> JudgeRun:
-    """A pending run for the answer, not yet saved; its prompt version is its mode's."""
+    """A pending run for the answer, not yet saved, in ``judge_mode`` (default: the answer's
+    use case's); its prompt version is its mode's."""
+    if judge_mode is None:
+        judge_mode = answer.use_case.judge_mode
     return JudgeRun(
         answer=answer,
         judge_model=judge_model if judge_model is not None else settings.TREUE_JUDGE_MODEL,

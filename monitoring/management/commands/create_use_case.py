@@ -23,6 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--action-threshold", type=float, default=0.85)
         parser.add_argument("--unreviewed", action="store_true",
                             help="answers leave the company without human review")
+        parser.add_argument(
+            "--judge-mode", choices=["batched", "per-claim"], default="batched",
+            help="batched: all claims of an answer in one judge call (about a quarter of the "
+                 "cost); per-claim: one call per claim with the article's prompt",
+        )
         parser.add_argument("--expert", action="append", default=[], metavar="USERNAME")
         parser.add_argument("--team-lead", action="append", default=[], metavar="USERNAME")
 
@@ -42,6 +47,7 @@ class Command(BaseCommand):
                 logprob_threshold=float(opts["logprob_threshold"]),
                 action_threshold=float(opts["action_threshold"]),
                 leaves_unreviewed=bool(opts["unreviewed"]),
+                judge_mode=str(opts["judge_mode"]),
             )
         except ValidationError as e:
             raise CommandError(describe(e)) from e
