@@ -22,7 +22,7 @@ from monitoring.domain.xlsx_export import (
     cell_text,
     xlsx_write,
 )
-from tests.support.xlsx import Sheet, read_sheet
+from tests.support.xlsx import HOSTILE, HOSTILE_IDS, Sheet, read_sheet
 
 BERLIN = ZoneInfo("Europe/Berlin")
 HEADER = ("id", "created_at", "text", "score", "flag", "n")
@@ -115,17 +115,9 @@ def test_column_widths_follow_the_values_within_bounds() -> None:
     assert long[0] == short[0]
 
 
-HOSTILE = [
-    "=HYPERLINK(\"http://evil.example\",\"klick\")",
-    "+1+cmd|' /C calc'!A0",
-    "-2+3",
-    "@SUM(A1:A9)",
-    "\t=1+1",
-    "\r=1+1",
-]
 
 
-@pytest.mark.parametrize("value", HOSTILE, ids=["eq", "plus", "minus", "at", "tab", "cr"])
+@pytest.mark.parametrize("value", HOSTILE, ids=HOSTILE_IDS)
 def test_formula_looking_text_stays_text_and_carries_the_quote_prefix(value: str) -> None:
     sheet = written([(value, "harmlos")], header=("a", "b"))
     hostile, harmless = sheet.rows[1]

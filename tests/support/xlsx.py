@@ -18,6 +18,17 @@ from pathlib import Path
 from typing import Any
 
 M = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+
+# Text a spreadsheet would read as a formula (the CSV and the XLSX export must defuse each).
+HOSTILE = [
+    "=HYPERLINK(\"http://evil.example\",\"klick\")",
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(A1:A9)",
+    "\t=1+1",
+    "\r=1+1",
+]
+HOSTILE_IDS = ["eq", "plus", "minus", "at", "tab", "cr"]
 SHEET = "xl/worksheets/sheet1.xml"
 # Excel's day 0 for the 1900 date system, as every reader counts it past February 1900.
 EPOCH = datetime(1899, 12, 30)
