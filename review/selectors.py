@@ -119,8 +119,8 @@ class ComparedClaim:
     added: bool
     manual: str
     judge: str | None  # None for a claim the expert added
-    # The judge's evidence, where it gave one: chunk ranks and a sentence why.
-    evidence_chunks: tuple[int, ...] = ()
+    # The judge's evidence, where it gave one: (rank, source) of the chunks and a sentence why.
+    evidence: tuple[tuple[int, str], ...] = ()
     reason: str = ""
 
     @property
@@ -142,12 +142,14 @@ def item_comparison(*, item: ReviewItem, verdicts: list) -> Comparison:
     """The expert's verdicts beside the judge's, for an item that was submitted."""
     assert item.status == ReviewItem.Status.SUBMITTED, "blind until submitted"
     judge = {c.pk: c for c in item.judge_run.claims.all()}
+    sources = dict(item.answer.chunks.values_list("rank", "source"))
     claims = []
     for v in verdicts:
         claim = None if v.added else judge.get(v.claim_id)
         claims.append(ComparedClaim(
             v.position, v.text, v.added, v.label, claim.label if claim else None,
-            tuple(claim.evidence_chunks) if claim else (), claim.reason if claim else "",
+            tuple((r, sources.get(r, "")) for r in claim.evidence_chunks) if claim else (),
+            claim.reason if claim else "",
         ))
     manual, automatic = item.manual_score, item.judge_run.score
     difference, sides_differ = _difference(

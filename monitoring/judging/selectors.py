@@ -84,6 +84,13 @@ def answer_judging(*, answer: Answer) -> AnswerJudging:
     )
     for run in runs:
         run.currency = currencies.get(run.judge_model, "")
+    # The judge's evidence with the chunks' sources: (rank, source) per chunk named.
+    sources = dict(answer.chunks.values_list("rank", "source"))
+    for run in runs:
+        for claim in run.claims.all():
+            claim.evidence = [  # type: ignore[attr-defined]  # shown by the template
+                (rank, sources.get(rank, "")) for rank in claim.evidence_chunks
+            ]
     demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # the demo judge's name; "" outside the demo
     return AnswerJudging(
         runs=runs,

@@ -1010,8 +1010,11 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
     client = Client()
     client.force_login(staff)
     html = client.get(f"/answers/{answer.pk}/").content.decode()
-    assert ('Beleg: <a href="#chunk-1">#1</a> – Abschnitt 1 nennt 5 Jahre.') in html
-    assert 'Beleg: <a href="#chunk-1">#1</a>, <a href="#chunk-2">#2</a></span>' in html
+    # Rank and source of each chunk the verdict rests on (chunk 2 was sent without a source).
+    assert ('Beleg: <a href="#chunk-1">#1</a> (Prüfordnung.pdf) – Abschnitt 1 nennt 5 Jahre.'
+            ) in html
+    assert ('Beleg: <a href="#chunk-1">#1</a> (Prüfordnung.pdf), <a href="#chunk-2">#2</a>'
+            '</span>') in html
     assert "Beleg: kein Abschnitt – Kein Abschnitt nennt einen Preis." in html
     assert 'id="chunk-1"' in html
 

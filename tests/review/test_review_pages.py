@@ -808,7 +808,7 @@ def test_the_judges_evidence_shows_only_after_submission(
     assert "Abschnitt 1 nennt das Intervall." not in blind and "Beleg des Prüfmodells" not in blind
     client.post(url(item, "submit"), {"claim-1": G, "claim-2": U})
     html = client.get(url(item)).content.decode()
-    assert ('Beleg des Prüfmodells: <a href="#chunk-1">#1</a> – Abschnitt 1 nennt das '
-            "Intervall.") in html
+    assert ('Beleg des Prüfmodells: <a href="#chunk-1">#1</a> (Ordnung.pdf) – Abschnitt 1 '
+            "nennt das Intervall.") in html
     assert html.count("Beleg des Prüfmodells") == 1, "the second claim has no evidence"
     assert 'id="chunk-1"' in html, "the link leads to the chunk on the page"
