@@ -61,6 +61,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from investigations.domain.consistency import prompt as consistency_prompts
+from monitoring.judging.domain import batched
 from monitoring.judging.domain import judge_prompt as prompts
 from monitoring.judging.domain.judge_parse import LABEL_POINTS, Label, parse_claims
 from monitoring.judging.domain.scoring import score_labels
@@ -305,6 +306,14 @@ _SAMPLE_HEADER = re.compile(r"(?:\A|\n\n)(?:Antwort|Answer) \d+:\n")
 _EMPTY_SAMPLES = {consistency_prompts.EMPTY_DE, consistency_prompts.EMPTY_EN}
 _DECOMPOSE_SYSTEMS = {prompts.DECOMPOSE_SYSTEM_DE, prompts.DECOMPOSE_SYSTEM_EN}
 _VERIFY_SYSTEMS = {prompts.VERIFY_SYSTEM_DE, prompts.VERIFY_SYSTEM_EN}
+_BATCH_SYSTEMS = {batched.VERIFY_BATCH_SYSTEM_DE: "de", batched.VERIFY_BATCH_SYSTEM_EN: "en"}
+# A batched request: the context, then the numbered claims (monitoring/judging/domain/batched).
+_BATCH_USER = re.compile(
+    r"\A(?:Kontext|Context):\n(?P<context>.*)\n\n(?:Aussagen|Claims):\n(?P<claims>.*)\Z",
+    re.DOTALL,
+)
+_LISTED = re.compile(r"^(?P<n>\d+)\. (?P<claim>.*)$", re.MULTILINE)
+_RANKED = re.compile(r"^\[(?P<rank>\d+)\] ", re.MULTILINE)
 _DECOMPOSE_USER = [_pattern(prompts.DECOMPOSE_USER_DE), _pattern(prompts.DECOMPOSE_USER_EN)]
 _VERIFY_USER = [_pattern(prompts.VERIFY_USER_DE), _pattern(prompts.VERIFY_USER_EN)]
 # For wording this module does not know (a later prompt version): the last labelled field.
@@ -350,6 +359,8 @@ class DemoJudge:
                      if isinstance(m, dict) and m.get("role") == "user"), "")
         if system in _VERIFY_SYSTEMS:
             return self._verify(user)
+        if system in _BATCH_SYSTEMS:
+            return self._verify_batch(user, _BATCH_SYSTEMS[system])
         if system in _DECOMPOSE_SYSTEMS:
             return self._decompose(user)
         if system in (consistency_prompts.SYSTEM_DE, consistency_prompts.SYSTEM_EN) or _match(
@@ -412,6 +423,34 @@ class DemoJudge:
                       "The answers differ only outside labelled spans."),
                 f"contradiction {answer.id}: KONSISTENT")
 
+    def _verify_batch(self, user: str, language: str) -> tuple[str, str]:
+        """A line per listed claim: its label as `_verify` gives it, the chunk that shares the
+        most of its words, and where the label came from."""
+        match = _BATCH_USER.match(user)
+        if match is None:
+            return "", "verify batch: unreadable request"
+        context = match.group("context")
+        # Each chunk by its rank: "[2] text" up to the next "[n] " at a line start.
+        starts = list(_RANKED.finditer(context))
+        chunks = {
+            int(m.group("rank")): context[m.end():(starts[i + 1].start() if i + 1 < len(starts)
+                                                  else len(context))]
+            for i, m in enumerate(starts)
+        }
+        why = {"de": ("menschliches Label (RAGTruth)", "Wortvergleich"),
+               "en": ("human label (RAGTruth)", "word check")}[language]
+        lines = []
+        for listed in _LISTED.finditer(match.group("claims")):
+            claim = listed.group("claim").strip()
+            label, note = self._label(claim, context)
+            words = set(_WORD.findall(claim.lower()))
+            best = max(chunks, key=lambda r: len(words & set(_WORD.findall(chunks[r].lower()))),
+                       default=None)
+            rank = "" if best is None or label is Label.UNGEDECKT else str(best)
+            lines.append(f"{listed.group('n')}: {label.value} [{rank}] "
+                         f"{why[1] if 'word check' in note else why[0]}")
+        return "\n".join(lines), f"verify batch: {len(lines)} claims"
+
     def _verify(self, user: str) -> tuple[str, str]:
         match = _match(_VERIFY_USER, user)
         if match:
@@ -419,6 +458,11 @@ class DemoJudge:
         else:
             loose = _LOOSE_CLAIM.search(user)
             claim, context = (loose.group("claim").strip() if loose else ""), user
+        label, note = self._label(claim, context)
+        return label.value, note
+
+    def _label(self, claim: str, context: str) -> tuple[Label, str]:
+        """The label of ``claim`` against ``context``, and a note for the log."""
         # The same sentence can occur in several answers; their passages tell them apart.
         candidates = self._by_claim.get(claim, [])
         in_context = [a for a in candidates if all(p in context for p in a.passages)]
@@ -427,13 +471,13 @@ class DemoJudge:
             in_context = [a for a in candidates if all(p in context for p in a.passages)]
         if not candidates:
             label = word_check(claim, context)
-            return label.value, f"verify unknown claim: {label.value} (word check)"
+            return label, f"verify unknown claim: {label.value} (word check)"
         # Several models may say the same sentence to the same question, and annotators
         # labelled it in one answer but not in another: the lenient judge takes the kinder
         # verdict (so an answer without labels is never marked down).
         label, answer = max(((label_for(a, claim), a) for a in in_context or candidates),
                             key=lambda pair: LABEL_POINTS[pair[0]])
-        return label.value, f"verify {answer.id}: {label.value}"
+        return label, f"verify {answer.id}: {label.value}"
 
 
 # Words (letters, at least 4) and numbers; the numbers keep their decimal separator.

@@ -21,6 +21,7 @@ from django.test import override_settings
 from investigations.domain import consistency
 from monitoring import services
 from monitoring.judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
+from monitoring.judging.domain.batched import parse_batch, verify_batch_messages
 from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.judging.domain.judge_prompt import (
     decompose_messages,
@@ -548,3 +549,23 @@ def test_an_investigation_over_demo_answers(
     assert question.generator_calls == 3 and question.judge_calls == 1
     assert all(s["logprobs"] and s["model"] == question.answer.model
                for s in question.sample_data)
+
+
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_a_batched_request_gets_a_line_per_claim_with_its_chunk(
+    judge_api: openai.OpenAI, language: str
+) -> None:
+    """The demo judge answers batched verification too: the same labels as one by one, each
+    with the chunk sharing most of its words (none for an unsupported claim) and its source."""
+    claims = [TRACT_INVENTED, TRACT_SUPPORTED]
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=claims, language=language)
+    reply = ask(judge_api, messages, max_tokens=800).choices[0].message.content
+    reading = parse_batch(reply, len(claims))
+    assert reading.missing == ()
+    labels = [reading.verdicts[n].label for n in (1, 2)]
+    assert labels == [verify(judge_api, TRACT, c, language) for c in claims]
+    assert labels == [Label.UNGEDECKT, Label.GEDECKT]
+    assert reading.verdicts[1].chunks == ()
+    assert len(reading.verdicts[2].chunks) == 1
+    assert 1 <= reading.verdicts[2].chunks[0] <= len(TRACT["passages"])
+    assert reading.verdicts[2].reason in ("human label (RAGTruth)", "menschliches Label (RAGTruth)")
