@@ -228,6 +228,7 @@ def test_streaming_calls_pass_through_unrecorded(
     assert client.stats()["queued"] == 0
 
 
+@pytest.mark.timing
 def test_treue_down_costs_the_caller_nothing(
     make_client: Any, openai_server: FakeOpenAIServer
 ) -> None:
@@ -242,8 +243,10 @@ def test_treue_down_costs_the_caller_nothing(
             target.chat.completions.create(model="m", messages=MESSAGES, logprobs=True, **extra)
         return time.perf_counter() - started
 
-    baseline = timed(plain)
-    down = timed(wrapped)
+    # Best of three, taken in turns: a busy machine slows a round of either, not the wrapper.
+    rounds = [(timed(plain), timed(wrapped)) for _ in range(3)]
+    baseline = min(plain_time for plain_time, _ in rounds)
+    down = min(down_time for _, down_time in rounds)
 
     assert down < baseline * 3 + 0.05
     # The sender thread meanwhile tries Treue and fails; with a fast model the ten calls may be
