@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 
 from alarms.models import Alarm
 from monitoring.domain import statistics
+from monitoring.judging import selectors as judging_selectors
 from monitoring.models import JudgePrice, SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
 from monitoring.selectors.dashboard.reads import (
@@ -46,10 +47,9 @@ def user_leads(*, user: User | AnonymousUser) -> bool:
 
 
 def user_may_tune(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
-    """Team leads of the use case and staff change its thresholds and sample rate."""
-    if not user.is_authenticated:
-        return False
-    return bool(user.is_staff) or use_case.team_leads.filter(pk=user.pk).exists()
+    """Team leads of the use case and staff change its thresholds and sample rate: the same
+    people who may spend judge calls on a rescore."""
+    return judging_selectors.user_may_rescore(user=user, use_case=use_case)
 
 
 def setting_changes(*, use_case: UseCase, limit: int | None = None) -> list[SettingChange]:
