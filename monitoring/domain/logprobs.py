@@ -376,6 +376,36 @@ def _ends(
     return positions
 
 
+def _edge_space(seg: bytes, leading: bool, trailing: bool) -> int:
+    """Bytes of edge whitespace ``_literal`` may leave out of ``seg``: leading where it starts
+    the answer, trailing where it ends it."""
+    lead = _LEADING_SPACE.match(seg) if leading else None
+    trail = _TRAILING_SPACE_REVERSED.match(seg[::-1]) if trailing else None
+    return (lead.end() if lead else 0) + (trail.end() if trail else 0)
+
+
+def _span_bounds(reading: bytes | list[list[bytes | None]]) -> tuple[int, int]:
+    """The fewest and most bytes of the answer one token covers, over all its readings.
+
+    A U+FFFD covers 1-3 bytes, strictly or loosely read; a literal all of its bytes, but the
+    first may leave out leading and the last trailing whitespace (a reading's literals and
+    U+FFFD alternate, and a U+FFFD never matches at the answer's end, so only these two can)."""
+    if isinstance(reading, bytes):
+        return max(len(reading) - _edge_space(reading, True, True), 0), len(reading)
+    lows, highs = [], []
+    for option in reading:
+        literal = sum(len(seg) for seg in option if seg is not None)
+        unknown = len(option) - sum(1 for seg in option if seg is not None)
+        spare = 0
+        if option and option[0] is not None:
+            spare += _edge_space(option[0], True, len(option) == 1)
+        if len(option) > 1 and option[-1] is not None:
+            spare += _edge_space(option[-1], False, True)
+        lows.append(max(literal - spare, 0) + unknown)
+        highs.append(literal + 3 * unknown)
+    return min(lows, default=0), max(highs, default=0)
+
+
 def _match(
     target: bytes, options: list[bytes | list[list[bytes | None]]], strict: bool
 ) -> list[tuple[int, int]] | None:
@@ -391,10 +421,18 @@ def _match(
     budgeted too, at 16 position checks a step on average (a token of four U+FFFD in a row,
     what a split character gives, takes 16): the search stays linear in the number of tokens,
     and results where it ran straight through do not change.
+
+    A state whose remaining tokens cannot cover the rest of the answer, however each reads, is
+    not searched (tokens that can each take 1-3 bytes too few would otherwise spend the whole
+    budget before failing, or finding the reading where each takes more).
     """
     total = len(options)
     budget = 3 * total + 1000
     work = [16 * budget]
+    # The fewest and most bytes tokens index.. can cover.
+    spans = [_span_bounds(option) for option in reversed(options)]
+    least = list(accumulate((low for low, _ in spans), initial=0))[::-1]
+    most = list(accumulate((high for _, high in spans), initial=0))[::-1]
     dead: set[tuple[int, int]] = set()
     stack: list[tuple[int, int, list[int]]] = []
     index, pos = 0, 0
@@ -403,6 +441,8 @@ def _match(
             if pos == len(target):
                 starts = [frame[1] for frame in stack]
                 return list(zip(starts, [*starts[1:], pos], strict=False))
+        elif not least[index] <= len(target) - pos <= most[index]:
+            stack.append((index, pos, []))
         elif (index, pos) not in dead:
             budget -= 1
             if budget < 0:

@@ -560,6 +560,27 @@ def test_long_replacement_runs_stay_cheap(tokens, aligned):
     assert elapsed < 3.0
 
 
+def test_split_characters_align_where_the_shortest_readings_fall_short():
+    """Tokens of four U+FFFD, each for two characters cut into bytes: read loosely a U+FFFD is
+    1-3 bytes, and taking the shortest first leaves half the answer uncovered. The search skips
+    states the remaining tokens cannot finish from, so it finds the reading instead of spending
+    its budget on them."""
+    answer = "é" * 20_000  # 40,000 bytes, 5,000 tokens of 8 bytes each
+
+    spans = align_tokens(answer, [TokenLogprob("\ufffd" * 4, -1.0)] * 5_000)
+
+    assert spans is not None
+    starts, ends = spans
+    assert (starts[0], ends[-1]) == (0, len(answer))
+    assert all(0 <= s < e <= len(answer) for s, e in zip(starts, ends, strict=True))
+
+
+def test_tokens_that_cannot_cover_the_answer_stay_unaligned():
+    # At most 3 bytes a U+FFFD: 100 of them cannot spell 400 bytes, nor 400 of them 100.
+    assert align_tokens("é" * 200, [TokenLogprob("\ufffd", -1.0)] * 100) is None
+    assert align_tokens("é" * 50, [TokenLogprob("\ufffd", -1.0)] * 400) is None
+
+
 def _server_token(chunk, style):
     """A token as a server writes it when its bytes may split a character."""
     try:
