@@ -34,7 +34,7 @@ from monitoring.judging.domain.judge_prompt import (
 )
 from monitoring.judging.domain.scoring import score_labels
 from monitoring.judging.services.runs import judge_run_execute
-from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
 from monitoring.selectors.dashboard import iso_weeks
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
@@ -201,6 +201,13 @@ def test_seed_then_judge_then_import_the_experts_labels(
                                                                                     flat=True))
     assert runs
     assert [judge_run_execute(run_id=pk) for pk in runs] == ["scored"] * len(runs)
+    # New use cases verify an answer's claims in one call, so the demo shows the judge's
+    # evidence (the chunk a verdict rests on, and why) on the answer page.
+    assert set(UseCase.objects.values_list("judge_mode", flat=True)) == {JudgeMode.BATCHED}
+    scored = JudgeRun.objects.filter(pk__in=runs)
+    assert set(scored.values_list("judge_mode", flat=True)) == {JudgeMode.BATCHED}
+    claims = Claim.objects.filter(run__in=scored)
+    assert claims.exclude(evidence_chunks=[]).exists() and claims.exclude(reason="").exists()
 
     out = seed(expert_labels=str(tmp_path))
     assert "refused" not in out.replace("0 refused", "")

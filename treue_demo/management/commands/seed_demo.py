@@ -25,7 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.models import Answer, JudgeRun, Service, UseCase
+from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.selectors.dashboard import Week, iso_weeks
 from monitoring.services import IngestOutcome
 from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
@@ -92,7 +92,7 @@ class Command(BaseCommand):
                 use_case = UseCase.objects.filter(slug=case.slug).first() or (
                     services.use_case_create(
                         slug=case.slug, name=case.name, language="en",
-                        sample_rate=case.sample_rate,
+                        sample_rate=case.sample_rate, judge_mode=JudgeMode.BATCHED,
                     )
                 )
                 use_case.team_leads.add(user)
