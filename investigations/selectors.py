@@ -3,7 +3,7 @@ costs (shown before it starts), the list per use case, progress, and the report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -18,6 +18,8 @@ from investigations.models import Investigation, Question
 from monitoring import selectors as monitoring_selectors
 from monitoring.domain.highlight import Segment, segments
 from monitoring.domain.statistics import wilson
+from monitoring.judging import selectors as judging_selectors
+from monitoring.judging.domain import cost
 from monitoring.models import Answer, JudgePrice, UseCase
 
 # A rough token estimate where the stored answer does not say: ~4 characters per token.
@@ -60,28 +62,27 @@ class Plan:
         return self.generator_calls + self.judge_calls
 
 
-def model_prices() -> dict[str, JudgePrice]:
-    return {p.judge_model.strip().lower(): p for p in JudgePrice.objects.all()}
+def model_prices(models: Iterable[str]) -> dict[str, JudgePrice]:
+    """The prices of these models, by the judge tier's one matching rule."""
+    return judging_selectors.prices_for(models=models)
 
 
 def price_of(
-    prices: dict[str, JudgePrice], model: str, prompt_tokens: float, completion_tokens: float
+    prices: dict[str, JudgePrice], model: str, prompt_tokens: float, completion_tokens: float,
+    cached_tokens: float = 0,
 ) -> Decimal | None:
-    price = prices.get(model.strip().lower())
+    price = prices.get(cost.price_key(model))
     if price is None:
         return None
-    return (
-        price.prompt_per_1k * Decimal(round(prompt_tokens))
-        + price.completion_per_1k * Decimal(round(completion_tokens))
-    ) / 1000
+    return price.cost(
+        prompt_tokens=round(prompt_tokens), completion_tokens=round(completion_tokens),
+        cached_tokens=round(cached_tokens),
+    )
 
 
 def currency_of(models: set[str]) -> str:
     """The one currency the models' prices are in; "" when unknown or mixed."""
-    prices = model_prices()
-    currencies = {
-        prices[m.strip().lower()].currency for m in models if m.strip().lower() in prices
-    }
+    currencies = set(judging_selectors.price_currencies(models=models).values())
     return currencies.pop() if len(currencies) == 1 else ""
 
 
@@ -172,7 +173,8 @@ def investigation_plan(
 
 
 def _estimate_cost(plan: Plan, ids: list[int]) -> Decimal | None:
-    prices = model_prices()
+    prices = model_prices({plan.generator_model or a.model for a in plan.answers}
+                          | {plan.judge_model})
     total = Decimal(0)
     token_data = dict(Answer.objects.filter(pk__in=ids).values_list("pk", "token_data"))
     for answer in plan.answers:

@@ -124,7 +124,10 @@ def _cost(question: Question, model: str, result: CallResult) -> Decimal | None:
     """The question's cost so far plus this call's; unknown once any call's price is."""
     if question.cost is None and (question.generator_calls or question.judge_calls):
         return None
-    price = price_of(model_prices(), model, result.prompt_tokens, result.completion_tokens)
+    price = price_of(
+        model_prices([model]), model, result.prompt_tokens, result.completion_tokens,
+        result.cached_tokens,
+    )
     if price is None:
         return None
     return (question.cost or Decimal(0)) + price

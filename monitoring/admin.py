@@ -175,7 +175,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
     """Read-only: a run is written by the worker alone; rescoring adds runs from the pages."""
 
     list_display = ("id", "answer", "status", "trigger", "judge_model", "prompt_version",
-                    "calls", "prompt_tokens", "completion_tokens", "cost", "score",
+                    "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "cost", "score",
                     "created_at", "finished_at")
     list_filter = ("status", "trigger", "judge_model", "prompt_version",
                    "answer__use_case")
@@ -198,5 +198,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
 @admin.register(JudgePrice)
 class JudgePriceAdmin(admin.ModelAdmin):
-    list_display = ("judge_model", "prompt_per_1k", "completion_per_1k", "currency")
+    list_display = (
+        "judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k", "currency"
+    )
     search_fields = ("judge_model",)

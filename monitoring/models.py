@@ -3,6 +3,7 @@
 import json
 import math
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from jobs.models import LeasedJob
 from monitoring.domain.logprobs import pack_compact, unpack_compact
 from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
+from monitoring.judging.domain.cost import token_cost
 
 
 def _validate_finite(value: float) -> None:
@@ -428,6 +430,8 @@ class JudgeRun(LeasedJob):
     calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
     prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
     completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    # Of the prompt tokens, those the provider served from its prefix cache.
+    cached_tokens = models.PositiveIntegerField(_("davon aus dem Cache"), default=0)
     cost = models.DecimalField(
         _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
     )
@@ -531,6 +535,11 @@ class JudgePrice(models.Model):
     completion_per_1k = models.DecimalField(
         _("Preis je 1.000 Antwort-Token"), max_digits=10, decimal_places=6, default=0
     )
+    cached_prompt_per_1k = models.DecimalField(
+        _("Preis je 1.000 Prompt-Token aus dem Cache"), max_digits=10, decimal_places=6,
+        null=True, blank=True,
+        help_text=_("Leer: wie die übrigen Prompt-Token."),
+    )
     currency = models.CharField(_("Währung"), max_length=3, default="EUR")
 
     class Meta:
@@ -539,6 +548,50 @@ class JudgePrice(models.Model):
 
     def __str__(self) -> str:
         return self.judge_model
+
+    def cost(
+        self, *, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+    ) -> Decimal:
+        """What these tokens cost at this price (cost.token_cost)."""
+        return token_cost(
+            prompt_tokens=Decimal(prompt_tokens), completion_tokens=Decimal(completion_tokens),
+            cached_tokens=Decimal(cached_tokens), prompt_per_1k=self.prompt_per_1k,
+            completion_per_1k=self.completion_per_1k, cached_per_1k=self.cached_prompt_per_1k,
+        )
+
+
+class JudgeProgress(models.Model):
+    """What a judge run has received so far: its decomposition and each verdict, stored as it
+    arrives, so that a run retried after a transient failure, taken over from a worker that
+    died, or retried from the page asks the judge only for what is missing. The finished run's
+    claims replace it."""
+
+    DECOMPOSITION = "decomposition"
+
+    run = models.ForeignKey(
+        JudgeRun, on_delete=models.CASCADE, related_name="progress", verbose_name=_("Prüflauf")
+    )
+    # DECOMPOSITION, or a verdict's key: sha256 of (language, claim, context digest).
+    key = models.CharField(_("Schlüssel"), max_length=64)
+    language = models.CharField(_("Sprache"), max_length=8, blank=True)
+    claim = models.TextField(_("Aussage"), blank=True)
+    context_digest = models.CharField(_("Kontext (SHA-256)"), max_length=64, blank=True)
+    label = models.CharField(_("Urteil"), max_length=12, blank=True)
+    raw_reply = models.TextField(_("Antwort des Prüfers"), blank=True)
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
+    evidence_chunks = models.JSONField(_("Belegabschnitte"), default=list, blank=True)
+    reason = models.TextField(_("Begründung"), blank=True)
+    created_at = models.DateTimeField(_("erhalten"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("Zwischenstand eines Prüflaufs")
+        verbose_name_plural = _("Zwischenstände der Prüfläufe")
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="judgeprogress_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.key[:12]}"
 
 
 class WorkerHeartbeat(models.Model):

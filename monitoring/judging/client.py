@@ -190,6 +190,7 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
         usage = completion.usage
         prompt_tokens = (usage.prompt_tokens if usage else 0) or 0
         completion_tokens = (usage.completion_tokens if usage else 0) or 0
+        cached_tokens = _cached_tokens(usage)
         reported = completion.model or model
     except (AttributeError, TypeError, IndexError, KeyError) as e:
         # The SDK hands back whatever a 200 carried: a str for a text/html page, a list, or a
@@ -207,7 +208,20 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
         completion_tokens=completion_tokens,
         latency_ms=latency_ms,
         model=reported,
+        cached_tokens=min(cached_tokens, prompt_tokens),
     )
+
+
+def _cached_tokens(usage: Any) -> int:
+    """``usage.prompt_tokens_details.cached_tokens`` where the endpoint reports it (OpenAI and
+    compatible servers with a prefix cache), else 0; a value of another kind counts as none,
+    as these are only a discount on tokens already counted."""
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    if isinstance(details, dict):  # an endpoint's extra field the SDK did not model
+        cached = details.get("cached_tokens")
+    else:
+        cached = getattr(details, "cached_tokens", None)
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
 
 
 def _not_a_completion(who: str, reply: object) -> JudgeUnavailable:

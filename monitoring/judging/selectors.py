@@ -2,6 +2,7 @@
 rescore is expected to cost, the use case's usage per day and its expected weekly cost."""
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -38,10 +39,27 @@ def user_may_rescore(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
     return bool(user.is_staff) or use_case.team_leads.filter(pk=user.pk).exists()
 
 
+def prices_for(*, models: Iterable[str]) -> dict[str, JudgePrice]:
+    """The prices of these models, keyed by ``cost.price_key``: the one rule every cost figure
+    finds its price by (a handful of rows, matched here rather than by the database, whose
+    case rules differ between SQLite and PostgreSQL)."""
+    keys = {cost.price_key(m) for m in models} - {""}
+    if not keys:
+        return {}
+    return {
+        key: price for price in JudgePrice.objects.all()
+        if (key := cost.price_key(price.judge_model)) in keys
+    }
+
+
 def price_for_model(*, judge_model: str) -> JudgePrice | None:
-    if not judge_model:
-        return None
-    return JudgePrice.objects.filter(judge_model=judge_model).first()
+    return prices_for(models=[judge_model]).get(cost.price_key(judge_model))
+
+
+def price_currencies(*, models: Iterable[str]) -> dict[str, str]:
+    """The currency of each of these models that has a price, by the model's name as given."""
+    prices = prices_for(models=models)
+    return {m: prices[cost.price_key(m)].currency for m in models if cost.price_key(m) in prices}
 
 
 @dataclass
@@ -78,10 +96,7 @@ def answer_judging(*, answer: Answer) -> AnswerJudging:
         and open_run is None
         else None
     )
-    currencies = dict(
-        JudgePrice.objects.filter(judge_model__in={r.judge_model for r in runs})
-        .values_list("judge_model", "currency")
-    )
+    currencies = price_currencies(models={r.judge_model for r in runs})
     for run in runs:
         run.currency = currencies.get(run.judge_model, "")
     # The judge's evidence with the chunks' sources: (rank, source) per chunk named.
@@ -112,6 +127,7 @@ class JudgeMeans:
     calls_per_answer: float | None
     prompt_tokens_per_call: float | None
     completion_tokens_per_call: float | None
+    cached_tokens_per_call: float | None = None  # of the prompt tokens
 
 
 def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
@@ -122,7 +138,7 @@ def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
         finished_at__gte=since,
     ).aggregate(
         n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
+        completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
     )
     runs, calls = totals["n_runs"], totals["n_calls"] or 0
     return JudgeMeans(
@@ -130,6 +146,7 @@ def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
         calls_per_answer=calls / runs if runs else None,
         prompt_tokens_per_call=totals["prompt"] / calls if calls else None,
         completion_tokens_per_call=totals["completion"] / calls if calls else None,
+        cached_tokens_per_call=totals["cached"] / calls if calls else None,
     )
 
 
@@ -148,10 +165,20 @@ class RescoreEstimate:
     skipped_open: int = 0
 
 
-def _price_floats(price: JudgePrice | None) -> tuple[float | None, float | None]:
+def _estimate_cost(
+    price: JudgePrice | None, *, prompt: float, completion: float, cached: float
+) -> float | None:
+    """What these (expected) tokens cost at `price`; None without one."""
     if price is None:
-        return None, None
-    return float(price.prompt_per_1k), float(price.completion_per_1k)
+        return None
+    return cost.call_cost(
+        prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
+        prompt_price_per_1k=float(price.prompt_per_1k),
+        completion_price_per_1k=float(price.completion_per_1k),
+        cached_price_per_1k=(
+            None if price.cached_prompt_per_1k is None else float(price.cached_prompt_per_1k)
+        ),
+    )
 
 
 def _run_estimate(
@@ -160,16 +187,14 @@ def _run_estimate(
     """Expected cost of `calls` calls, at the tokens per call of `run` or else of `means`."""
     if run is not None and run.calls:
         prompt, completion = run.prompt_tokens / run.calls, run.completion_tokens / run.calls
+        cached = run.cached_tokens / run.calls
     elif means is not None and means.prompt_tokens_per_call is not None:
         prompt, completion = means.prompt_tokens_per_call, means.completion_tokens_per_call or 0
+        cached = means.cached_tokens_per_call or 0
     else:
         return None
-    prompt_price, completion_price = _price_floats(price)
-    return cost.call_cost(
-        prompt_tokens=prompt * calls,
-        completion_tokens=completion * calls,
-        prompt_price_per_1k=prompt_price,
-        completion_price_per_1k=completion_price,
+    return _estimate_cost(
+        price, prompt=prompt * calls, completion=completion * calls, cached=cached * calls
     )
 
 
@@ -250,13 +275,12 @@ def rescore_estimate_for_week(
     open_ids = answers_with_open_runs(answers=answers)
     rows = answers.annotate(claim_count=Count("current_run__claims")).values_list(
         "pk", "model", "claim_count", "current_run__calls", "current_run__prompt_tokens",
-        "current_run__completion_tokens",
+        "current_run__completion_tokens", "current_run__cached_tokens",
     )
     price = price_for_model(judge_model=judge_model)
-    prompt_price, completion_price = _price_floats(price)
     count = calls = skipped_same = skipped_open = 0
-    prompt_tokens = completion_tokens = 0.0
-    for pk, model, claims, run_calls, run_prompt, run_completion in rows:
+    prompt_tokens = completion_tokens = cached_tokens = 0.0
+    for pk, model, claims, run_calls, run_prompt, run_completion, run_cached in rows:
         if same_model(model, judge_model):
             skipped_same += 1
             continue
@@ -268,11 +292,11 @@ def rescore_estimate_for_week(
         if run_calls:
             prompt_tokens += run_prompt / run_calls * (1 + claims)
             completion_tokens += run_completion / run_calls * (1 + claims)
+            cached_tokens += run_cached / run_calls * (1 + claims)
     return RescoreEstimate(
         answers=count, calls=calls, basis="claims", price=price,
-        cost=cost.call_cost(
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            prompt_price_per_1k=prompt_price, completion_price_per_1k=completion_price,
+        cost=_estimate_cost(
+            price, prompt=prompt_tokens, completion=completion_tokens, cached=cached_tokens
         ),
         skipped_same_model=skipped_same, skipped_open=skipped_open,
     )
@@ -287,6 +311,7 @@ class UsageRow:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens
     cost: Decimal = Decimal(0)
     unpriced_runs: int = 0  # runs that made calls for a model without a price
 
@@ -318,7 +343,8 @@ def judge_usage_by_day(
         .values("day")
         .annotate(
             n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"), total_cost=Sum("cost"),
+            completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
+            total_cost=Sum("cost"),
             unpriced=Count("id", filter=Q(cost__isnull=True, calls__gt=0)),
         )
     )
@@ -332,11 +358,12 @@ def judge_usage_by_day(
             row = UsageRow(
                 day=day, runs=data["n_runs"], calls=data["n_calls"] or 0,
                 prompt_tokens=data["prompt"] or 0, completion_tokens=data["completion"] or 0,
-                cost=Decimal(data["total_cost"] or 0), unpriced_runs=data["unpriced"],
+                cached_tokens=data["cached"] or 0, cost=Decimal(data["total_cost"] or 0),
+                unpriced_runs=data["unpriced"],
             )
         rows.append(row)
-        for name in ("runs", "calls", "prompt_tokens", "completion_tokens", "cost",
-                     "unpriced_runs"):
+        for name in ("runs", "calls", "prompt_tokens", "completion_tokens", "cached_tokens",
+                     "cost", "unpriced_runs"):
             setattr(total, name, getattr(total, name) + getattr(row, name))
     return rows, total
 
@@ -411,6 +438,7 @@ class WeeklyCost:
     judged_runs: int
     prompt_tokens_per_call: float | None
     completion_tokens_per_call: float | None
+    cached_tokens_per_call: float | None
     judge_model: str
     price: JudgePrice | None
     compared: list[ComparedRate]
@@ -446,8 +474,12 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
     means = use_case_judge_means(use_case=use_case, since=since)
     judge_model = settings.TREUE_JUDGE_MODEL
     price = price_for_model(judge_model=judge_model)
-    prompt_price, completion_price = _price_floats(price)
     calls_per_answer = means.calls_per_answer or cost.ASSUMED_CALLS_PER_ANSWER
+    prompt_price = completion_price = cached_price = None
+    if price is not None:
+        prompt_price, completion_price = float(price.prompt_per_1k), float(price.completion_per_1k)
+        if price.cached_prompt_per_1k is not None:
+            cached_price = float(price.cached_prompt_per_1k)
 
     def estimate(rate: float) -> cost.WeeklyCostEstimate:
         return cost.expected_weekly_judge_cost(
@@ -459,6 +491,8 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
             completion_tokens_per_call=means.completion_tokens_per_call,
             prompt_price_per_1k=prompt_price,
             completion_price_per_1k=completion_price,
+            cached_tokens_per_call=means.cached_tokens_per_call or 0.0,
+            cached_price_per_1k=cached_price,
         )
 
     rates = sorted({*COMPARED_RATES, use_case.sample_rate})
@@ -474,6 +508,7 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
         judged_runs=means.runs,
         prompt_tokens_per_call=means.prompt_tokens_per_call,
         completion_tokens_per_call=means.completion_tokens_per_call,
+        cached_tokens_per_call=means.cached_tokens_per_call,
         judge_model=judge_model,
         price=price,
         compared=[

@@ -15,7 +15,8 @@ from datetime import datetime
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
-from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
+from monitoring.judging import selectors as judging_selectors
+from monitoring.models import Answer, JudgeRun, UseCase
 from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
 
 # Answers sampled for the judge whose score is not there yet.
@@ -26,12 +27,7 @@ OPEN_RUN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 
 def judge_currencies(*, models: Iterable[str]) -> dict[str, str]:
     """The currency of each judge model that has a price; models without one are missing."""
-    names = set(models)
-    if not names:
-        return {}
-    return dict(
-        JudgePrice.objects.filter(judge_model__in=names).values_list("judge_model", "currency")
-    )
+    return judging_selectors.price_currencies(models=set(models))
 
 
 def week_currency(*, figures: WeekFigures, currencies: dict[str, str]) -> str | None:

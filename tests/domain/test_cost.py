@@ -10,6 +10,8 @@ from monitoring.judging.domain.cost import (
     WeeklyCostEstimate,
     call_cost,
     expected_weekly_judge_cost,
+    price_key,
+    token_cost,
 )
 
 # (id, volume, flagged, rate, calls/answer, prompt tok/call, completion tok/call, prompt price,
@@ -133,3 +135,45 @@ def test_call_cost(prompt, completion, prompt_price, completion_price, cost):
         prompt_price_per_1k=prompt_price, completion_price_per_1k=completion_price,
     )
     assert got == (None if cost is None else pytest.approx(cost, rel=1e-12, abs=1e-15))
+
+
+def test_cached_prompt_tokens_cost_the_cached_price():
+    # 1,200 prompt tokens of which 1,024 cached: (176 × 0.5 + 1,024 × 0.125 + 40 × 1.5) / 1000
+    # = (88 + 128 + 60) / 1000 = 0.276
+    got = call_cost(
+        prompt_tokens=1200, completion_tokens=40, prompt_price_per_1k=0.5,
+        completion_price_per_1k=1.5, cached_tokens=1024, cached_price_per_1k=0.125,
+    )
+    assert got == pytest.approx(0.276, rel=1e-12)
+    # Without a cached price they cost what the other prompt tokens cost: 0.66 as above.
+    assert call_cost(
+        prompt_tokens=1200, completion_tokens=40, prompt_price_per_1k=0.5,
+        completion_price_per_1k=1.5, cached_tokens=1024,
+    ) == pytest.approx(0.66, rel=1e-12)
+
+
+def test_token_cost_in_decimals_and_cached_never_above_the_prompt():
+    from decimal import Decimal
+
+    # (0 × 2 + 10 × 1 + 5 × 4) / 1000 = 0.03: a report of more cached than prompt tokens is
+    # capped at the prompt tokens, never a negative part.
+    assert token_cost(
+        prompt_tokens=Decimal(10), completion_tokens=Decimal(5), cached_tokens=Decimal(12),
+        prompt_per_1k=Decimal(2), completion_per_1k=Decimal(4), cached_per_1k=Decimal(1),
+    ) == Decimal("0.03")
+
+
+def test_weekly_cost_prices_the_cached_share():
+    # 127 judged × 6 = 762 calls as in "typical"; per call (300 × 0.15 + 200 × 0.0375 +
+    # 5 × 0.6) / 1000 = (45 + 7.5 + 3) / 1000 = 0.0555; 762 × 0.0555 = 42.291
+    got = expected_weekly_judge_cost(
+        weekly_volume=1000, flagged_share=0.1, sample_rate=0.03, calls_per_answer=6,
+        prompt_tokens_per_call=500, completion_tokens_per_call=5, prompt_price_per_1k=0.15,
+        completion_price_per_1k=0.6, cached_tokens_per_call=200, cached_price_per_1k=0.0375,
+    )
+    assert got.cost == pytest.approx(42.291, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gpt-4o-mini", " GPT-4o-mini", "gpt-4O-MINI\t"])
+def test_one_rule_finds_a_price(name):
+    assert price_key(name) == "gpt-4o-mini"

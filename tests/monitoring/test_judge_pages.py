@@ -23,6 +23,7 @@ from django.test import Client
 from django.utils import timezone
 
 from monitoring import services
+from monitoring.judging import selectors as judging_selectors
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.services import rescoring
 from monitoring.judging.services.runs import judge_run_execute
@@ -1046,6 +1047,35 @@ def test_judge_page_shows_the_expected_weekly_cost(
             german(calls, 0 if calls.is_integer() else 1),
             f"{german(calls * per_call, 2)} EUR",
         ]
+
+
+def test_cached_tokens_priced_in_the_weekly_cost_and_the_rescore_estimate(
+    world: World, cost_world: list[JudgeRun]
+) -> None:
+    # Half of every run's prompt tokens came from the provider's cache, at a tenth of the price.
+    for run in cost_world:
+        JudgeRun.objects.filter(pk=run.pk).update(cached_tokens=run.prompt_tokens // 2)
+    JudgePrice.objects.filter(judge_model=JUDGE).update(cached_prompt_per_1k=Decimal("1"))
+    runs = list(JudgeRun.objects.filter(pk__in=[r.pk for r in cost_world]))
+    cost = sum(
+        (r.prompt_tokens - r.cached_tokens) * 10 + r.cached_tokens * 1 + r.completion_tokens * 20
+        for r in runs
+    ) / 1000
+    client = client_for(world, "lead")
+    text = text_of(client.get("/use-cases/pruefung/judge/").content.decode())
+    assert f"Kosten ≈ {german(cost, 2)} EUR" in text
+    cached = sum(r.cached_tokens for r in runs)
+    assert f"(davon {cached:,} aus dem Cache)".replace(",", ".") in text
+    assert "Prompt-Token aus dem Cache: 1 EUR je 1.000." in text
+    assert "aus dem Cache des Anbieters" in text
+    # A rescore of one answer: 1 + its claims calls at its run's tokens per call.
+    run = runs[2]  # 3 claims, 4 calls
+    per_call = (
+        (run.prompt_tokens - run.cached_tokens) * 10 + run.cached_tokens
+        + run.completion_tokens * 20
+    ) / 1000 / run.calls
+    estimate = judging_selectors.rescore_estimate_for_answer(answer=run.answer, judge_model=JUDGE)
+    assert estimate.cost == pytest.approx(per_call * 4, rel=1e-9)
 
 
 def test_admin_use_case_form_shows_the_estimate_next_to_the_rate(

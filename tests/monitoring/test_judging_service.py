@@ -304,6 +304,39 @@ def test_cost_from_the_judge_models_price(
     assert run.cost == expected
 
 
+def test_cached_prompt_tokens_are_counted_and_priced(judge, api, make_answer):
+    # The price is found by the one rule (case and blanks aside) and has a cached price.
+    JudgePrice.objects.create(
+        judge_model=" Judge-X", prompt_per_1k=Decimal("0.5"),
+        completion_per_1k=Decimal("2"), cached_prompt_per_1k=Decimal("0.05"),
+    )
+    judge.responder = ScriptedJudge(claims=[C1, C2])
+    # Each call: 2,000 prompt tokens of which 1,536 from the provider's cache, 10 completion.
+    judge.usage_for = lambda request, content: (2000, 10, 1536)
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert (run.calls, run.prompt_tokens, run.cached_tokens) == (3, 6000, 4608)
+    # (1,392 × 0.5 + 4,608 × 0.05 + 30 × 2) / 1000 = (696 + 230.4 + 60) / 1000 = 0.9864
+    assert run.cost == Decimal("0.986400")
+    assert [r["cached_tokens"] for r in run.call_log] == [1536] * 3
+
+
+def test_no_cached_price_bills_cached_tokens_as_prompt_tokens(judge, api, make_answer):
+    JudgePrice.objects.create(judge_model="judge-x", prompt_per_1k=Decimal("0.5"),
+                              completion_per_1k=Decimal("2"))
+    judge.responder = ScriptedJudge(claims=[C1])
+    judge.usage_for = lambda request, content: (2000, 10, 1536)
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    # 2 calls: (4,000 × 0.5 + 20 × 2) / 1000 = 2.04
+    assert only_run(answer).cost == Decimal("2.040000")
+
+
 def test_a_second_execution_of_the_same_run_does_nothing(judge, api, make_answer):
     answer = ingest(api, make_answer)
     assert execute(answer) == "scored"

@@ -190,8 +190,9 @@ class FakeOpenAIServer:
         # Seconds to hold the reply to the request with this 0-based arrival index; ``wake()``
         # ends every wait at once (a held reply is then sent as usual).
         self.delay_for: Callable[[int, dict[str, Any]], float] | None = None
-        # (prompt_tokens, completion_tokens) to report for a request and its reply content.
-        self.usage_for: Callable[[dict[str, Any], str], tuple[int, int]] | None = None
+        # (prompt_tokens, completion_tokens[, cached_tokens]) to report for a request and its
+        # reply content.
+        self.usage_for: Callable[[dict[str, Any], str], tuple[int, ...]] | None = None
         # Requests being answered right now, and the most there ever were at once.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -302,9 +303,16 @@ class FakeOpenAIServer:
         if request.get("logprobs"):
             choice["logprobs"] = {"content": self._logprobs(chunks, request), "refusal": None}
         prompt_chars = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
-        prompt_tokens, completion_tokens = max(1, prompt_chars // 4), len(chunks)
+        usage: dict[str, Any] = {
+            "prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": len(chunks)
+        }
         if self.usage_for is not None:
-            prompt_tokens, completion_tokens = self.usage_for(request, content)
+            # (prompt, completion), or (prompt, completion, cached) for a provider's prefix cache.
+            figures = self.usage_for(request, content)
+            usage["prompt_tokens"], usage["completion_tokens"] = figures[0], figures[1]
+            if len(figures) > 2:
+                usage["prompt_tokens_details"] = {"cached_tokens": figures[2]}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         return {
             "id": f"chatcmpl-test{len(self.requests)}",
             "object": "chat.completion",
@@ -312,11 +320,7 @@ class FakeOpenAIServer:
             "model": request.get("model", "test-model"),
             "system_fingerprint": None,
             "choices": [choice],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     def _logprobs(self, chunks: list[bytes], request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,13 +1,16 @@
 """What the judge tier costs: the expected weekly cost of a use case, and of one judge run.
 
 Every flagged answer is judged, and of the others the share given by the sample rate; each
-judged answer costs one decomposition call plus one call per claim. The figures are expected
-values from the use case's recent weeks, so the page that sets the sample rate can show what a
-rate costs before anyone saves it.
+judged answer costs one decomposition call plus one call per claim (per-claim mode) or per
+batch of claims (batched mode). Prompt tokens a provider served from its cache cost the cached
+price where one is set. The figures are expected values from the use case's recent weeks, so
+the page that sets the sample rate can show what a rate costs before anyone saves it.
 """
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import TypeVar
 
 # When a use case has no judged answer yet, the number of calls per answer is assumed: one
 # decomposition plus five claims, the middle of the 3-8 claims a RAG answer usually holds. The
@@ -32,23 +35,62 @@ def _check_non_negative(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be a finite number of at least 0, not {value!r}")
 
 
+def price_key(model: str) -> str:
+    """The one rule by which a price is found for a model name: case and surrounding blanks do
+    not make another model (as for "the same model" when a model would judge itself)."""
+    return model.strip().lower()
+
+
+Number = TypeVar("Number", float, Decimal)
+
+
+def token_cost(
+    *,
+    prompt_tokens: Number,
+    completion_tokens: Number,
+    cached_tokens: Number,
+    prompt_per_1k: Number,
+    completion_per_1k: Number,
+    cached_per_1k: Number | None,
+) -> Number:
+    """The price of a call's tokens, in floats (estimates) or Decimals (what runs cost).
+
+    Cached prompt tokens are a part of the prompt tokens (as the OpenAI API reports them:
+    ``usage.prompt_tokens_details.cached_tokens``), billed at ``cached_per_1k``; without a
+    price of their own they cost what other prompt tokens cost."""
+    cached_price = prompt_per_1k if cached_per_1k is None else cached_per_1k
+    cached = min(cached_tokens, prompt_tokens)
+    return (
+        (prompt_tokens - cached) * prompt_per_1k
+        + cached * cached_price
+        + completion_tokens * completion_per_1k
+    ) / 1000
+
+
 def call_cost(
     *,
     prompt_tokens: float,
     completion_tokens: float,
     prompt_price_per_1k: float | None,
     completion_price_per_1k: float | None,
+    cached_tokens: float = 0.0,
+    cached_price_per_1k: float | None = None,
 ) -> float | None:
-    """The price of the given tokens; None when either price is unknown."""
+    """The price of the given tokens (``token_cost``); None when a price is unknown."""
     _check_non_negative("prompt_tokens", prompt_tokens)
     _check_non_negative("completion_tokens", completion_tokens)
+    _check_non_negative("cached_tokens", cached_tokens)
     _check_non_negative("prompt_price_per_1k", prompt_price_per_1k)
     _check_non_negative("completion_price_per_1k", completion_price_per_1k)
+    _check_non_negative("cached_price_per_1k", cached_price_per_1k)
     if prompt_price_per_1k is None or completion_price_per_1k is None:
         return None
-    return (
-        prompt_tokens * prompt_price_per_1k + completion_tokens * completion_price_per_1k
-    ) / 1000
+    return token_cost(
+        prompt_tokens=float(prompt_tokens), completion_tokens=float(completion_tokens),
+        cached_tokens=float(cached_tokens), prompt_per_1k=float(prompt_price_per_1k),
+        completion_per_1k=float(completion_price_per_1k),
+        cached_per_1k=None if cached_price_per_1k is None else float(cached_price_per_1k),
+    )
 
 
 def expected_weekly_judge_cost(
@@ -61,6 +103,8 @@ def expected_weekly_judge_cost(
     completion_tokens_per_call: float | None,
     prompt_price_per_1k: float | None,
     completion_price_per_1k: float | None,
+    cached_tokens_per_call: float = 0.0,
+    cached_price_per_1k: float | None = None,
 ) -> WeeklyCostEstimate:
     """Judged answers, calls and cost of one week.
 
@@ -84,6 +128,8 @@ def expected_weekly_judge_cost(
         completion_tokens=completion_tokens_per_call,
         prompt_price_per_1k=prompt_price_per_1k,
         completion_price_per_1k=completion_price_per_1k,
+        cached_tokens=cached_tokens_per_call,
+        cached_price_per_1k=cached_price_per_1k,
     )
     return WeeklyCostEstimate(
         judged_answers=judged,

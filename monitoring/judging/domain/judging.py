@@ -48,6 +48,8 @@ class CallResult:
     completion_tokens: int
     latency_ms: int
     model: str  # as the endpoint reports it (may name a dated snapshot of the configured model)
+    # Of prompt_tokens, those the provider served from its prefix cache (billed cheaper).
+    cached_tokens: int = 0
 
 
 JudgeCall = Callable[[list[dict[str, str]]], CallResult]
@@ -65,6 +67,7 @@ class CallRecord:
     completion_tokens: int
     latency_ms: int
     model: str
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class Judgement:
     completion_tokens: int
     failed_reason: str | None  # set whenever result.failed
     call_log: tuple[CallRecord, ...] = ()
+    cached_tokens: int = 0  # of prompt_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +185,7 @@ def _judgement(
         completion_tokens=sum(r.completion_tokens for r in log),
         failed_reason=result.reason if result.failed else None,
         call_log=tuple(log),
+        cached_tokens=sum(r.cached_tokens for r in log),
     )
 
 
@@ -194,6 +199,7 @@ def _record(purpose: str, position: int | None, attempt: int, reply: CallResult)
         reply.completion_tokens,
         reply.latency_ms,
         reply.model,
+        reply.cached_tokens,
     )
 
 

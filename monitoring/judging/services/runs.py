@@ -17,7 +17,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -25,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import framework as jobs
+from monitoring.judging import selectors as judging_selectors
 from monitoring.judging.client import (
     JudgeClient,
     JudgeConfig,
@@ -35,7 +35,7 @@ from monitoring.judging.domain import judging
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.domain.judging import CallResult, JudgeCall
-from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -127,15 +127,6 @@ def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
     return jobs.publish(JUDGE_RUN, run_ids)
 
 
-def _price(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
-    price = JudgePrice.objects.filter(judge_model=model).first()
-    if price is None:
-        return None
-    return (
-        price.prompt_per_1k * prompt_tokens + price.completion_per_1k * completion_tokens
-    ) / 1000
-
-
 class _Meter:
     """Counts the calls of one attempt as they return (from several threads)."""
 
@@ -143,6 +134,7 @@ class _Meter:
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_tokens = 0
         self._lock = threading.Lock()
 
     def wrap(self, call: JudgeCall) -> JudgeCall:
@@ -152,22 +144,33 @@ class _Meter:
                 self.calls += 1
                 self.prompt_tokens += result.prompt_tokens
                 self.completion_tokens += result.completion_tokens
+                self.cached_tokens += result.cached_tokens
             return result
 
         return metered
 
+    def spent(self, run: JudgeRun) -> dict[str, object]:
+        return _spent(run, self.calls, self.prompt_tokens, self.completion_tokens,
+                      self.cached_tokens) if self.calls else {}
+
 
 def _spent(
-    run: JudgeRun, calls: int, prompt_tokens: int, completion_tokens: int
+    run: JudgeRun, calls: int, prompt_tokens: int, completion_tokens: int, cached_tokens: int
 ) -> dict[str, object]:
-    """The run's usage fields: earlier attempts (as read after the claim) plus this one's."""
+    """The run's usage fields: earlier attempts (as read after the claim) plus this one's,
+    priced by the judge model's price (cached prompt tokens at its cached price)."""
     prompt = run.prompt_tokens + prompt_tokens
     completion = run.completion_tokens + completion_tokens
+    cached = run.cached_tokens + cached_tokens
+    price = judging_selectors.price_for_model(judge_model=run.judge_model)
     return {
         "calls": run.calls + calls,
         "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "cost": _price(run.judge_model, prompt, completion),
+        "cached_tokens": cached,
+        "cost": None if price is None else price.cost(
+            prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached
+        ),
     }
 
 
@@ -179,11 +182,7 @@ def _finish_failed(
     retryable: bool,
     meter: _Meter | None = None,
 ) -> bool:
-    spent = (
-        _spent(run, meter.calls, meter.prompt_tokens, meter.completion_tokens)
-        if meter is not None and meter.calls
-        else {}
-    )
+    spent = meter.spent(run) if meter is not None else {}
     with transaction.atomic():
         done = jobs.fail(JUDGE_RUN, run.pk, token, reason=reason, retryable=retryable, **spent)
         if done:
@@ -205,11 +204,7 @@ def _release(
 ) -> None:
     """Give a run back after a transient failure (keeping what its calls cost); its task
     retries after `retry_in` seconds."""
-    spent = (
-        _spent(run, meter.calls, meter.prompt_tokens, meter.completion_tokens)
-        if meter.calls
-        else {}
-    )
+    spent = meter.spent(run)
     jobs.release(
         JUDGE_RUN, run.pk, token, reason=reason, retry_in=retry_in, retryable=True, **spent
     )
@@ -223,7 +218,8 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             JUDGE_RUN, run.pk, token,
             status=JudgeRun.Status.FAILED if failed else JudgeRun.Status.SUCCEEDED,
             **_spent(
-                run, judgement.calls, judgement.prompt_tokens, judgement.completion_tokens
+                run, judgement.calls, judgement.prompt_tokens, judgement.completion_tokens,
+                judgement.cached_tokens,
             ),
             decomposition_raw=judgement.decomposition_raw,
             call_log=[dataclasses.asdict(record) for record in judgement.call_log],

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from alarms.models import Alarm
 from monitoring.domain import statistics
 from monitoring.judging import selectors as judging_selectors
-from monitoring.models import JudgePrice, SettingChange, UseCase
+from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
 from monitoring.selectors.dashboard.reads import (
     _by_case_and_week,
@@ -90,11 +90,8 @@ def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[int, list[Alarm]]:
 
 def cost_currency(*, judges: Iterable[tuple[str, str]]) -> str:
     """The currency of the judge models' prices when they agree, else ''."""
-    models = {model for model, _ in judges}
-    if not models:
-        return ""
     currencies = set(
-        JudgePrice.objects.filter(judge_model__in=models).values_list("currency", flat=True)
+        judging_selectors.price_currencies(models={model for model, _ in judges}).values()
     )
     return currencies.pop() if len(currencies) == 1 else ""
 
