@@ -193,6 +193,9 @@ class FakeOpenAIServer:
         # (prompt_tokens, completion_tokens[, cached_tokens]) to report for a request and its
         # reply content.
         self.usage_for: Callable[[dict[str, Any], str], tuple[int, ...]] | None = None
+        # The status to fail the request with this 0-based arrival index with (an OpenAI-shaped
+        # error body; 429 with Retry-After: 0), or None to answer it: a share of failing calls.
+        self.fail_for: Callable[[int, dict[str, Any]], int | None] | None = None
         # Requests being answered right now, and the most there ever were at once.
         self.in_flight = 0
         self.max_in_flight = 0
@@ -256,6 +259,7 @@ class FakeOpenAIServer:
             self.byte_style = "openai"
             self.delay_for = None
             self.usage_for = None
+            self.fail_for = None
             self.requests.clear()
             self.request_times.clear()
             self.max_in_flight = self.in_flight
@@ -383,6 +387,15 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             failure = server._take_failure()
             if failure is not None:
                 self._send(*failure)
+                return
+            fail_for = server.fail_for
+            status = fail_for(index, request) if fail_for is not None else None
+            if status is not None:
+                kind = "rate_limit_exceeded" if status == 429 else "server_error"
+                self._send(
+                    status, {"error": {"message": f"Simulated {status}", "type": kind}},
+                    {"Retry-After": "0"} if status == 429 else None,
+                )
                 return
             try:
                 body = server.completion(request)

@@ -129,14 +129,22 @@ def judge_answer(
     mode: str = PER_CLAIM,
     batch_size: int = batched.DEFAULT_BATCH_SIZE,
     batch_call: JudgeCall | None = None,
+    decomposition: str | None = None,
+    on_decomposed: Callable[[str], None] | None = None,
 ) -> Judgement:
     """Judge one answer against its retrieved chunks (in rank order).
 
     ``verify_call`` (default ``call``) lets the caller give verifications a smaller output-token
     cap than the decomposition, ``batch_call`` (default ``verify_call``) batched verifications
     one that fits a line per claim. ``cache`` may be shared by the answers of one run; only
-    readable verdicts are cached. Raises ValueError for an unknown language or mode, or
-    concurrency < 1, and re-raises the first exception of any call.
+    readable verdicts are cached, each as soon as it arrives.
+
+    Resuming: ``decomposition`` is a decomposition reply an earlier attempt received (used if
+    it reads as claims, instead of a call), ``on_decomposed`` receives a readable one as soon as
+    it arrives, and ``cache`` holds the verdicts received before: so a caller that stores both
+    asks, on a retry, only for what is still missing. Raises ValueError for an unknown language
+    or mode, or concurrency < 1, and re-raises the first exception of any call, after the calls
+    already in flight have returned (their verdicts go to ``cache``).
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -144,20 +152,16 @@ def judge_answer(
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     log: list[CallRecord] = []
 
-    reply = call(decompose_messages(question=question, answer=answer, language=language))
-    log.append(_record("decompose", None, 1, reply))
-    claims = parse_claims(reply.text)
-    if claims is None:
-        reply = call(
-            decompose_retry_messages(
-                question=question, answer=answer, language=language, previous_reply=reply.text
-            )
-        )
-        log.append(_record("decompose", None, 2, reply))
-        claims = parse_claims(reply.text)
-    if claims is None:
-        result = ScoreResult(None, False, True, DECOMPOSITION_UNPARSEABLE, 0, 0)
-        return _judgement((), reply.text, result, log)
+    claims = None if decomposition is None else parse_claims(decomposition)
+    if claims is not None:
+        raw = decomposition or ""
+    else:
+        raw, claims = _decompose(question, answer, language, call, log)
+        if claims is None:
+            result = ScoreResult(None, False, True, DECOMPOSITION_UNPARSEABLE, 0, 0)
+            return _judgement((), raw, result, log)
+        if on_decomposed is not None:
+            on_decomposed(raw)
 
     verdicts, verify_log = _verify_all(
         claims,
@@ -170,7 +174,25 @@ def judge_answer(
             chunks, batch_size, batch_call or verify_call or call),
     )
     result = score_labels([v.label for v in verdicts])
-    return _judgement(tuple(verdicts), reply.text, result, log + verify_log)
+    return _judgement(tuple(verdicts), raw, result, log + verify_log)
+
+
+def _decompose(
+    question: str, answer: str, language: str, call: JudgeCall, log: list[CallRecord]
+) -> tuple[str, list[str] | None]:
+    """The decomposition reply and its claims (None if unreadable after one reminder)."""
+    reply = call(decompose_messages(question=question, answer=answer, language=language))
+    log.append(_record("decompose", None, 1, reply))
+    claims = parse_claims(reply.text)
+    if claims is None:
+        reply = call(
+            decompose_retry_messages(
+                question=question, answer=answer, language=language, previous_reply=reply.text
+            )
+        )
+        log.append(_record("decompose", None, 2, reply))
+        claims = parse_claims(reply.text)
+    return reply.text, claims
 
 
 def _judgement(
@@ -293,16 +315,29 @@ def _verify_all(
         executor = ThreadPoolExecutor(
             max_workers=min(concurrency, len(pending)), thread_name_prefix="treue-judge"
         )
+        futures: list[Future[tuple[ClaimVerdict, list[CallRecord]]]] = [
+            executor.submit(verify, position) for position in pending
+        ]
+        settled: set[Future[tuple[ClaimVerdict, list[CallRecord]]]] = set()
         try:
-            futures: list[Future[tuple[ClaimVerdict, list[CallRecord]]]] = [
-                executor.submit(verify, position) for position in pending
-            ]
             for future in as_completed(futures):
-                # The first failure propagates as raised; `finally` drops the queued rest.
                 settle(*future.result())
+                settled.add(future)
+        except BaseException:
+            # The first failure propagates as raised, once the calls already in flight have
+            # returned: their verdicts were paid for, and in the cache a retry need not ask
+            # for them again (a call waits at most its timeout). The queued rest is dropped.
+            for future in futures:
+                future.cancel()
+            for future in futures:
+                if future in settled or future.cancelled():
+                    continue
+                try:
+                    settle(*future.result())
+                except Exception:  # the first failure is what is raised
+                    continue
+            raise
         finally:
-            # Calls already in flight finish in their threads and are discarded; waiting for
-            # them would hold the caller's retry back by up to a request timeout.
             executor.shutdown(wait=False, cancel_futures=True)
     log.sort(key=lambda r: (r.position if r.position is not None else -1, r.attempt))
     return [v for v in verdicts if v is not None], log

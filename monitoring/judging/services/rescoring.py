@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from monitoring import selectors
 from monitoring.judging.services.runs import judge_runs_create
-from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.models import Answer, JudgeProgress, JudgeRun, UseCase
 
 
 class RescoreRefused(Exception):
@@ -90,6 +90,9 @@ def judge_run_retry(*, run: JudgeRun, user: User) -> JudgeRun:
             answers=[answer], judge_model=judge_model, trigger=run.trigger,
             requested_by_id=user.pk,
         )
+        if (new_run.judge_model, new_run.prompt_version) == (run.judge_model, run.prompt_version):
+            # What the failed run received before it gave up is still good: not asked again.
+            JudgeProgress.objects.filter(run=run).update(run=new_run)
         Answer.objects.filter(
             pk=answer.pk, status=Answer.Status.FAILED, current_run__isnull=True
         ).update(status=Answer.Status.QUEUED)

@@ -8,15 +8,21 @@ transaction (claims, verdicts, the run, the answer's score), so a run is scored 
 once however often its task is delivered.
 
 A run's calls, tokens and cost add up every attempt of its holders: the calls of an attempt
-that failed midway (a 429 after three verdicts) were billed too. Its claims, call log and score
-come from the attempt that finished it.
+that failed midway (a 429 after three verdicts) were billed too. What they brought is not lost:
+the decomposition and every verdict are stored as they arrive (JudgeProgress), and the next
+attempt - a retry after a transient failure, a take-over from a worker that died, a retry from
+the page - asks only for what is missing. The claims and score come from the attempt that
+finished the run, with the verdicts earlier attempts received; its call log holds that
+attempt's calls.
 """
 
 import dataclasses
+import hashlib
+import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -33,9 +39,10 @@ from monitoring.judging.client import (
 )
 from monitoring.judging.domain import judging
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
+from monitoring.judging.domain.judge_parse import Label
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.domain.judging import CallResult, JudgeCall
-from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgeProgress, JudgeRun, UseCase
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -174,6 +181,66 @@ def _spent(
     }
 
 
+def _progress_key(key: judging.CacheKey) -> str:
+    return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()
+
+
+class _Progress(MutableMapping[judging.CacheKey, judging.CachedVerdict]):
+    """A run's verdict cache backed by JudgeProgress: each readable verdict is stored the moment
+    it arrives (judge_answer sets it in the caller's thread), and a later attempt of the run
+    starts with every verdict the earlier ones received. The decomposition likewise."""
+
+    def __init__(self, run: JudgeRun) -> None:
+        self.run = run
+        self.decomposition: str | None = None
+        self._verdicts: dict[judging.CacheKey, judging.CachedVerdict] = {}
+        for row in JudgeProgress.objects.filter(run=run).order_by("pk"):
+            if row.key == JudgeProgress.DECOMPOSITION:
+                self.decomposition = row.raw_reply
+                continue
+            try:
+                label = Label(row.label)
+            except ValueError:
+                continue
+            self._verdicts[(row.language, row.claim, row.context_digest)] = (
+                judging.CachedVerdict(
+                    label, row.raw_reply, row.judge_model, tuple(row.evidence_chunks), row.reason
+                )
+            )
+
+    def decomposed(self, raw: str) -> None:
+        self.decomposition = raw
+        self._store(JudgeProgress(run=self.run, key=JudgeProgress.DECOMPOSITION, raw_reply=raw))
+
+    def __getitem__(self, key: judging.CacheKey) -> judging.CachedVerdict:
+        return self._verdicts[key]
+
+    def __setitem__(self, key: judging.CacheKey, verdict: judging.CachedVerdict) -> None:
+        self._verdicts[key] = verdict
+        language, claim, digest = key
+        self._store(JudgeProgress(
+            run=self.run, key=_progress_key(key), language=language, claim=claim,
+            context_digest=digest, label=verdict.label.value, raw_reply=verdict.raw,
+            judge_model=verdict.model, evidence_chunks=list(verdict.chunks),
+            reason=verdict.reason,
+        ))
+
+    def __delitem__(self, key: judging.CacheKey) -> None:
+        del self._verdicts[key]
+
+    def __iter__(self) -> Iterator[judging.CacheKey]:
+        return iter(self._verdicts)
+
+    def __len__(self) -> int:
+        return len(self._verdicts)
+
+    @staticmethod
+    def _store(row: JudgeProgress) -> None:
+        # A run taken over while its first holder still works may receive a verdict twice:
+        # the first stored stays.
+        JudgeProgress.objects.bulk_create([row], ignore_conflicts=True)
+
+
 def _finish_failed(
     run: JudgeRun,
     token: uuid.UUID,
@@ -231,7 +298,10 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
         )
         if not done:
             # Another delivery took the run over after our lease ran out; its result counts.
+            # What this one stored after the other finished is of no further use.
+            JudgeProgress.objects.filter(run=run, run__status=JudgeRun.Status.SUCCEEDED).delete()
             return False
+        JudgeProgress.objects.filter(run=run).delete()  # the claims hold it now
         Claim.objects.bulk_create(
             Claim(
                 run=run,
@@ -295,6 +365,7 @@ def judge_run_execute(*, run_id: int) -> str:
         return "failed"
     chunks = list(answer.chunks.order_by("rank").values_list("text", flat=True))
     meter = _Meter()
+    progress = _Progress(run)
     try:
         judgement = judging.judge_answer(
             question=answer.question,
@@ -321,6 +392,9 @@ def judge_run_execute(*, run_id: int) -> str:
             concurrency=settings.TREUE_JUDGE_CONCURRENCY,
             mode=run.judge_mode,
             batch_size=settings.TREUE_JUDGE_BATCH_SIZE,
+            cache=progress,
+            decomposition=progress.decomposition,
+            on_decomposed=progress.decomposed,
         )
     except JudgeUnavailable as e:
         _release(run, token, str(e), retry_in=e.retry_after or 0, meter=meter)
