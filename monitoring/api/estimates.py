@@ -15,6 +15,7 @@ from monitoring import selectors
 from monitoring.api.auth import CallerRequest, PersonSession, ServiceKey
 from monitoring.api.errors import errors
 from monitoring.domain.statistics import Estimate
+from monitoring.judging.domain import judging
 from monitoring.models import Service, SettingChange, UseCase
 from monitoring.schemas import ErrorOut
 from monitoring.selectors import dashboard
@@ -68,6 +69,7 @@ class ExpertScaleOut(BaseModel):
 class JudgeOut(BaseModel):
     model: str
     prompt_version: str
+    mode: str = Field(description="per-claim or batched: how the claims were verified")
 
 
 class SettingChangeOut(BaseModel):
@@ -106,9 +108,12 @@ class WeekOut(BaseModel):
     )
     currency: str | None = Field(description="currency of the cost; null when not known")
     unpriced_runs: int = Field(description="runs with calls of a judge model without a price")
-    judges: list[JudgeOut] = Field(description="judge model and prompt version of the week")
+    judges: list[JudgeOut] = Field(
+        description="judge model, prompt version and mode of the week's runs"
+    )
     judge_changed: bool = Field(
-        description="a judge model or prompt version the weeks before (in this answer) had not"
+        description="a judge model or prompt version (and so a mode) the weeks before (in "
+        "this answer) had not: figures before and after may differ for that reason alone"
     )
     setting_changes: list[SettingChangeOut] = Field(
         description="changes of the flag threshold, sample rate or action threshold made in "
@@ -217,7 +222,10 @@ def _week_out(
         "cost": None if unpriced else str(figures.cost.quantize(COST_PLACES)),
         "currency": metric_selectors.week_currency(figures=figures, currencies=currencies),
         "unpriced_runs": unpriced,
-        "judges": [{"model": m, "prompt_version": v} for m, v in figures.judges],
+        "judges": [
+            {"model": m, "prompt_version": v, "mode": judging.mode_of_prompt_version(v)}
+            for m, v in figures.judges
+        ],
         "judge_changed": figures.judge_changed,
         "setting_changes": [
             {"setting": c.field, "old": c.old_value, "new": c.new_value,

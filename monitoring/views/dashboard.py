@@ -103,7 +103,9 @@ def _judge_changes(
     out = []
     for w in weeks:
         texts = [_("Prüfer: %(judges)s") % {
-            "judges": ", ".join(f"{model} {version}" for model, version in w.judges)
+            "judges": ", ".join(
+                f"{model} {version} ({mode})" for model, version, mode in w.judge_labels
+            )
         }] if w.judge_changed else []
         texts += [setting_change_text(c) for c in settings_changed.get(w.label, [])]
         if texts:

@@ -6,10 +6,24 @@ import re
 
 import pytest
 
-from monitoring.judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN
+from monitoring.judging.domain.batched import (
+    BATCHED_PROMPT_VERSION,
+    VERIFY_BATCH_SYSTEM_DE,
+    VERIFY_BATCH_SYSTEM_EN,
+)
 from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN
-from monitoring.judging.domain.judging import BATCHED, CallResult, judge_answer
+from monitoring.judging.domain.judge_prompt import (
+    DECOMPOSE_SYSTEM_DE,
+    DECOMPOSE_SYSTEM_EN,
+    PROMPT_VERSION,
+)
+from monitoring.judging.domain.judging import (
+    BATCHED,
+    PER_CLAIM,
+    CallResult,
+    judge_answer,
+    mode_of_prompt_version,
+)
 from tests.domain.test_judging import ANSWER, CHUNKS, QUESTION, claims_json
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT
@@ -114,3 +128,18 @@ def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode"):
         judge_answer(question=QUESTION, answer=ANSWER, chunks=CHUNKS, language="de",
                      call=BatchJudge(CLAIMS, str), concurrency=1, mode="bulk")
+
+
+@pytest.mark.parametrize(
+    ("version", "mode"),
+    [
+        (BATCHED_PROMPT_VERSION, BATCHED),
+        ("2027-03-b2", BATCHED),
+        (PROMPT_VERSION, PER_CLAIM),
+        ("2026-11-v1", PER_CLAIM),  # before batched mode existed
+        ("custom", PER_CLAIM),
+        ("2026-12-beta", PER_CLAIM),
+    ],
+)
+def test_a_prompt_version_tells_its_mode(version, mode):
+    assert mode_of_prompt_version(version) == mode

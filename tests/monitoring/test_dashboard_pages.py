@@ -36,8 +36,9 @@ from django.utils import timezone
 from monitoring import services
 from monitoring.domain import statistics
 from monitoring.domain.sampling import random_draw
+from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.services.runs import judge_run_execute
-from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
+from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.selectors import dashboard
 from monitoring.selectors.dashboard import Week, iso_weeks
@@ -338,6 +339,20 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     assert "<script>" not in html and "onload=" not in html, "no inline script"
     assert 'src="/static/vendor/plotly/plotly.min.js"' in html
     assert 'src="/static/js/charts.js"' in html
+
+
+def test_a_change_of_judge_mode_is_marked_like_a_change_of_model(scenario: DashWorld) -> None:
+    UseCase.objects.filter(slug="auskunft").update(judge_mode=JudgeMode.BATCHED)
+    scenario.this_week_good(drawn=1, not_drawn=0, prefix="neu")
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    trend = figure(html, "trend-figure")
+    assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
+    note = trend["layout"]["annotations"][0]["text"]
+    assert f"{JUDGE} {BATCHED_PROMPT_VERSION} (gebündelt)" in note
+    cells = week_row(html, scenario.this_week)
+    assert "gewechselt" in cells[12] and "gebündelt" in cells[12]
+    before = week_row(html, scenario.weeks[-2])
+    assert "je Aussage" in before[12] and "gewechselt" not in before[12]
 
 
 def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undecided(

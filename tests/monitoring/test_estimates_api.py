@@ -187,7 +187,8 @@ def test_week_figures_are_the_stratified_estimates(world: World, client: Client)
     assert Decimal(week["cost"]) == cost
     assert week["currency"] == "EUR"
     assert week["unpriced_runs"] == 0
-    assert week["judges"] == [{"model": JUDGE, "prompt_version": runs[0].prompt_version}]
+    assert week["judges"] == [{"model": JUDGE, "prompt_version": runs[0].prompt_version,
+                               "mode": "per-claim"}]
     # Few answers, but the whole interval lies below the action line: red, on evidence
     # (grey is kept for an interval across the line wider than 0.10).
     assert week["estimate"]["high"] < 0.85 and week["light"] == "red"

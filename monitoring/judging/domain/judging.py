@@ -41,6 +41,13 @@ BATCHED = "batched"
 MODES = (PER_CLAIM, BATCHED)
 
 
+def mode_of_prompt_version(version: str) -> str:
+    """The mode a run's prompt version belongs to: batched versions end "-b<n>" (every version
+    before batched mode existed verified one claim per call)."""
+    tail = version.rsplit("-", 1)[-1]
+    return BATCHED if tail[:1] == "b" and tail[1:].isdigit() else PER_CLAIM
+
+
 @dataclass(frozen=True, slots=True)
 class CallResult:
     text: str

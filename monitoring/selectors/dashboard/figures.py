@@ -16,7 +16,8 @@ from django.utils import timezone
 from monitoring.domain import statistics
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
 from monitoring.domain.statistics import Estimate, Precision, Stratum
-from monitoring.models import UseCase
+from monitoring.judging.domain import judging
+from monitoring.models import JudgeMode, UseCase
 from monitoring.selectors.dashboard.reads import (
     JudgedRow,
     Usage,
@@ -70,6 +71,14 @@ class WeekFigures:
     # without any review in the window.
     expert: ExpertScale | None = None
     expert_light: str = "grey"
+
+    @property
+    def judge_labels(self) -> list[tuple[str, str, str]]:
+        """(judge model, prompt version, mode as the reader calls it) per judge of the week."""
+        return [
+            (model, version, str(JudgeMode(judging.mode_of_prompt_version(version)).label))
+            for model, version in self.judges
+        ]
 
     @property
     def headline_on_experts_scale(self) -> bool:
