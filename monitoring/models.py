@@ -107,6 +107,12 @@ class UseCase(models.Model):
             "Begründung je Aussage; etwa ein Viertel der Kosten."
         ),
     )
+    # Set when a team lead adopts a candidate judge compared on the experts' labels (review's
+    # judge comparison); empty: the judge model of the installation (TREUE_JUDGE_MODEL).
+    judge_model = models.CharField(
+        _("Prüfmodell"), max_length=200, blank=True,
+        help_text=_("Leer: das Prüfmodell der Installation (TREUE_JUDGE_MODEL)."),
+    )
     leaves_unreviewed = models.BooleanField(
         _("Antworten gehen ungeprüft nach außen"),
         default=False,
@@ -160,6 +166,11 @@ class UseCase(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def effective_judge_model(self) -> str:
+        """The judge model new runs of this use case use."""
+        return self.judge_model.strip() or settings.TREUE_JUDGE_MODEL
 
 
 class SettingChange(models.Model):

@@ -10,7 +10,7 @@ from monitoring import extensions
 from monitoring.services.record import record_fields
 from review import selectors
 from review.domain.retention import scrub_submitted_verdicts
-from review.models import ReviewItem, ReviewSubmission, ReviewVerdict
+from review.models import ReviewItem, ReviewSubmission, ReviewVerdict, ShadowRun
 
 
 def answer_reviews_record(*, answer_id: int, include_judge: bool) -> list[dict[str, Any]]:
@@ -65,6 +65,13 @@ def answers_reviews_scrub(*, answer_ids: Sequence[int]) -> None:
         submission.verdicts = scrub_submitted_verdicts(submission.verdicts)
         submission.comment = ""
     ReviewSubmission.objects.bulk_update(submissions, ["verdicts", "comment"], batch_size=500)
+    # A candidate judge's replies and reasons may quote the answer; its labels stay.
+    shadows = list(
+        ShadowRun.objects.filter(submission__item__answer_id__in=answer_ids).only("pk", "verdicts")
+    )
+    for shadow in shadows:
+        shadow.verdicts = [{**v, "raw": "", "reason": ""} for v in shadow.verdicts]
+    ShadowRun.objects.bulk_update(shadows, ["verdicts"], batch_size=500)
 
 
 def register() -> None:

@@ -14,7 +14,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.models import Answer, Claim, JudgeRun, UseCase
+from jobs.models import LeasedJob
+from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
 
 
 class ReviewBatch(models.Model):
@@ -176,3 +177,86 @@ class ReviewSubmission(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id} v{self.version}"
+
+
+class JudgeComparison(models.Model):
+    """A candidate judge (model and mode) tried as a shadow on the experts' latest reviews of a
+    use case: it verifies the claims the experts labelled, and its verdicts are set against
+    theirs beside the current judge's. Nothing it finds changes an answer's score or an
+    estimate; adopting it makes it the use case's judge from then on."""
+
+    use_case = models.ForeignKey(
+        UseCase, on_delete=models.CASCADE, related_name="judge_comparisons",
+        verbose_name=_("Anwendungsfall"),
+    )
+    judge_model = models.CharField(_("Prüfmodell"), max_length=200)
+    judge_mode = models.CharField(_("Prüfmodus"), max_length=12, choices=JudgeMode.choices)
+    requested = models.PositiveIntegerField(_("Antworten verlangt"))
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+",
+        verbose_name=_("angelegt von"),
+    )
+    created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
+    adopted_at = models.DateTimeField(_("übernommen am"), null=True, blank=True)
+    adopted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+", verbose_name=_("übernommen von"),
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("Vergleich der Prüfmodelle")
+        verbose_name_plural = _("Vergleiche der Prüfmodelle")
+
+    def __str__(self) -> str:
+        return f"{self.use_case} · {self.judge_model} ({self.judge_mode})"
+
+
+class ShadowRun(LeasedJob):
+    """One answer of a comparison, judged by the candidate: the claims of the reviewed judge run
+    that the expert labelled, verified in the candidate's mode. A leased job like a judge run,
+    but never the answer's: it writes only itself."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("wartet")
+        RUNNING = "running", _("läuft")
+        SUCCEEDED = "succeeded", _("fertig")
+        FAILED = "failed", _("fehlgeschlagen")
+
+    status = models.CharField(
+        _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING
+    )
+    comparison = models.ForeignKey(
+        JudgeComparison, on_delete=models.CASCADE, related_name="runs",
+        verbose_name=_("Vergleich"),
+    )
+    # The expert's submission the candidate is set against (its item names the answer and the
+    # judge run whose claims it verifies).
+    submission = models.ForeignKey(
+        ReviewSubmission, on_delete=models.CASCADE, related_name="+",
+        verbose_name=_("abgegebene Fassung"),
+    )
+    started_at = models.DateTimeField(_("gestartet"), null=True, blank=True)
+    calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
+    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    cached_tokens = models.PositiveIntegerField(_("davon aus dem Cache"), default=0)
+    cost = models.DecimalField(
+        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
+    )
+    # [{claim_id, position, label, raw, chunks, reason}] in the order of the claims.
+    verdicts = models.JSONField(_("Urteile"), default=list, blank=True)
+    score = models.FloatField(_("Treue"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["comparison", "id"]
+        verbose_name = _("Schattenlauf")
+        verbose_name_plural = _("Schattenläufe")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["comparison", "submission"], name="shadowrun_once_per_submission"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.comparison_id}:{self.submission_id}"

@@ -14,4 +14,9 @@ urlpatterns = [
          name="calibration_reviews"),
     path("calibration/<slug:slug>/reviews/<int:pk>/", views.calibration_review,
          name="calibration_review"),
+    path("calibration/<slug:slug>/judges/", views.judges, name="judges"),
+    path("calibration/<slug:slug>/judges/<int:pk>/", views.judge_comparison,
+         name="judge_comparison"),
+    path("calibration/<slug:slug>/judges/<int:pk>/adopt/", views.judge_comparison_adopt,
+         name="judge_comparison_adopt"),
 ]

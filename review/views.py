@@ -9,6 +9,7 @@ submitted reviews leave out every answer the viewer still reviews blind
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import F
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -18,10 +19,14 @@ from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.domain.highlight import segments
-from monitoring.models import UseCase
+from monitoring.judging import selectors as judging_selectors
+from monitoring.models import JudgeMode, UseCase
 from review import selectors, services
 from review.domain import charts
+from review.forms import JudgeComparisonForm
 from review.models import ReviewItem
+from review.shadow import selectors as shadow_selectors
+from review.shadow import services as shadow_services
 from treue_site.http import AuthenticatedRequest
 
 TOO_FEW_FOR_SCATTER = 3
@@ -290,3 +295,88 @@ def calibration_review(request: AuthenticatedRequest, slug: str, pk: int) -> Htt
         "problems": [name for key, name in services.problem_choices()
                      if key in review.decomposition_problems],
     })
+
+
+# --- Judge comparison: a candidate judge on the experts' labels --------------------------
+
+
+def _comparison_use_case(request: AuthenticatedRequest, slug: str, *, act: bool) -> UseCase:
+    """The use case, if the user may see its calibration; to start or adopt a comparison they
+    must also be allowed to spend judge calls on it (team leads and staff, as for a rescore)."""
+    use_case = _calibration_use_case(request, slug)
+    if act and not judging_selectors.user_may_rescore(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    return use_case
+
+
+@login_required
+def judges(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """The use case's comparisons and the form for a new one; a POST shows what it will cost
+    first and starts it once confirmed."""
+    use_case = _comparison_use_case(request, slug, act=request.method == "POST")
+    may_start = judging_selectors.user_may_rescore(user=request.user, use_case=use_case)
+    form = JudgeComparisonForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        model = form.cleaned_data["judge_model"]
+        mode = form.cleaned_data["judge_mode"]
+        answers = form.cleaned_data["answers"]
+        if request.POST.get("confirm") != "1":
+            return render(request, "review/judges_confirm.html", {
+                "use_case": use_case,
+                "plan": shadow_selectors.comparison_plan(
+                    use_case=use_case, judge_model=model, judge_mode=mode, answers=answers
+                ),
+                "mode_label": JudgeMode(mode).label,
+                "fields": {"judge_model": model, "judge_mode": mode, "answers": answers},
+            })
+        try:
+            comparison = shadow_services.judge_comparison_start(
+                use_case=use_case, judge_model=model, judge_mode=mode, answers=answers,
+                user=request.user,
+            )
+        except shadow_services.ComparisonRefused as e:
+            messages.error(request, str(e))
+        else:
+            return redirect(reverse("review:judge_comparison", args=[slug, comparison.pk]))
+    status = 400 if request.method == "POST" else 200
+    return render(request, "review/judges.html", {
+        "use_case": use_case,
+        "comparisons": shadow_selectors.comparisons_of(use_case=use_case),
+        "form": form if may_start else None,
+        "current_model": use_case.effective_judge_model,
+        "current_mode": use_case.get_judge_mode_display(),
+    }, status=status)
+
+
+@login_required
+@require_GET
+def judge_comparison(request: AuthenticatedRequest, slug: str, pk: int) -> HttpResponse:
+    use_case = _comparison_use_case(request, slug, act=False)
+    comparison = shadow_selectors.comparisons_of(use_case=use_case).filter(pk=pk).first()
+    if comparison is None:
+        raise Http404
+    return render(request, "review/judge_comparison.html", {
+        "use_case": use_case,
+        "figures": shadow_selectors.comparison_figures(comparison=comparison),
+        "mode_label": JudgeMode(comparison.judge_mode).label,
+        "may_adopt": judging_selectors.user_may_rescore(user=request.user, use_case=use_case),
+        "is_current": (
+            use_case.effective_judge_model == comparison.judge_model
+            and use_case.judge_mode == comparison.judge_mode
+        ),
+    })
+
+
+@login_required
+@require_POST
+def judge_comparison_adopt(request: AuthenticatedRequest, slug: str, pk: int) -> HttpResponse:
+    use_case = _comparison_use_case(request, slug, act=True)
+    comparison = use_case.judge_comparisons.filter(pk=pk).first()
+    if comparison is None:
+        raise Http404
+    shadow_services.judge_comparison_adopt(comparison=comparison, user=request.user)
+    messages.success(request, _(
+        "„%(model)s“ (%(mode)s) prüft die Antworten von „%(name)s“ ab dem nächsten Prüflauf."
+    ) % {"model": comparison.judge_model, "mode": JudgeMode(comparison.judge_mode).label,
+         "name": use_case.name})
+    return redirect(reverse("review:judge_comparison", args=[slug, pk]))

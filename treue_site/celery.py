@@ -81,6 +81,10 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.reconcile_judge_runs",
         "schedule": 300.0,
     },
+    "reconcile-shadow-runs": {
+        "task": "review.tasks.reconcile_shadow_runs",
+        "schedule": 300.0,
+    },
     "reconcile-investigation-questions": {
         "task": "investigations.tasks.reconcile_questions",
         "schedule": 300.0,

@@ -398,7 +398,7 @@ def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
                                     answer__anonymised_at__isnull=True)
             .filter(pk=Subquery(newest)).select_related("answer")
             .only("pk", "answer_id", "judge_model", "answer__model").order_by("pk"))
-    model = settings.TREUE_JUDGE_MODEL
+    model = use_case.effective_judge_model
     return [r for r in runs if not same_model(r.judge_model or model, r.answer.model)]
 
 
@@ -458,7 +458,7 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
     Volume and flagged share come from the answers of the last four weeks (fewer when the first
     answer in that window is younger: a new use case is not averaged with weeks it did not
     exist); calls and tokens per call from the succeeded sample runs of the same window; the
-    price from the configured judge model (TREUE_JUDGE_MODEL).
+    price from the use case's judge model (its own, else TREUE_JUDGE_MODEL).
     """
     now = now or timezone.now()
     since = now - timedelta(days=COST_WINDOW_DAYS)
@@ -472,7 +472,7 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
         age_days = (now - figures["first"]).total_seconds() / 86400
         weeks = min(COST_WINDOW_DAYS // 7, max(1, math.ceil(age_days / 7)))
     means = use_case_judge_means(use_case=use_case, since=since)
-    judge_model = settings.TREUE_JUDGE_MODEL
+    judge_model = use_case.effective_judge_model
     price = price_for_model(judge_model=judge_model)
     calls_per_answer = means.calls_per_answer or cost.ASSUMED_CALLS_PER_ANSWER
     prompt_price = completion_price = cached_price = None

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from monitoring.models import SettingChange, UseCase
+from monitoring.models import JudgeMode, SettingChange, UseCase
 
 TUNABLE = tuple(SettingChange.Field.values)
 
@@ -53,3 +53,14 @@ def setting_changes_record(
         for name, old in before.items()
         if name in TUNABLE and getattr(use_case, name) != old
     ])
+
+
+def use_case_judge_set(*, use_case: UseCase, judge_model: str, judge_mode: str) -> None:
+    """The judge model and mode new runs of the use case use from now on (runs already made
+    keep theirs; the trend marks the week the judge changed)."""
+    if judge_mode not in JudgeMode.values:
+        raise ValueError(f"judge_mode must be one of {JudgeMode.values}, not {judge_mode!r}")
+    UseCase.objects.filter(pk=use_case.pk).update(
+        judge_model=judge_model.strip(), judge_mode=judge_mode
+    )
+    use_case.judge_model, use_case.judge_mode = judge_model.strip(), judge_mode

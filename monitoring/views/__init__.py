@@ -190,7 +190,8 @@ def _detail(
     )
     if may_rescore and rescore_form is None:
         rescore_form = RescoreForm(
-            initial={"judge_model": settings.TREUE_JUDGE_MODEL}, generator_model=answer.model
+            initial={"judge_model": answer.use_case.effective_judge_model},
+            generator_model=answer.model,
         )
     return render(
         request,
@@ -309,7 +310,7 @@ def _judge_page(
     may_rescore = selectors.user_may_rescore(user=request.user, use_case=use_case)
     if may_rescore and week_form is None:
         week_form = WeekRescoreForm(initial={
-            "week": selectors.previous_iso_week(), "judge_model": settings.TREUE_JUDGE_MODEL,
+            "week": selectors.previous_iso_week(), "judge_model": use_case.effective_judge_model,
         })
     usage, total = selectors.judge_usage_by_day(use_case=use_case)
     recent = list(selectors.judge_runs_recent(use_case=use_case))
@@ -325,7 +326,7 @@ def _judge_page(
         "recent": recent,
         "demo_model": demo_model,
         "demo": bool(demo_model) and (
-            settings.TREUE_JUDGE_MODEL == demo_model
+            use_case.effective_judge_model == demo_model
             or any(r.judge_model == demo_model for r in recent)
         ),
         "weekly": selectors.use_case_weekly_cost(use_case=use_case),

@@ -210,6 +210,20 @@ ROWS = [
     Row("review:calibration_review", "GET", "/review/calibration/{a}/reviews/{item_a}/",
                                                         (L, L, 404, 404, 404, 404, 404, 404),
         note="not submitted: nothing to read, and nothing blind to leak"),
+    # The judge comparison: whoever may open the calibration page sees the comparisons; its
+    # leads and staff start them (a first post shows the cost) and adopt a candidate.
+    Row("review:judges", "GET", "/review/calibration/{a}/judges/",
+                                                        (L, L, B, 200, 404, 404, 404, 200)),
+    Row("review:judges", "POST", "/review/calibration/{a}/judges/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={"judge_model": "kandidat-x", "judge_mode": "batched", "answers": 5},
+        note="no confirm: the expected cost, nothing started"),
+    Row("review:judge_comparison", "GET", "/review/calibration/{a}/judges/999999/",
+                                                        (L, L, 404, 404, 404, 404, 404, 404),
+        note="no such comparison"),
+    Row("review:judge_comparison_adopt", "POST", "/review/calibration/{a}/judges/999999/adopt/",
+                                                        (L, L, 403, 404, 404, 404, 404, 404),
+        body={}),
     # --- self-consistency investigations: the use case's experts see them, its leads and staff
     # start and cancel them
     Row("investigations:list", "GET", "/investigations/",

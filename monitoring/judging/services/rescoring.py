@@ -9,7 +9,6 @@ running is left out.
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
@@ -62,8 +61,8 @@ def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
 
 def retry_model(run: JudgeRun) -> str:
     """The judge model a retry of `run` uses: its own, or, for a run created while no judge
-    model was set (it failed for that), the one set now; "" when there is none."""
-    return run.judge_model or settings.TREUE_JUDGE_MODEL
+    model was set (it failed for that), the use case's now; "" when there is none."""
+    return run.judge_model or run.answer.use_case.effective_judge_model
 
 
 def judge_run_retry(*, run: JudgeRun, user: User) -> JudgeRun:

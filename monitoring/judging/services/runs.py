@@ -22,7 +22,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -59,13 +59,15 @@ def judge_runs_create(
 ) -> list[JudgeRun]:
     """Create pending runs (in their use cases' judge modes) and enqueue them once the
     surrounding transaction commits."""
-    modes = dict(UseCase.objects.filter(
+    use_cases = {u.pk: u for u in UseCase.objects.filter(
         pk__in={answer.use_case_id for answer in answers}
-    ).values_list("pk", "judge_mode"))
+    ).only("pk", "judge_mode", "judge_model")}
     runs = JudgeRun.objects.bulk_create(
         judge_run_new(
-            answer=answer, judge_model=judge_model, trigger=trigger,
-            requested_by_id=requested_by_id, judge_mode=modes[answer.use_case_id],
+            answer=answer, requested_by_id=requested_by_id, trigger=trigger,
+            judge_model=judge_model if judge_model is not None
+            else use_cases[answer.use_case_id].effective_judge_model,
+            judge_mode=use_cases[answer.use_case_id].judge_mode,
         )
         for answer in answers
     )
@@ -81,13 +83,14 @@ def judge_run_new(
     requested_by_id: int | None = None,
     judge_mode: str | None = None,
 ) -> JudgeRun:
-    """A pending run for the answer, not yet saved, in ``judge_mode`` (default: the answer's
-    use case's); its prompt version is its mode's."""
+    """A pending run for the answer, not yet saved, with ``judge_model`` and in ``judge_mode``
+    (default: the answer's use case's); its prompt version is its mode's."""
     if judge_mode is None:
         judge_mode = answer.use_case.judge_mode
     return JudgeRun(
         answer=answer,
-        judge_model=judge_model if judge_model is not None else settings.TREUE_JUDGE_MODEL,
+        judge_model=judge_model if judge_model is not None
+        else answer.use_case.effective_judge_model,
         prompt_version=(
             BATCHED_PROMPT_VERSION if judge_mode == JudgeMode.BATCHED else PROMPT_VERSION
         ),
@@ -134,7 +137,7 @@ def judge_runs_enqueue(*, run_ids: Iterable[int]) -> int:
     return jobs.publish(JUDGE_RUN, run_ids)
 
 
-class _Meter:
+class Meter:
     """Counts the calls of one attempt as they return (from several threads)."""
 
     def __init__(self) -> None:
@@ -156,20 +159,23 @@ class _Meter:
 
         return metered
 
-    def spent(self, run: JudgeRun) -> dict[str, object]:
-        return _spent(run, self.calls, self.prompt_tokens, self.completion_tokens,
-                      self.cached_tokens) if self.calls else {}
+    def spent(self, run: Any, model: str) -> dict[str, object]:
+        """The usage fields of ``run`` (a judge run or a shadow run) after this attempt: what
+        earlier attempts spent (as read after the claim) plus this one's; {} without calls."""
+        return usage_fields(run, model, self.calls, self.prompt_tokens, self.completion_tokens,
+                            self.cached_tokens) if self.calls else {}
 
 
-def _spent(
-    run: JudgeRun, calls: int, prompt_tokens: int, completion_tokens: int, cached_tokens: int
+def usage_fields(
+    run: Any, model: str, calls: int, prompt_tokens: int, completion_tokens: int,
+    cached_tokens: int,
 ) -> dict[str, object]:
-    """The run's usage fields: earlier attempts (as read after the claim) plus this one's,
-    priced by the judge model's price (cached prompt tokens at its cached price)."""
+    """A job's usage fields: its earlier attempts' (as read after the claim) plus these,
+    priced by ``model``'s price (cached prompt tokens at its cached price)."""
     prompt = run.prompt_tokens + prompt_tokens
     completion = run.completion_tokens + completion_tokens
     cached = run.cached_tokens + cached_tokens
-    price = judging_selectors.price_for_model(judge_model=run.judge_model)
+    price = judging_selectors.price_for_model(judge_model=model)
     return {
         "calls": run.calls + calls,
         "prompt_tokens": prompt,
@@ -247,9 +253,9 @@ def _finish_failed(
     reason: str,
     *,
     retryable: bool,
-    meter: _Meter | None = None,
+    meter: Meter | None = None,
 ) -> bool:
-    spent = meter.spent(run) if meter is not None else {}
+    spent = meter.spent(run, run.judge_model) if meter is not None else {}
     with transaction.atomic():
         done = jobs.fail(JUDGE_RUN, run.pk, token, reason=reason, retryable=retryable, **spent)
         if done:
@@ -267,11 +273,11 @@ def _answer_failed(run: Any) -> None:
 
 
 def _release(
-    run: JudgeRun, token: uuid.UUID, reason: str, retry_in: float, meter: _Meter
+    run: JudgeRun, token: uuid.UUID, reason: str, retry_in: float, meter: Meter
 ) -> None:
     """Give a run back after a transient failure (keeping what its calls cost); its task
     retries after `retry_in` seconds."""
-    spent = meter.spent(run)
+    spent = meter.spent(run, run.judge_model)
     jobs.release(
         JUDGE_RUN, run.pk, token, reason=reason, retry_in=retry_in, retryable=True, **spent
     )
@@ -284,9 +290,9 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
         done = jobs.finish(
             JUDGE_RUN, run.pk, token,
             status=JudgeRun.Status.FAILED if failed else JudgeRun.Status.SUCCEEDED,
-            **_spent(
-                run, judgement.calls, judgement.prompt_tokens, judgement.completion_tokens,
-                judgement.cached_tokens,
+            **usage_fields(
+                run, run.judge_model, judgement.calls, judgement.prompt_tokens,
+                judgement.completion_tokens, judgement.cached_tokens,
             ),
             decomposition_raw=judgement.decomposition_raw,
             call_log=[dataclasses.asdict(record) for record in judgement.call_log],
@@ -356,18 +362,58 @@ def judge_run_execute(*, run_id: int) -> str:
         _finish_failed(run, token, SELF_JUDGING.format(model=run.judge_model), retryable=False)
         return "refused"
     try:
-        client = JudgeClient(
-            JudgeConfig.from_settings(model=run.judge_model),
-            deadline=time.monotonic() + settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS,
-        )
+        client = judge_client(model=run.judge_model)
     except JudgeMisconfigured as e:
         _finish_failed(run, token, str(e), retryable=True)
         return "failed"
-    chunks = list(answer.chunks.order_by("rank").values_list("text", flat=True))
-    meter = _Meter()
+    meter = Meter()
     progress = _Progress(run)
     try:
-        judgement = judging.judge_answer(
+        judgement = judge_with(
+            client=client, meter=meter, answer=answer, mode=run.judge_mode, cache=progress,
+            decomposition=progress.decomposition, on_decomposed=progress.decomposed,
+        )
+    except JudgeUnavailable as e:
+        _release(run, token, str(e), retry_in=e.retry_after or 0, meter=meter)
+        raise
+    except JudgeMisconfigured as e:
+        _finish_failed(run, token, str(e), retryable=False, meter=meter)
+        return "failed"
+    except Exception as e:
+        # A bug, not the endpoint: fail visibly (retryable from the page) instead of letting
+        # the reconciler run the same failure again every few minutes.
+        _finish_failed(run, token, f"internal error: {e!r}", retryable=True, meter=meter)
+        raise
+    finally:
+        client.close()
+    return "scored" if _finish(run, token, judgement) else "superseded"
+
+
+def judge_client(*, model: str) -> JudgeClient:
+    """A client for ``model`` at the configured endpoint, with the task's soft time limit as
+    its deadline. Raises JudgeMisconfigured without an endpoint or model."""
+    return JudgeClient(
+        JudgeConfig.from_settings(model=model),
+        deadline=time.monotonic() + settings.TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS,
+    )
+
+
+def judge_with(
+    *,
+    client: JudgeClient,
+    meter: "Meter",
+    answer: Answer,
+    mode: str,
+    cache: judging.VerdictCache | None = None,
+    decomposition: str | None = None,
+    on_decomposed: Callable[[str], None] | None = None,
+) -> judging.Judgement:
+    """Judge ``answer`` (against its chunks, in its use case's language) through ``client``,
+    each kind of call with its output-token cap and counted by ``meter``. Raises what
+    judge_answer raises; a soft time limit as JudgeUnavailable, to be retried."""
+    chunks = list(answer.chunks.order_by("rank").values_list("text", flat=True))
+    try:
+        return judging.judge_answer(
             question=answer.question,
             answer=answer.text,
             chunks=chunks,
@@ -390,29 +436,16 @@ def judge_run_execute(*, run_id: int) -> str:
                 )
             ),
             concurrency=settings.TREUE_JUDGE_CONCURRENCY,
-            mode=run.judge_mode,
+            mode=mode,
             batch_size=settings.TREUE_JUDGE_BATCH_SIZE,
-            cache=progress,
-            decomposition=progress.decomposition,
-            on_decomposed=progress.decomposed,
+            cache=cache,
+            decomposition=decomposition,
+            on_decomposed=on_decomposed,
         )
-    except JudgeUnavailable as e:
-        _release(run, token, str(e), retry_in=e.retry_after or 0, meter=meter)
-        raise
-    except JudgeMisconfigured as e:
-        _finish_failed(run, token, str(e), retryable=False, meter=meter)
-        return "failed"
     except SoftTimeLimitExceeded as e:
-        _release(run, token, "time limit exceeded", retry_in=0, meter=meter)
         raise JudgeUnavailable("time limit exceeded") from e
-    except Exception as e:
-        # A bug, not the endpoint: fail visibly (retryable from the page) instead of letting
-        # the reconciler run the same failure again every few minutes.
-        _finish_failed(run, token, f"internal error: {e!r}", retryable=True, meter=meter)
-        raise
     finally:
         client.close()
-    return "scored" if _finish(run, token, judgement) else "superseded"
 
 
 def judge_run_give_up(*, run_id: int, reason: str) -> None:
