@@ -57,7 +57,7 @@ class UseCaseAdmin(admin.ModelAdmin):
         if before:
             user = request.user if isinstance(request.user, User) else None
             tuning.setting_changes_record(use_case=obj, user=user, before=before,
-                                          note=str(_("in der Verwaltung")))
+                                          source=SettingChange.Source.ADMIN)
 
     @admin.display(description=_("Erwartete Prüfkosten pro Woche"))
     def expected_weekly_cost(self, obj: UseCase | None) -> str:
@@ -77,7 +77,7 @@ class SettingChangeAdmin(admin.ModelAdmin):
     """The record of setting changes: read only (made in the app or on the use case here)."""
 
     list_display = ("changed_at", "use_case", "field", "old_value", "new_value", "changed_by",
-                    "note")
+                    "source", "note")
     list_filter = ("use_case", "field")
     readonly_fields = list_display
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from monitoring.judging.services.rescoring import same_model_reason
-from monitoring.models import Answer, UseCase
+from monitoring.models import Answer, SettingChange, UseCase
 from monitoring.selectors import answers, same_model
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
@@ -159,7 +160,15 @@ class TuningForm(forms.Form):
         label=_("Handlungsschwelle"), required=False, min_value=0.0, max_value=1.0,
         help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
     )
-    note = forms.CharField(label=_("Anlass"), required=False, max_length=200, strip=True)
+    note = forms.CharField(
+        label=pgettext_lazy("setting change", "Anlass"), required=False, max_length=200,
+        strip=True,
+    )
+    # The tuner's "use this threshold" says where it came from; the form itself is "settings".
+    source = forms.ChoiceField(
+        choices=SettingChange.Source.choices, required=False,
+        initial=SettingChange.Source.SETTINGS, widget=forms.HiddenInput,
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from jobs.models import LeasedJob
@@ -183,6 +183,13 @@ class SettingChange(models.Model):
         SAMPLE_RATE = "sample_rate", _("Stichprobenrate")
         ACTION_THRESHOLD = "action_threshold", _("Handlungsschwelle")
 
+    class Source(models.TextChoices):
+        """Where a change was made: named in the reader's language when shown."""
+
+        SETTINGS = "settings", _("Einstellungen")
+        TUNER = "tuner", _("aus der Abwägung der Schwelle")
+        ADMIN = "admin", _("in der Verwaltung")
+
     use_case = models.ForeignKey(
         UseCase, on_delete=models.CASCADE, related_name="setting_changes",
         verbose_name=_("Anwendungsfall"),
@@ -195,7 +202,11 @@ class SettingChange(models.Model):
         related_name="+", verbose_name=_("geändert von"),
     )
     changed_at = models.DateTimeField(_("geändert am"), auto_now_add=True, db_index=True)
-    note = models.CharField(_("Anlass"), max_length=200, blank=True)
+    source = models.CharField(
+        _("Ort"), max_length=10, choices=Source.choices, default=Source.SETTINGS
+    )
+    # What the person who made the change wrote about why (as they wrote it).
+    note = models.CharField(pgettext_lazy("setting change", "Anlass"), max_length=200, blank=True)
 
     class Meta:
         ordering = ["-changed_at", "-pk"]
@@ -204,6 +215,14 @@ class SettingChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.use_case} {self.field}: {self.old_value:g} → {self.new_value:g}"
+
+    @property
+    def reason(self) -> str:
+        """Why, as the pages show it: the person's note, else where the change was made (the
+        settings form says nothing more than that it was changed)."""
+        if self.note:
+            return self.note
+        return "" if self.source == self.Source.SETTINGS else str(self.get_source_display())
 
 
 class Service(models.Model):

@@ -15,7 +15,7 @@ TUNABLE = tuple(SettingChange.Field.values)
 @transaction.atomic
 def use_case_tune(
     *, use_case: UseCase, user: User | None, values: Mapping[str, float],
-    note: str = "",
+    note: str = "", source: str = SettingChange.Source.SETTINGS,
 ) -> list[SettingChange]:
     """Set ``values`` (of TUNABLE) on the use case and record each one that changed.
 
@@ -39,17 +39,21 @@ def use_case_tune(
     locked.save(update_fields=list(changed))
     for name, value in changed.items():
         setattr(use_case, name, value)
-    return setting_changes_record(use_case=locked, user=user, before=old, note=note)
+    return setting_changes_record(
+        use_case=locked, user=user, before=old, note=note, source=source
+    )
 
 
 def setting_changes_record(
     *, use_case: UseCase, user: User | None, before: Mapping[str, float], note: str = "",
+    source: str = SettingChange.Source.SETTINGS,
 ) -> list[SettingChange]:
     """Record what changed against ``before`` (values of TUNABLE as they were), for a change
     saved elsewhere too (the admin's form)."""
     return SettingChange.objects.bulk_create([
         SettingChange(use_case=use_case, field=name, old_value=old,
-                      new_value=getattr(use_case, name), changed_by=user, note=note[:200])
+                      new_value=getattr(use_case, name), changed_by=user, note=note[:200],
+                      source=source)
         for name, old in before.items()
         if name in TUNABLE and getattr(use_case, name) != old
     ])

@@ -571,6 +571,7 @@ def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
             changes = tuning.use_case_tune(
                 use_case=use_case, user=request.user, values=form.values(),
                 note=form.cleaned_data["note"],
+                source=form.cleaned_data["source"] or SettingChange.Source.SETTINGS,
             )
         except ValidationError as error:
             for field, messages_ in error.message_dict.items():

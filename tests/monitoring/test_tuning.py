@@ -148,7 +148,29 @@ def test_a_change_in_the_admin_is_recorded(world: DashWorld) -> None:  # noqa: F
     [change] = SettingChange.objects.all()
     assert (change.field, change.old_value, change.new_value, change.changed_by) == (
         "action_threshold", 0.9, 0.8, staff)
-    assert change.note == "in der Verwaltung"
+    assert (change.source, change.note) == ("admin", "")
+    assert change.reason == "in der Verwaltung"
+
+
+def test_where_a_change_was_made_is_named_in_the_readers_language(
+    world: DashWorld,  # noqa: F811
+) -> None:
+    lead = client_for(world, "lead_a")
+    # The tuner's "use this threshold" posts where it comes from, not a text.
+    lead.post(URL, {"logprob_threshold": "0.3", "source": "tuner"})
+    lead.post(URL, {"action_threshold": "0.8", "note": "Quartalsziel"})
+    tuner, typed = SettingChange.objects.order_by("pk")
+    assert (tuner.source, tuner.note) == ("tuner", "")
+    assert (typed.source, typed.note) == ("settings", "Quartalsziel")
+    page = "/use-cases/auskunft/"
+    german = lead.get(page, HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    assert "<td>aus der Abwägung der Schwelle</td>" in german and "<td>Quartalsziel</td>" in german
+    lead.cookies["django_language"] = "en"
+    english = lead.get(page).content.decode()
+    assert "<td>from weighing the threshold</td>" in english
+    assert "Abwägung" not in english
+    # A source that is no source is refused like any bad value.
+    assert lead.post(URL, {"logprob_threshold": "0.2", "source": "x"}).status_code == 400
 
 
 def test_the_estimates_api_lists_the_weeks_changes(world: DashWorld) -> None:  # noqa: F811
