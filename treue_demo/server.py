@@ -337,6 +337,34 @@ def _match(patterns: Sequence[re.Pattern[str]], text: str) -> re.Match[str] | No
     return next((m for p in patterns if (m := p.match(text))), None)
 
 
+# The demo judge's one-sentence reasons, in the prompt's language: where its verdict came from.
+REASONS: dict[str, dict[str, dict[Label, str]]] = {
+    "en": {
+        "human label": {
+            Label.GEDECKT: "The human annotators found nothing unsupported in this claim.",
+            Label.TEILWEISE: "The human annotators marked part of this claim as unsupported.",
+            Label.UNGEDECKT: "The human annotators marked this claim as unsupported.",
+        },
+        "word check": {
+            Label.GEDECKT: "Its numbers and negations all appear in the passages.",
+            Label.TEILWEISE: "Some of its words do not appear in the passages.",
+            Label.UNGEDECKT: "A number or negation in it does not appear in the passages.",
+        },
+    },
+    "de": {
+        "human label": {
+            Label.GEDECKT: "Die menschlichen Annotatoren fanden hier nichts Ungedecktes.",
+            Label.TEILWEISE: "Die menschlichen Annotatoren markierten einen Teil als ungedeckt.",
+            Label.UNGEDECKT: "Die menschlichen Annotatoren markierten die Aussage als ungedeckt.",
+        },
+        "word check": {
+            Label.GEDECKT: "Ihre Zahlen und Verneinungen stehen alle in den Abschnitten.",
+            Label.TEILWEISE: "Einige ihrer Wörter stehen nicht in den Abschnitten.",
+            Label.UNGEDECKT: "Eine Zahl oder Verneinung steht nicht in den Abschnitten.",
+        },
+    },
+}
+
 class DemoJudge:
     """Answers judge requests (lists of chat messages) from the demo answers' human labels."""
 
@@ -437,8 +465,6 @@ class DemoJudge:
                                                   else len(context))]
             for i, m in enumerate(starts)
         }
-        why = {"de": ("menschliches Label (RAGTruth)", "Wortvergleich"),
-               "en": ("human label (RAGTruth)", "word check")}[language]
         lines = []
         for listed in _LISTED.finditer(match.group("claims")):
             claim = listed.group("claim").strip()
@@ -447,8 +473,9 @@ class DemoJudge:
             best = max(chunks, key=lambda r: len(words & set(_WORD.findall(chunks[r].lower()))),
                        default=None)
             rank = "" if best is None or label is Label.UNGEDECKT else str(best)
+            kind = "word check" if "word check" in note else "human label"
             lines.append(f"{listed.group('n')}: {label.value} [{rank}] "
-                         f"{why[1] if 'word check' in note else why[0]}")
+                         f"{REASONS[language][kind][label]}")
         return "\n".join(lines), f"verify batch: {len(lines)} claims"
 
     def _verify(self, user: str) -> tuple[str, str]:
