@@ -4,7 +4,7 @@ person may see: staff see all, others those they are assigned to as expert or te
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -217,8 +217,8 @@ def answer_export_values(
 def answer_export_rows(
     *, user: User | AnonymousUser, **filters: Any
 ) -> Iterator[tuple[Any, ...]]:
-    """answer_export_values as CSV rows: times in ISO 8601, text a spreadsheet will not
-    evaluate (csv_text)."""
+    """answer_export_values as CSV rows: text a spreadsheet will not evaluate (csv_text); times
+    and truth values as they are, for the dialect to write."""
     values = answer_export_values(user=user, **filters)
     return (tuple(_csv_cell(c) for c in row) for row in values)
 
@@ -232,8 +232,6 @@ def _export_values(row: tuple[Any, ...], blind: set[int]) -> tuple[Any, ...]:
 
 
 def _csv_cell(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
     if isinstance(value, str):
         return csv_text(value)
     return value

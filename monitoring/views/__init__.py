@@ -121,7 +121,7 @@ def answer_export(request: AuthenticatedRequest) -> HttpResponseBase:
     rows = answer_selectors.answer_export_rows(user=request.user, **filters)
     lines = csv_chunks(
         answer_selectors.EXPORT_HEADER, rows, dialect=dialect,
-        rows_per_chunk=answer_selectors.EXPORT_CHUNK_SIZE,
+        rows_per_chunk=answer_selectors.EXPORT_CHUNK_SIZE, zone=timezone.get_current_timezone(),
     )
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_export_filename("csv")}"'

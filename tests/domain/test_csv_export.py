@@ -2,6 +2,8 @@
 
 import csv
 import io
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -25,9 +27,18 @@ def test_excel_de_has_a_bom_semicolons_and_decimal_commas_only_in_numbers() -> N
     assert text.startswith("\ufeffid;text;score;flag;n\r\n")
     assert list(csv.reader(io.StringIO(text[1:], newline=""), delimiter=";")) == [
         ["id", "text", "score", "flag", "n"],
-        ["1", "Antwort. Mit Punkt", "0,25", "True", ""],
-        ["2", "„Zitat“; mit Semikolon", "1,0", "False", "3"],
+        ["1", "Antwort. Mit Punkt", "0,25", "WAHR", ""],
+        ["2", "„Zitat“; mit Semikolon", "1,0", "FALSCH", "3"],
     ]
+
+
+def test_times_iso_in_standard_and_local_without_offset_in_excel_de() -> None:
+    when = datetime(2026, 12, 4, 17, 30, 5, tzinfo=UTC)
+    rows = [(when,)]
+    assert "".join(csv_chunks(("t",), rows)).splitlines()[1] == "2026-12-04T17:30:05+00:00"
+    berlin = "".join(csv_chunks(("t",), rows, dialect="excel-de", zone=ZoneInfo("Europe/Berlin")))
+    # 17:30 UTC is 18:30 in Berlin in December: what German Excel reads as a date and time.
+    assert berlin.splitlines()[1] == "2026-12-04 18:30:05"
 
 
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))

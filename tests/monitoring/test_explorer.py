@@ -294,15 +294,23 @@ def test_the_excel_de_export_is_the_same_table_in_german_excels_dialect(
     german = list(csv.reader(io.StringIO(body[1:], newline=""), delimiter=";"))
     assert len(german) == len(standard) > 2
     decimals = {HEADER.index(n) for n in ("inclusion_probability", "score", "best_chunk_score")}
-    commas = 0
+    commas = truths = times = 0
+    zone = timezone.get_current_timezone()
     for plain, de in zip(standard[1:], german[1:], strict=True):
         for column, (a, b) in enumerate(zip(plain, de, strict=True)):
             if column in decimals and a:
                 assert b == a.replace(".", ",")
                 commas += "," in b
-            else:  # text (answers with full stops in them), ids, times, flags: unchanged
+            elif a in ("True", "False"):  # yes/no as German Excel reads truth values
+                assert b == {"True": "WAHR", "False": "FALSCH"}[a]
+                truths += 1
+            elif re.fullmatch(r"\d{4}-\d\d-\d\dT.*[+-]\d\d:\d\d", a):  # a time, local
+                local = datetime.fromisoformat(a).astimezone(zone)
+                assert b == local.strftime("%Y-%m-%d %H:%M:%S")
+                times += 1
+            else:  # text (answers with full stops in them), ids: unchanged
                 assert b == a
-    assert commas >= 4
+    assert commas >= 4 and truths >= 2 and times >= 2
 
 
 def test_an_unknown_export_dialect_is_a_400_that_names_the_known_ones(
