@@ -414,7 +414,24 @@ class Chunk(models.Model):
         return f"{self.answer_id}#{self.rank}"
 
 
-class JudgeRun(LeasedJob):
+class JudgeUsage(models.Model):
+    """What a judge job's calls cost: every attempt's calls and tokens, priced by its model
+    (monitoring.judging.services.runs.usage_fields). A judge run's, and a shadow run's."""
+
+    calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
+    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    # Of the prompt tokens, those the provider served from its prefix cache.
+    cached_tokens = models.PositiveIntegerField(_("davon aus dem Cache"), default=0)
+    cost = models.DecimalField(
+        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
+    )
+
+    class Meta:
+        abstract = True
+
+
+class JudgeRun(LeasedJob, JudgeUsage):
     """One judgement of one answer by one judge model and prompt version.
 
     A rescore adds a run; earlier runs stay. The answer points at its current run. The worker
@@ -457,14 +474,6 @@ class JudgeRun(LeasedJob):
     # not_before, error) are jobs.models.LeasedJob's; started_at is set at every claim.
     started_at = models.DateTimeField(_("gestartet"), null=True, blank=True)
 
-    calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
-    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
-    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
-    # Of the prompt tokens, those the provider served from its prefix cache.
-    cached_tokens = models.PositiveIntegerField(_("davon aus dem Cache"), default=0)
-    cost = models.DecimalField(
-        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
-    )
     decomposition_raw = models.TextField(_("Zerlegung (Rohantwort)"), blank=True)
     # Every call of the run, retries included: purpose, claim position, attempt, raw reply,
     # model, tokens, latency. What a verdict was read from must stay inspectable.

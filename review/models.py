@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from jobs.models import LeasedJob
-from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, JudgeUsage, UseCase
 
 
 class ReviewBatch(models.Model):
@@ -212,7 +212,7 @@ class JudgeComparison(models.Model):
         return f"{self.use_case} · {self.judge_model} ({self.judge_mode})"
 
 
-class ShadowRun(LeasedJob):
+class ShadowRun(LeasedJob, JudgeUsage):
     """One answer of a comparison, judged by the candidate: the claims of the reviewed judge run
     that the expert labelled, verified in the candidate's mode. A leased job like a judge run,
     but never the answer's: it writes only itself."""
@@ -237,13 +237,6 @@ class ShadowRun(LeasedJob):
         verbose_name=_("abgegebene Fassung"),
     )
     started_at = models.DateTimeField(_("gestartet"), null=True, blank=True)
-    calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
-    prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
-    completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
-    cached_tokens = models.PositiveIntegerField(_("davon aus dem Cache"), default=0)
-    cost = models.DecimalField(
-        _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
-    )
     # [{claim_id, position, label, raw, chunks, reason}] in the order of the claims.
     verdicts = models.JSONField(_("Urteile"), default=list, blank=True)
     score = models.FloatField(_("Treue"), null=True, blank=True)

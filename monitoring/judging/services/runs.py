@@ -42,7 +42,15 @@ from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_parse import Label
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.domain.judging import CallResult, JudgeCall
-from monitoring.models import Answer, Claim, JudgeMode, JudgeProgress, JudgeRun, UseCase
+from monitoring.models import (
+    Answer,
+    Claim,
+    JudgeMode,
+    JudgeProgress,
+    JudgeRun,
+    JudgeUsage,
+    UseCase,
+)
 
 SELF_JUDGING = (
     "the judge model {model!r} is the answer's own generator: a model judges itself too "
@@ -159,7 +167,7 @@ class Meter:
 
         return metered
 
-    def spent(self, run: Any, model: str) -> dict[str, object]:
+    def spent(self, run: JudgeUsage, model: str) -> dict[str, object]:
         """The usage fields of ``run`` (a judge run or a shadow run) after this attempt: what
         earlier attempts spent (as read after the claim) plus this one's; {} without calls."""
         return usage_fields(run, model, self.calls, self.prompt_tokens, self.completion_tokens,
@@ -167,7 +175,7 @@ class Meter:
 
 
 def usage_fields(
-    run: Any, model: str, calls: int, prompt_tokens: int, completion_tokens: int,
+    run: JudgeUsage, model: str, calls: int, prompt_tokens: int, completion_tokens: int,
     cached_tokens: int,
 ) -> dict[str, object]:
     """A job's usage fields: its earlier attempts' (as read after the claim) plus these,
