@@ -1235,6 +1235,40 @@ def test_a_claim_the_batched_reply_leaves_out_is_asked_on_its_own(judge, api, ma
         Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]
 
 
+@pytest.mark.parametrize(("reply", "asked_alone"), [
+    pytest.param("1: GEDECKT\n2: UNGEDECKT\n3: GEDECKT", [], id="complete"),
+    pytest.param("3: GEDECKT\n1: GEDECKT\n2: UNGEDECKT", [], id="shuffled"),
+    pytest.param("1: GEDECKT\n3: GEDECKT", [C2], id="partial"),
+    pytest.param("Hier meine Urteile:\n\n**1: GEDECKT** [1] steht so da\n2: UNGEDECKT\n"
+                 "3: GEDECKT\nIch hoffe, das hilft.", [], id="extra text"),
+    pytest.param("1: NICHT GEDECKT\n2: UNGEDECKT\n3: GEDECKT", [C1], id="unreadable"),
+    pytest.param("0: GEDECKT\n2: UNGEDECKT\n4: GEDECKT\n3: GEDECKT", [C1],
+                 id="number out of range"),
+    pytest.param("1: GEDECKT\n2: UNGEDECKT\n2: GEDECKT\n3: GEDECKT", [C2],
+                 id="answered twice, differently"),
+])
+def test_a_batched_reply_through_the_real_client_and_the_claims_asked_again(
+    judge, api, make_answer, reply, asked_alone
+):
+    """Each kind of batched reply, as the local server sends it to the real openai client:
+    exactly the claims without a readable line are asked again, one by one."""
+    judge.responder = ScriptedJudge(claims=[C1, C2, C3], verdicts={C2: "UNGEDECKT"},
+                                    batch_reply=reply)
+    answer = ingest(api, make_answer)
+    JudgeRun.objects.filter(answer=answer).delete()
+    run = batched_run(answer)
+
+    assert execute(run) == "scored"
+
+    seen = judge.responder.seen
+    assert [claim for kind, claim, _ in seen if kind == "verify"] == asked_alone
+    assert len(judge.requests) == 2 + len(asked_alone)
+    run = fresh(run)
+    assert [c.label for c in run.claims.order_by("position")] == [
+        Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]
+    assert fresh(answer).score == pytest.approx(2 / 3)
+
+
 def test_a_use_case_in_batched_mode_gets_batched_runs(judge, api, make_answer, use_case):
     use_case.judge_mode = JudgeMode.BATCHED
     use_case.save(update_fields=["judge_mode"])

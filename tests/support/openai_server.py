@@ -116,7 +116,8 @@ class ScriptedJudge:
     attempts, the last one repeating), else ``default``. A retry is recognised by the reminder
     the judge domain appends. A batched verification gets one line per listed claim,
     "<n>: <its verdict> [<evidence[claim]>] <reasons[claim]>" (a claim in ``skip_in_batch``
-    gets no line). ``seen`` records (kind, claim or None, attempt) per request.
+    gets no line), or ``batch_reply`` as it is where given. ``seen`` records (kind, claim or
+    None, attempt) per request.
     """
 
     def __init__(
@@ -128,7 +129,9 @@ class ScriptedJudge:
         evidence: dict[str, str] | None = None,
         reasons: dict[str, str] | None = None,
         skip_in_batch: tuple[str, ...] = (),
+        batch_reply: str | None = None,
     ) -> None:
+        self.batch_reply = batch_reply
         self.evidence = dict(evidence or {})
         self.reasons = dict(reasons or {})
         self.skip_in_batch = skip_in_batch
@@ -157,6 +160,8 @@ class ScriptedJudge:
             listed = _LISTED_CLAIM.findall(tail)
             with self._lock:
                 self.seen += [("verify_batch", claim, 1) for _, claim in listed]
+            if self.batch_reply is not None:
+                return self.batch_reply
             return "\n".join(
                 f"{n}: {_nth(self.verdicts.get(claim, self.default), 1)} "
                 f"[{self.evidence.get(claim, '')}] {self.reasons.get(claim, '')}".rstrip()
