@@ -337,6 +337,15 @@ def _match(patterns: Sequence[re.Pattern[str]], text: str) -> re.Match[str] | No
     return next((m for p in patterns if (m := p.match(text))), None)
 
 
+# Candidates for the judge comparison (review's "Prüfmodelle vergleichen") in the demo: the
+# demo judge with a bias, so that comparing one against the experts' labels shows something.
+# The strict one calls partly supported claims unsupported, the lenient one the reverse.
+JUDGE_VARIANTS: dict[str, dict[str, str]] = {
+    f"{DEMO_JUDGE_MODEL}-strict": {"TEILWEISE": "UNGEDECKT"},
+    f"{DEMO_JUDGE_MODEL}-lenient": {"UNGEDECKT": "TEILWEISE"},
+}
+_VERDICT_WORD = re.compile(r"\b(?:GEDECKT|TEILWEISE|UNGEDECKT)\b")
+
 # The demo judge's one-sentence reasons, in the prompt's language: where its verdict came from.
 REASONS: dict[str, dict[str, dict[Label, str]]] = {
     "en": {
@@ -707,11 +716,11 @@ class DemoJudgeServer:
             self._thread.join(timeout=5)
 
     def models(self) -> dict[str, Any]:
-        names = [DEMO_JUDGE_MODEL, *self.generator.models]
+        names = [DEMO_JUDGE_MODEL, *JUDGE_VARIANTS, *self.generator.models]
         return {"object": "list", "data": [self._model(name) for name in names]}
 
     def _model(self, name: str = DEMO_JUDGE_MODEL) -> dict[str, Any] | None:
-        if name == DEMO_JUDGE_MODEL:
+        if name == DEMO_JUDGE_MODEL or name in JUDGE_VARIANTS:
             return {"id": name, "object": "model", "created": 0, "owned_by": "treue-demo"}
         if name in self.generator.models:  # replayed answers, not that model
             return {"id": name, "object": "model", "created": 0,
@@ -723,12 +732,14 @@ class DemoJudgeServer:
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
             return 400, _error(400, "'messages' must be a list", "invalid_request_error")
         model = request.get("model")
-        if model != DEMO_JUDGE_MODEL and model not in self.generator.models:
+        judges = (DEMO_JUDGE_MODEL, *JUDGE_VARIANTS)
+        if model not in judges and model not in self.generator.models:
             # Answering as another model would put that model's name on replayed labels.
             return 404, _error(
                 404,
                 f"The model {model!r} does not exist here: this demo judge serves only "
-                f"{DEMO_JUDGE_MODEL!r} (replayed human labels, not a model), and replays the "
+                f"{DEMO_JUDGE_MODEL!r} (replayed human labels, not a model) and its variants "
+                f"{', '.join(JUDGE_VARIANTS)}, and replays the "
                 f"demo answers of {', '.join(self.generator.models)}.",
                 "invalid_request_error",
                 "model_not_found",
@@ -736,9 +747,13 @@ class DemoJudgeServer:
         if request.get("stream"):
             return 400, _error(400, "the demo judge does not stream", "invalid_request_error")
         logprobs = None
-        if model == DEMO_JUDGE_MODEL:
+        if model in judges:
             # temperature is irrelevant: the replies are deterministic anyway.
             content, note = self.judge.reply(request["messages"])
+            if model in JUDGE_VARIANTS and not note.startswith("decompose"):
+                content = _VERDICT_WORD.sub(
+                    lambda m: JUDGE_VARIANTS[model].get(m.group(0), m.group(0)), content
+                )
         else:
             answer = self.generator.find(model, request["messages"])
             if answer is None:

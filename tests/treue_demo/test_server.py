@@ -125,8 +125,35 @@ def verify(api: openai.OpenAI, row: dict[str, Any], claim: str, language: str = 
 def test_lists_the_demo_judge_and_the_replayed_generators(judge_api: openai.OpenAI) -> None:
     models = judge_api.models.list().data
     generators = sorted({row["model"] for row in ROWS.values()})
-    assert [m.id for m in models] == [DEMO_JUDGE_MODEL, *generators]
-    assert {m.owned_by for m in models[1:]} == {"treue-demo-replay"}
+    variants = [f"{DEMO_JUDGE_MODEL}-strict", f"{DEMO_JUDGE_MODEL}-lenient"]
+    assert [m.id for m in models] == [DEMO_JUDGE_MODEL, *variants, *generators]
+    assert {m.owned_by for m in models[3:]} == {"treue-demo-replay"}
+
+
+def test_the_variants_judge_with_a_bias_for_the_judge_comparison(
+    judge_api: openai.OpenAI,
+) -> None:
+    """Candidates to compare in the demo: the lenient variant calls an unsupported claim
+    partly supported, the strict one leaves a supported claim alone."""
+    messages = verify_messages(context=format_context(TRACT["passages"]), claim=TRACT_INVENTED,
+                               language="en")
+
+    def label(model: str) -> Label:
+        reply = judge_api.chat.completions.create(
+            model=model, messages=messages, temperature=0, max_tokens=16,  # type: ignore[arg-type]
+        )
+        return parse_verdict(reply.choices[0].message.content)
+
+    assert label(DEMO_JUDGE_MODEL) == Label.UNGEDECKT
+    assert label(f"{DEMO_JUDGE_MODEL}-lenient") == Label.TEILWEISE
+    assert label(f"{DEMO_JUDGE_MODEL}-strict") == Label.UNGEDECKT
+    supported = verify_messages(context=format_context(TRACT["passages"]),
+                                claim=TRACT_SUPPORTED, language="en")
+    reply = judge_api.chat.completions.create(
+        model=f"{DEMO_JUDGE_MODEL}-strict", messages=supported,  # type: ignore[arg-type]
+        temperature=0, max_tokens=16,
+    )
+    assert parse_verdict(reply.choices[0].message.content) == Label.GEDECKT
 
 
 def test_listens_on_loopback_only(demo_judge: DemoJudgeServer) -> None:
