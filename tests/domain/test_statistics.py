@@ -19,6 +19,7 @@ from monitoring.domain.statistics import (
     Stratum,
     StratumSums,
     claim_share,
+    fit_pooled,
     indicator_strata,
     lift,
     mean_from_sums,
@@ -639,9 +640,12 @@ def test_pooled_two_weeks_by_hand():
     # 5 of 95 judged each: 0.9 and 1.0). Value = 0.015 + 0.4275 + 0.025 + 0.475 = 0.9425.
     # Each week × stratum cell has its own pseudo-answer of weight 0.2, as a week alone would:
     #   week 1: p̃ = (4.5 + 0.1)/5.2 = 0.884615; spread = [0.2 + 5·0.015385² + 0.1·(0.115385² +
-    #           0.884615²)]/5.2 = 0.0539941; term = 0.475²·(1 − 5/95)·0.0539941/5 = 0.00230825
+    #           0.884615²)]/5.2 = 0.0539941
     #   week 2: p̃ = 5.1/5.2 = 0.980769; spread = [5·0.019231² + 0.1·(0.019231² +
-    #           0.980769²)]/5.2 = 0.0188609; term = 0.000806305
+    #           0.980769²)]/5.2 = 0.0188609
+    # The unflagged cells share one spread, pooled by n + 0.2 = 5.2 each: 0.0364275; term per
+    # week 0.475²·(1 − 5/95)·0.0364275/5 = 0.00155728 (equal weights and sizes: the same V as
+    # each cell with its own spread, 0.00230825 + 0.000806305).
     # V = 0.00311455. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.932692;
     # n_eff = 0.932692·0.067308·0.95²/V = 18.1909. Wilson(0.95, 18.1909): z²/n = 0.211175;
     # centre 0.871540, half 0.120157 → (0.751383, 0.991698) → 0.04 + 0.95·… = (0.7538, 0.9821).
@@ -651,6 +655,32 @@ def test_pooled_two_weeks_by_hand():
     # Each week alone is too few (5 random answers); pooled, the stratum has its ten.
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (20, 200, (10, 10), False)
     assert stratified_mean(POOL_WEEK_2).too_few
+
+
+def test_pooled_weeks_share_their_stratum_spread_by_hand():
+    # A week whose 8 random answers are all 1.0 and a week of 4 with a spread, 100 answers
+    # each: W = 0.5 per cell, value = 0.5·1.0 + 0.5·0.625 = 0.8125. Pseudo-answers (0.2 each):
+    #   week 1: p̃ = 8.1/8.2 = 0.987805, its own spread p̃(1 − p̃) = 0.0120464
+    #   week 2: p̃ = 2.6/4.2 = 0.619048; spread = [2.1·0.380952² + 1·0.119048² +
+    #           1.1·0.619048²]/4.2 = 0.740476/4.2 = 0.176304
+    # One spread for the stratum, pooled by n + 0.2: (8.2·0.0120464 + 4.2·0.176304)/12.4
+    # = 0.0676820. V = 0.25·0.92·0.067682/8 + 0.25·0.96·0.067682/4 = 0.00194586 + 0.00406092
+    # = 0.00600678. p̃_S = (0.987805 + 0.619048)/2 = 0.803426; n_eff = 0.803426·0.196574/V
+    # = 26.2925. Wilson(0.8125, 26.2925): z²/n = 0.146105, centre 0.772663, half 0.144940
+    # → (0.6277, 0.9176).
+    # Each cell with its own spread (before), week 1's all-1.0 answers claimed almost none
+    # (0.012) and week 2's four answers carried V = 0.000346334 + 0.0105782 = 0.0109246:
+    # n_eff 14.4567, (0.5564, 0.9374).
+    weeks = [[Stratum(100, [1.0] * 8)], [Stratum(100, [1.0, 1.0, 0.5, 0.0])]]
+    e = pooled_mean(weeks)
+    assert e.value == approx(0.8125, abs=1e-12)
+    assert (e.low, e.high) == (approx(0.6277, abs=1e-4), approx(0.9176, abs=1e-4))
+    fit = fit_pooled(weeks)
+    assert fit is not None
+    assert fit.variance == approx(0.00600678, abs=1e-8)
+    assert [spread for _, spread, *_ in fit.spreads] == [approx(0.0676820, abs=1e-7)] * 2
+    # A week alone keeps its own spread: week 2 by itself is its stratified_mean.
+    assert pooled_mean(weeks[1:]) == stratified_mean(weeks[1])
 
 
 def test_pooling_one_week_is_the_week():
