@@ -292,14 +292,17 @@ def _verify_all(
         )
         return verdict, [_record("verify", position, n, r) for n, r in enumerate(replies, 1)]
 
+    def cached(verdict: ClaimVerdict) -> dict[CacheKey, CachedVerdict]:
+        if verdict.label is Label.UNPARSEABLE:
+            return {}
+        return {(language, verdict.claim, digest): CachedVerdict(
+            verdict.label, verdict.raw, verdict.model, verdict.chunks, verdict.reason
+        )}
+
     def settle(verdict: ClaimVerdict, records: list[CallRecord]) -> None:
         verdicts[verdict.position] = verdict
         log.extend(records)
-        if verdict.label is not Label.UNPARSEABLE:
-            key = (language, verdict.claim, digest)
-            cache[key] = CachedVerdict(
-                verdict.label, verdict.raw, verdict.model, verdict.chunks, verdict.reason
-            )
+        cache.update(cached(verdict))
 
     log: list[CallRecord] = []
     if batching is not None and pending:
@@ -309,8 +312,13 @@ def _verify_all(
             found, left, records = _verify_batch(
                 group, claims, batching=batching, language=language
             )
+            # A batch's verdicts go to the cache in one update (a caller that stores them
+            # stores them together).
+            new: dict[CacheKey, CachedVerdict] = {}
             for verdict in found:
-                settle(verdict, [])
+                verdicts[verdict.position] = verdict
+                new.update(cached(verdict))
+            cache.update(new)
             log.extend(records)
             open_ += left
         pending = open_

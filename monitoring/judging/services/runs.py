@@ -230,14 +230,24 @@ class _Progress(MutableMapping[judging.CacheKey, judging.CachedVerdict]):
         return self._verdicts[key]
 
     def __setitem__(self, key: judging.CacheKey, verdict: judging.CachedVerdict) -> None:
-        self._verdicts[key] = verdict
+        self.update({key: verdict})
+
+    def _row(self, key: judging.CacheKey, verdict: judging.CachedVerdict) -> JudgeProgress:
         language, claim, digest = key
-        self._store(JudgeProgress(
+        return JudgeProgress(
             run=self.run, key=_progress_key(key), language=language, claim=claim,
             context_digest=digest, label=verdict.label.value, raw_reply=verdict.raw,
             judge_model=verdict.model, evidence_chunks=list(verdict.chunks),
             reason=verdict.reason,
-        ))
+        )
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        """Several verdicts (a batched reply's) stored in one insert."""
+        new = dict(other, **kwargs)
+        self._verdicts.update(new)
+        JudgeProgress.objects.bulk_create(
+            [self._row(key, verdict) for key, verdict in new.items()], ignore_conflicts=True
+        )
 
     def __delitem__(self, key: judging.CacheKey) -> None:
         del self._verdicts[key]
