@@ -7,7 +7,7 @@ only shows them.
 from django.contrib import admin
 from django.http import HttpRequest
 
-from review.models import ReviewBatch, ReviewItem, ReviewSubmission
+from review.models import JudgeComparison, ReviewBatch, ReviewItem, ReviewSubmission, ShadowRun
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -50,3 +50,22 @@ class ReviewItemAdmin(ReadOnlyAdmin):
                     "version")
     list_filter = ("status", "batch__use_case")
     inlines = [ReviewSubmissionInline]
+
+
+class ShadowRunInline(admin.TabularInline):
+    model = ShadowRun
+    fields = ("submission", "status", "calls", "prompt_tokens", "cost", "score", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(JudgeComparison)
+class JudgeComparisonAdmin(ReadOnlyAdmin):
+    """Started on the calibration page (Prüfmodelle vergleichen), where the cost is shown first;
+    here only shown."""
+
+    list_display = ("use_case", "judge_model", "judge_mode", "requested", "created_by",
+                    "created_at", "adopted_at")
+    list_filter = ("use_case", "judge_mode")
+    inlines = [ShadowRunInline]
