@@ -172,8 +172,8 @@ def precision_reading(week: WeekFigures) -> str | None:
     target = _num(p.target_half_width)
     if p.sample_rate is not None and p.current_rate is not None:
         parts.append(_(
-            "Bei diesem Volumen ergäbe eine Stichprobenrate von %(rate)s %% (jetzt %(now)s %%) "
-            "±%(target)s."
+            "Bei diesem Volumen ergäbe eine Stichprobenrate von %(rate)s %% (in dieser Woche "
+            "geprüft: %(now)s %%) ±%(target)s."
         ) % {"rate": floatformat(p.sample_rate * 100, -1),
              "now": floatformat(p.current_rate * 100, -1), "target": target})
     if p.pooled_half_width is not None and p.pooled_weeks > 1:
