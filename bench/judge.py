@@ -839,7 +839,9 @@ def main() -> int:
                         help="answers per mode (default: 1000 synthetic, 200 ragtruth)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per judge call")
     parser.add_argument("--workers", type=int, default=2, help="celery worker processes")
-    parser.add_argument("--threads", type=int, default=8, help="tasks in flight per worker")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="tasks in flight per worker (default: twice --concurrency, as the "
+                        "README's worker command)")
     parser.add_argument("--concurrency", type=int, default=8,
                         help="TREUE_JUDGE_CONCURRENCY: judge calls in flight per worker")
     parser.add_argument("--batch-size", type=int,
@@ -849,6 +851,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per mode")
     parser.add_argument("--db", default="treue_bench_judge")
     args = parser.parse_args()
+    if args.threads is None:
+        args.threads = 2 * args.concurrency
     mode = args.mode or ("both" if args.corpus == "ragtruth" else "per-claim")
     modes = list(MODES) if mode == "both" else [mode]
     answers = args.answers or (200 if args.corpus == "ragtruth" else 1000)
