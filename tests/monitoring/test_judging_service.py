@@ -228,6 +228,12 @@ def test_unsampled_answers_get_no_run(judge, api, make_answer, service_and_key, 
     assert answer.status == Answer.Status.NOT_SAMPLED
     assert not JudgeRun.objects.exists()
     assert enqueued == []
+    # Nor does a rescore give it one, whoever asks: judged, it would count in the unflagged
+    # stratum without having been drawn.
+    lead = User.objects.create_user("lead-rescore")
+    with pytest.raises(rescoring.RescoreRefused, match="Stichprobe"):
+        rescoring.answer_rescore(answer=answer, judge_model="judge-y", user=lead)
+    assert not JudgeRun.objects.exists()
 
 
 # --- Executing a run ----------------------------------------------------------------------

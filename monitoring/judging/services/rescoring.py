@@ -44,8 +44,12 @@ def _lock(answer_id: int) -> Answer:
 
 
 def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
-    """Queue one new run of `answer` with `judge_model`. Raises RescoreRefused."""
+    """Queue one new run of `answer` with `judge_model`. Raises RescoreRefused, also for an
+    answer outside the sample: judged, it would count in its stratum without having been drawn,
+    and bias every estimate built on the sample."""
     judge_model = judge_model.strip()
+    if not answer.sampled:
+        raise RescoreRefused(_("Nur Antworten der Stichprobe werden vom Modell geprüft."))
     if selectors.same_model(judge_model, answer.model):
         raise RescoreRefused(same_model_reason(judge_model))
     with transaction.atomic():
