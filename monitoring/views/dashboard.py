@@ -438,7 +438,6 @@ def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
         "abstention": share(week.abstention_share),
         "claims": _estimate_cell(week.claims, num),
         "calls": num.grouped(week.calls),
-        "cost": num(week.cost, 2, grouped=True),
     }
 
 
@@ -561,8 +560,11 @@ def _use_case_page(
                 setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
             for w in reversed(weeks) if w.volume
         ],
-        "total_calls": sum(w.calls for w in weeks),
-        "total_cost": sum((w.cost for w in weeks), start=Decimal(0)),
+        "total": {
+            "calls": sum(w.calls for w in weeks),
+            "cost": sum((w.cost for w in weeks), start=Decimal(0)),
+            "unpriced_runs": sum(w.unpriced_runs for w in weeks),
+        },
     }, status=status)
 
 
