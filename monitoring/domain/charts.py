@@ -294,7 +294,8 @@ def trend_figure(
         })
     layout = _layout(height=160 if compact else 360, separators=separators, y_title=labels["y"],
                      y_range=[floor, 1.02], percent=False, compact=compact, categories=weeks)
-    shapes, notes = [], []
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
     for week, label, detail in changes:
         if week not in weeks:
             continue
