@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
+from monitoring.models import UseCase
 from monitoring.services import tuning
 from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
@@ -156,6 +157,10 @@ def test_main_pages_run_under_the_policy(
     watch = Watch(page)
     a, answer = world.a.slug, world.answer_a.pk
 
+    # A long name, as the demo's: a filter's select is as wide as its longest option and
+    # must still fit a phone.
+    UseCase.objects.filter(pk=world.a.pk).update(
+        name="Rechtsauskunft für die Fachabteilungen (Modellwechsel)")
     # A setting changed this week: the weekly table's widest row (its badge) and a note at
     # the trend's last week, which made Plotly widen the axis past the data (issue 20).
     tuning.use_case_tune(use_case=world.a, user=world.users["lead_a"],
