@@ -268,6 +268,16 @@ def test_use_case_page_draws_trend_shares_and_causes(
     legend_box = trend.locator(".legend").bounding_box()
     assert chart_box is not None and legend_box is not None
     assert legend_box["x"] + legend_box["width"] <= chart_box["x"] + chart_box["width"] + 1
+    # The weekly table scrolls inside its box, its week column staying in view (sticky).
+    wrap = page.locator(".table-wrap:has(table.dash-table)")
+    assert wrap.evaluate("w => w.scrollWidth > w.clientWidth"), "wider than a phone"
+    week = wrap.locator("tbody tr th").first
+    before = week.bounding_box()
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    assert wrap.evaluate("w => w.scrollLeft") > 100
+    after = week.bounding_box()
+    assert before is not None and after is not None
+    assert after["x"] == pytest.approx(before["x"], abs=1), "the week stays where it was"
     screenshot(page, "use-case-375")
     assert errors == []
 
