@@ -27,6 +27,7 @@ from review.forms import JudgeComparisonForm
 from review.models import ReviewItem
 from review.shadow import selectors as shadow_selectors
 from review.shadow import services as shadow_services
+from treue_site.charts import chart_config
 from treue_site.http import AuthenticatedRequest
 
 TOO_FEW_FOR_SCATTER = 3
@@ -231,7 +232,7 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "threshold": _("Handlungsschwelle"),
         "hover": _("Antwort {answer}"),
         "legend": _("Woche"),
-    })
+    }, config=chart_config())
     # The bias stratified by the answers' flag (top-ups weighted); n, MAE and "too few" are
     # the week's reviews as they are.
     weekly = []
@@ -244,7 +245,7 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "week": _("Woche"),
         "difference": _("Abweichung"),
         "too_few": _("zu wenige Prüfungen"),
-    })
+    }, config=chart_config())
     drift = selectors.drift_cusum(
         use_case=use_case, data=data, restart=selectors.drift_restart(use_case=use_case)
     )

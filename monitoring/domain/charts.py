@@ -36,9 +36,37 @@ GRID = "#e4e7ec"
 
 SEPARATORS = {"de": ",.", "en": ".,"}
 
-CONFIG = {
-    "displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"],
-}
+# Plotly's modebar buttons a page does not offer: "Share chart..." (plotly.js 4 shows it by
+# default) uploads the figure to Plotly Cloud, and the others have nothing to do on these charts.
+MODEBAR_REMOVED = [
+    "sendChartToCloud", "sendDataToCloud", "editInChartStudio", "downloadJson", "select2d",
+    "lasso2d", "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian",
+]
+
+# The words Plotly itself draws (the modebar's tooltips, its notices while saving an image),
+# by the English text plotly.js looks them up by. The caller translates them; plotly.js has no
+# German of its own in the pip package, and the page loads nothing from elsewhere.
+PLOTLY_WORDS = (
+    "Download plot as a PNG", "Download plot", "Preparing image - this may take a few seconds",
+    "Image download succeeded", "Sorry, there was a problem downloading your image!", "Zoom",
+    "Pan", "Zoom in", "Zoom out", "Autoscale", "Reset axes", "Double-click to zoom back out",
+)
+
+
+def plotly_config(
+    *, locale: str = "en", words: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Plotly's config for every chart of the site: no Plotly logo, no cloud upload (and no
+    server to upload to), and Plotly's own words in the page's language (`words`: Plotly's
+    English text → the page's, for the keys of PLOTLY_WORDS)."""
+    return {
+        "displaylogo": False, "responsive": True, "showSendToCloud": False,
+        "plotlyServerURL": "", "modeBarButtonsToRemove": list(MODEBAR_REMOVED),
+        "locale": locale, "locales": {locale: {"dictionary": dict(words or {})}},
+    }
+
+
+CONFIG = plotly_config()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +116,24 @@ def _layout(*, height: int, separators: str, y_title: str, y_range: Sequence[flo
         # weeks with an estimate, so without this the weeks would come out of order.
         layout["xaxis"]["categoryorder"] = "array"
         layout["xaxis"]["categoryarray"] = list(categories)
+        layout["xaxis"].update(week_axis(len(categories)))
     if y_range is not None:
         layout["yaxis"]["range"] = list(y_range)
     if percent:
         layout["yaxis"]["tickformat"] = ".0%"
     return layout
+
+
+def week_axis(weeks: int) -> dict[str, Any]:
+    """A category axis of `weeks` weeks that spans exactly them: half a week either side of
+    the first and the last. Left to itself Plotly widens the axis to fit a marker's size or an
+    annotation's text, and weeks without data appear at the ends. The labels stand a little off
+    the axis, so that the lowest y label (centred on the axis' floor) never touches the first
+    week's label on a narrow chart."""
+    axis: dict[str, Any] = {"ticklabelstandoff": 8}
+    if weeks:
+        axis.update(autorange=False, range=[-0.5, weeks - 0.5])
+    return axis
 
 
 def _from_first_data(points: Sequence[Point]) -> list[Point]:
@@ -170,26 +211,28 @@ def trend_figure(
     *,
     threshold: float,
     labels: Mapping[str, str],
-    changes: Sequence[tuple[str, str]] = (),
+    changes: Sequence[tuple[str, str, str]] = (),
     separators: str = SEPARATORS["de"],
     compact: bool = False,
     overlays: Sequence[Series] = (),
+    config: Mapping[str, Any] = CONFIG,
 ) -> dict[str, Any]:
     """The weekly estimate with its 95 % band, the action threshold and judge changes;
     `overlays`: further lines over the same weeks (the pooled view, the experts' scale).
 
     `labels`: "value" (the estimate's name), "band", "too_few", "threshold", "y", and
     "unknown" and "unknown_why" (optional: the legend's short name and the hover's reason).
-    `changes`: (week, text) where the judge model or prompt version changed; a dotted vertical
-    line each. Traces, in order: band, estimate (one point per week,
-    None where too few), too-few points (one per week, None elsewhere), threshold line, and only
-    when some week has judged answers but no estimate (a stratum without a judged answer), a
-    grey cross at the foot of the chart for each such week, so that it reads as "too few", not
-    as no data. Each trace says its role in `meta`.
+    `changes`: (week, label, detail) where the judge or a setting changed; a dotted vertical
+    line each, the short label above it (the detail in its hover). Traces, in order: band,
+    estimate (one point per week, None where too few), too-few points (one per week, None
+    elsewhere), threshold line, and only when some week has judged answers but no estimate (a
+    stratum without a judged answer), a grey cross at the foot of the chart for each such week,
+    so that it reads as "too few", not as no data. Each trace says its role in `meta`.
     """
     points = _drawn_points(_from_first_data(points))
     labels = _drawn_labels(labels)
-    changes = [(plotly_text(week), plotly_text(text)) for week, text in changes]
+    changes = [(plotly_text(week), plotly_text(label), plotly_text(detail))
+               for week, label, detail in changes]
     weeks = [p.x for p in points]
     reliable = [p.value if (p.value is not None and not p.too_few) else None for p in points]
     shaky = [p.value if (p.value is not None and p.too_few) else None for p in points]
@@ -251,24 +294,38 @@ def trend_figure(
         })
     layout = _layout(height=160 if compact else 360, separators=separators, y_title=labels["y"],
                      y_range=[floor, 1.02], percent=False, compact=compact, categories=weeks)
-    weeks_set = set(weeks)
-    shapes, notes = [], []
-    for week, text in changes:
-        if week not in weeks_set:
+    shapes: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    for week, label, detail in changes:
+        if week not in weeks:
             continue
         shapes.append({
             "type": "line", "xref": "x", "yref": "paper", "x0": week, "x1": week, "y0": 0,
             "y1": 1, "line": {"color": AMBER, "width": 1.5, "dash": "dot"},
         })
-        notes.append({
-            "x": week, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom", "text": text,
-            "showarrow": False, "font": {"size": 10, "color": AMBER},
-        })
+        notes.append(_change_note(week, label, detail, index=weeks.index(week),
+                                  weeks=len(weeks), row=len(notes) % 2))
     if shapes:
         layout["shapes"] = shapes
         layout["annotations"] = [] if compact else notes
-        layout["margin"]["t"] = 10 if compact else 40
-    return {"data": data, "layout": layout, "config": CONFIG}
+        rows = min(len(notes), 2)
+        layout["margin"]["t"] = 10 if compact else 14 + 16 * rows
+    return {"data": data, "layout": layout, "config": dict(config)}
+
+
+def _change_note(week: str, label: str, detail: str, *, index: int, weeks: int, row: int
+                 ) -> dict[str, Any]:
+    """The short label above a change's line, running from the line towards the middle of the
+    chart (left of a line in the right half, right of one in the left half), so that it never
+    sticks out past the chart's edge nor makes Plotly widen the axis; the detail (who changed
+    what from what to what) is its hover. Consecutive notes alternate between two rows, so that
+    two changes close together do not print over each other."""
+    return {
+        "x": week, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom",
+        "yshift": 16 * row, "xanchor": "right" if 2 * index >= weeks - 1 else "left",
+        "text": label, "hovertext": detail or label, "showarrow": False,
+        "font": {"size": 10, "color": AMBER}, "name": "change",
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,12 +339,14 @@ class Series:
 
 
 def shares_figure(
-    series: Sequence[Series], *, labels: Mapping[str, str], separators: str = SEPARATORS["de"]
+    series: Sequence[Series], *, labels: Mapping[str, str], separators: str = SEPARATORS["de"],
+    config: Mapping[str, Any] = CONFIG,
 ) -> dict[str, Any]:
     """Shares over the weeks (below the action threshold, flagged, abstentions), in percent.
 
     Too-few points of an estimated share are left out of its line (grey points instead), like
-    on the trend chart. `labels`: "y", "too_few".
+    on the trend chart; every point of an estimated share (below the threshold, abstentions)
+    has its 95 % interval drawn as whiskers. `labels`: "y", "too_few".
     """
     labels = _drawn_labels(labels)
     # From the first week with data in any series on, as on the trend chart beside it (ISO
@@ -302,31 +361,42 @@ def shares_figure(
     for s in series:
         weeks = [p.x for p in s.points]
         custom = [[p.n, p.low, p.high] for p in s.points]
-        data.append({
-            "type": "scatter", "name": s.name, "x": weeks,
-            "y": [p.value if not p.too_few else None for p in s.points],
+        # An estimated share carries its interval as whiskers, as on the trend chart; a
+        # counted one (the flagged share) has none to draw.
+        estimated = any(p.low is not None and p.high is not None for p in s.points)
+        hover = ("%{x}<br>" + s.name + " %{y:.1%}"
+                 + ("<br>95 % %{customdata[1]:.1%}–%{customdata[2]:.1%}" if estimated else "")
+                 + "<br>n = %{customdata[0]}")
+        line_y = [p.value if not p.too_few else None for p in s.points]
+        trace: dict[str, Any] = {
+            "type": "scatter", "name": s.name, "x": weeks, "y": line_y,
             "mode": "lines+markers", "connectgaps": False,
             "line": {"color": s.color, "width": 2, "dash": s.dash},
             "marker": {"color": s.color, "size": 6}, "customdata": custom,
-            "hovertemplate": "%{x}<br>" + s.name + " %{y:.1%}<br>n = %{customdata[0]}"
-            "<extra></extra>",
+            "hovertemplate": hover + "<extra></extra>",
             "meta": {"role": "share"},
-        })
+        }
+        if estimated:
+            trace["error_y"] = _whiskers(s.points, line_y, s.color)
+        data.append(trace)
         if any(p.too_few and p.value is not None for p in s.points):
-            data.append({
+            grey_y = [p.value if p.too_few else None for p in s.points]
+            grey: dict[str, Any] = {
                 "type": "scatter", "name": f"{s.name} ({labels['too_few']})", "x": weeks,
-                "y": [p.value if p.too_few else None for p in s.points], "mode": "markers",
+                "y": grey_y, "mode": "markers",
                 "marker": {"color": GREY, "size": 6, "symbol": "circle-open"},
                 "customdata": custom, "showlegend": False,
-                "hovertemplate": "%{x}<br>" + s.name + " %{y:.1%} (" + labels["too_few"]
-                + ")<br>n = %{customdata[0]}<extra></extra>",
+                "hovertemplate": hover + " (" + labels["too_few"] + ")<extra></extra>",
                 "meta": {"role": "too_few"},
-            })
+            }
+            if estimated:
+                grey["error_y"] = _whiskers(s.points, grey_y, GREY)
+            data.append(grey)
     weeks = [p.x for p in series[0].points] if series else []
     layout = _layout(height=300, separators=separators, y_title=labels["y"], y_range=None,
                      percent=True, compact=False, categories=weeks)
     layout["yaxis"]["rangemode"] = "tozero"
-    return {"data": data, "layout": layout, "config": CONFIG}
+    return {"data": data, "layout": layout, "config": dict(config)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +413,7 @@ class Bar:
 
 def buckets_figure(
     bars: Sequence[Bar], *, threshold: float, labels: Mapping[str, str],
-    separators: str = SEPARATORS["de"],
+    separators: str = SEPARATORS["de"], config: Mapping[str, Any] = CONFIG,
 ) -> dict[str, Any]:
     """Faithfulness per bucket (e.g. best-chunk similarity) as bars with 95 % error bars, the
     action threshold across; too-few buckets grey. `labels`: "value", "threshold", "x", "y".
@@ -384,4 +454,4 @@ def buckets_figure(
     del layout["xaxis"]["tickangle"]  # unset: Plotly angles labels that would overlap
     layout["showlegend"] = False
     layout["bargap"] = 0.35
-    return {"data": data, "layout": layout, "config": CONFIG}
+    return {"data": data, "layout": layout, "config": dict(config)}

@@ -33,6 +33,7 @@ from monitoring.selectors import dashboard as figures
 from monitoring.selectors.dashboard import WeekFigures
 from monitoring.services import tuning
 from monitoring.views import answer_list
+from treue_site.charts import chart_config
 from treue_site.http import AuthenticatedRequest
 
 
@@ -97,19 +98,27 @@ def _trend_labels() -> dict[str, str]:
 
 def _judge_changes(
     weeks: list[WeekFigures], settings_changed: dict[str, list[SettingChange]] | None = None,
-) -> list[tuple[str, str]]:
-    """The weeks the chart marks: a judge model or prompt version changed, a setting changed."""
+) -> list[tuple[str, str, str]]:
+    """The weeks the chart marks: a judge model or prompt version changed, a setting changed.
+    Each with a short label for above its line and the details for its hover."""
     settings_changed = settings_changed or {}
     out = []
     for w in weeks:
-        texts = [_("Prüfer: %(judges)s") % {
+        judges = [_("Prüfer: %(judges)s") % {
             "judges": ", ".join(
                 f"{model} {version} ({mode})" for model, version, mode in w.judge_labels
             )
         }] if w.judge_changed else []
-        texts += [setting_change_text(c) for c in settings_changed.get(w.label, [])]
-        if texts:
-            out.append((w.label, "; ".join(texts)))
+        settings = [setting_change_text(c) for c in settings_changed.get(w.label, [])]
+        if judges and settings:
+            label = _("Prüfer und Einstellung geändert")
+        elif judges:
+            label = _("Prüfer gewechselt")
+        elif settings:
+            label = _("Einstellung geändert")
+        else:
+            continue
+        out.append((w.label, label, "; ".join(judges + settings)))
     return out
 
 
@@ -152,6 +161,7 @@ def trend_chart(
         separators=_separators(),
         compact=compact,
         overlays=overlays,
+        config=chart_config(),
     )
 
 
@@ -196,6 +206,7 @@ def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
         ],
         labels={"y": _("Anteil der Antworten"), "too_few": _("zu wenige geprüft")},
         separators=_separators(),
+        config=chart_config(),
     )
 
 
@@ -222,6 +233,7 @@ def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
             "x": _("beste Ähnlichkeit"), "y": _("Treue"),
         },
         separators=_separators(),
+        config=chart_config(),
     )
 
 
@@ -426,7 +438,6 @@ def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
         "abstention": share(week.abstention_share),
         "claims": _estimate_cell(week.claims, num),
         "calls": num.grouped(week.calls),
-        "cost": num(week.cost, 2, grouped=True),
     }
 
 
@@ -549,8 +560,11 @@ def _use_case_page(
                 setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
             for w in reversed(weeks) if w.volume
         ],
-        "total_calls": sum(w.calls for w in weeks),
-        "total_cost": sum((w.cost for w in weeks), start=Decimal(0)),
+        "total": {
+            "calls": sum(w.calls for w in weeks),
+            "cost": sum((w.cost for w in weeks), start=Decimal(0)),
+            "unpriced_runs": sum(w.unpriced_runs for w in weeks),
+        },
     }, status=status)
 
 

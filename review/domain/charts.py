@@ -12,7 +12,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from monitoring.domain.charts import CONFIG, week_axis
 from monitoring.domain.plotly_text import plotly_text
+
+_BLUE = "#1f77b4"
+_GREY = "#999"
 
 # A qualitative palette that stays readable when weeks are many: Plotly's default ten.
 _PALETTE = (
@@ -42,7 +46,8 @@ class WeekBias:
 
 
 def calibration_scatter(
-    points: Sequence[ScatterPoint], *, action_threshold: float, labels: Mapping[str, str]
+    points: Sequence[ScatterPoint], *, action_threshold: float, labels: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Manual (y) against automatic (x) score per reviewed answer, one trace per week, with the
     diagonal (perfect agreement) and the action threshold on both axes.
@@ -99,52 +104,78 @@ def calibration_scatter(
         legend={"title": {"text": labels.get("legend", "")}},
         hovermode="closest",
     )
-    return fig.to_plotly_json()
+    return {**fig.to_plotly_json(), "config": dict(config or CONFIG)}
 
 
-def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str]) -> dict[str, Any]:
+def weekly_bias_chart(rows: Sequence[WeekBias], *, labels: Mapping[str, str],
+                      config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Weekly mean bias (manual − automatic) with its t-interval as error bars, the mean
-    absolute difference as a second line, and zero as the reference. Weeks with too few
-    reviews are drawn grey and without an interval.
+    absolute difference as a second line, and zero as the reference. The axis spans the weeks
+    with reviews, no more.
+
+    A week with too few reviews for an interval is not on the lines: its bias (the difference
+    of its one or two reviews) is a grey open point without whiskers, like an undecided week on
+    the dashboard's trend, and says "too few" in its hover - not a blue point with a bar of
+    zero width that reads as an exact value.
 
     `labels` needs: bias, mae, week, difference, too_few.
     """
     labels = {key: plotly_text(text) for key, text in labels.items()}
     shown = [r for r in rows if r.bias is not None]
     weeks = [plotly_text(r.week) for r in shown]
+    decided = [r.bias if not r.too_few else None for r in shown]
+    text = [f"n = {r.n}" + (f" · {labels['too_few']}" if r.too_few else "") for r in shown]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=weeks,
-        y=[r.bias for r in shown],
+        y=decided,
         mode="lines+markers",
         name=labels["bias"],
-        marker={"color": ["#999" if r.too_few else "#1f77b4" for r in shown], "size": 9},
+        connectgaps=False,
+        marker={"color": _BLUE, "size": 9},
         error_y={
             "type": "data", "symmetric": False,
-            "array": [_reach(r)[1] for r in shown],
-            "arrayminus": [_reach(r)[0] for r in shown],
-            "color": "#1f77b4",
+            "array": [None if y is None else _reach(r)[1] for r, y in zip(shown, decided,
+                                                                         strict=True)],
+            "arrayminus": [None if y is None else _reach(r)[0] for r, y in zip(shown, decided,
+                                                                              strict=True)],
+            "color": _BLUE,
         },
-        text=[f"n = {r.n}" + (f" · {labels['too_few']}" if r.too_few else "") for r in shown],
+        text=text,
         hovertemplate="%{x}: %{y:+.3f}<br>%{text}<extra></extra>",
+        meta={"role": "bias"},
     ))
+    if any(r.too_few for r in shown):
+        fig.add_trace(go.Scatter(
+            x=weeks,
+            y=[r.bias if r.too_few else None for r in shown],
+            mode="markers",
+            name=labels["too_few"],
+            marker={"color": _GREY, "size": 9, "symbol": "circle-open"},
+            text=text,
+            hovertemplate="%{x}: %{y:+.3f}<br>%{text}<extra></extra>",
+            meta={"role": "too_few"},
+        ))
     fig.add_trace(go.Scatter(
         x=weeks,
-        y=[r.mae for r in shown],
+        y=[r.mae if not r.too_few else None for r in shown],
         mode="lines+markers",
         name=labels["mae"],
+        connectgaps=False,
         line={"color": "#ff7f0e", "dash": "dash"},
         hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+        meta={"role": "mae"},
     ))
     fig.add_hline(y=0, line={"color": "#555", "width": 1})
     fig.update_layout(
-        xaxis={"title": {"text": labels["week"]}, "type": "category"},
+        xaxis={"title": {"text": labels["week"]}, "type": "category",
+               "categoryorder": "array", "categoryarray": weeks, **week_axis(len(weeks))},
         yaxis={"title": {"text": labels["difference"]}, "range": [-1, 1]},
         margin={"l": 60, "r": 20, "t": 20, "b": 50},
         height=320,
         hovermode="x unified",
     )
-    return fig.to_plotly_json()
+    return {**fig.to_plotly_json(), "config": dict(config or CONFIG)}
 
 
 def _reach(row: WeekBias) -> tuple[float, float]:

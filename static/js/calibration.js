@@ -6,7 +6,9 @@
     var source = document.getElementById(el.dataset.figure);
     if (!source || !window.Plotly) return;
     var figure = JSON.parse(source.textContent);
-    window.Plotly.newPlot(el, figure.data, figure.layout, { responsive: true, displaylogo: false });
+    // The config comes with the figure (review/domain/charts.py): no cloud upload, no logo,
+    // Plotly's own words in the page's language.
+    window.Plotly.newPlot(el, figure.data, figure.layout, figure.config || {});
     if (el.dataset.click === "url") {
       el.on("plotly_click", function (event) {
         var point = event.points && event.points[0];

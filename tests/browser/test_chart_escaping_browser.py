@@ -149,8 +149,11 @@ def test_judge_model_in_the_trend_annotation_is_text_not_a_link(
     trend = drawn(page.locator("#trend-chart"))
     note = trend.locator(".annotation-text")
     expect(note).to_have_count(1)
-    # The name as it came, shown literally: the link's markup, the script tag, the "%{y}".
-    expect(note).to_contain_text(EVIL_JUDGE)
+    # A short label above the line; the name, as it came, in its hover, shown literally: the
+    # link's markup, the script tag, the "%{y}".
+    expect(note).to_have_text("Prüfer gewechselt")
+    note.hover()
+    expect(trend.locator(".hoverlayer")).to_contain_text(EVIL_JUDGE)
     no_link_in_the_plot(trend)
     for chart_id in ("#shares-chart", "#similarity-chart"):
         no_link_in_the_plot(drawn(page.locator(chart_id)))
@@ -165,7 +168,7 @@ def test_judge_model_in_the_trend_annotation_is_text_not_a_link(
          Point("2026-W02", 0.8, 0.7, 0.9, 40, False)],
         threshold=0.85,
         labels={k: f"{k} {EVIL}" for k in ("value", "band", "too_few", "threshold", "y")},
-        changes=[(f"2026-W01 {EVIL}", f"Prüfer: {EVIL}")],
+        changes=[(f"2026-W01 {EVIL}", f"Prüfer {EVIL}", f"Prüfer: {EVIL}")],
     )
     shown = page.evaluate("""figure => {
         const el = document.createElement('div');
@@ -184,7 +187,7 @@ def test_judge_model_in_the_trend_annotation_is_text_not_a_link(
     }""", json.loads(json.dumps(figure)))
     probe = page.locator("#escaping-probe")
     no_link_in_the_plot(probe)
-    assert shown["annotation"] == [f"Prüfer: {EVIL}"]
+    assert shown["annotation"] == [f"Prüfer {EVIL}"]
     assert f"value {EVIL}" in shown["legend"] and f"threshold {EVIL}" in shown["legend"]
     assert f"2026-W01 {EVIL}" in shown["ticks"]
     assert shown["title"] == [f"y {EVIL}"]

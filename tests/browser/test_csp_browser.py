@@ -9,6 +9,7 @@ window, and the charts must be drawn (Plotly's SVG exists) under the policy.
 """
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings as django_settings
@@ -16,6 +17,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
+from monitoring.models import UseCase
+from monitoring.services import tuning
 from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
 
@@ -64,13 +67,42 @@ def log_in(page: Page, base: str, user: User) -> None:
     )
 
 
+# Tables that scroll sideways inside their box (the page itself is checked apart).
+SCROLLING_TABLES = """() => [...document.querySelectorAll('.table-wrap, .dash-case-body')]
+  .filter(w => w.scrollWidth > w.clientWidth + 1)
+  .map(w => (w.querySelector('table') || w).className + ' ' + w.scrollWidth + '/' + w.clientWidth)
+"""
+
+# Plotly's buttons that would send a chart elsewhere ("Share chart..." uploads it to Plotly
+# Cloud, "Edit in Chart Studio" in older versions), and any modebar tooltip still in English.
+CLOUD_AND_ENGLISH_BUTTONS = """() => {
+  const english = ['Download plot as a PNG', 'Download plot', 'Zoom', 'Pan', 'Zoom in',
+                   'Zoom out', 'Autoscale', 'Reset axes', 'Box Select', 'Lasso Select'];
+  const titles = [...document.querySelectorAll('.modebar-btn')]
+    .map(b => b.getAttribute('data-title') || '');
+  return titles.filter(t => /share|cloud|chart studio/i.test(t) || english.includes(t))
+    .concat(document.querySelectorAll('[data-title="Edit in Chart Studio"]').length
+            ? ['Edit in Chart Studio'] : []);
+}"""
+
+# The trend's x-axis as Plotly drew it: within half a week of its first and last week.
+TREND_AXIS = """() => {
+  const el = document.getElementById('trend-chart');
+  const axis = el._fullLayout.xaxis;
+  return {range: axis.range, weeks: axis._categories.length};
+}"""
+
+
 class Watch:
-    """Console errors, page errors and CSP violations of one page."""
+    """Console errors, page errors and CSP violations of one page, and every host a request
+    goes to (only the test server: no CDN, no Plotly Cloud)."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.errors: list[str] = []
+        self.hosts: set[str] = set()
         page.add_init_script(LISTEN)
+        page.on("request", lambda r: self.hosts.add(urlsplit(r.url).netloc))
         page.on("console", self._console)
         page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         page.on("response", lambda r: r.status >= 400 and self.errors.append(
@@ -82,9 +114,10 @@ class Watch:
         if message.type == "error":
             self.errors.append(f"console: {message.text} {message.location}")
 
-    def visit(self, url: str, *, charts: int = 0) -> None:
+    def visit(self, url: str, *, charts: int = 0, tables_fit: bool = False) -> None:
         """Open ``url``: 200 under the policy, no violation or error, nothing wider than the
-        window (a table too wide scrolls inside its own box, not the page)."""
+        window (a table too wide scrolls inside its own box, not the page); with `tables_fit`
+        no table scrolls even inside its box. Charts offer no upload and speak German."""
         response = self.page.goto(url, wait_until="commit")
         assert response is not None and response.status == 200, url
         header = response.headers.get("content-security-policy", "")
@@ -100,6 +133,19 @@ class Watch:
         wide = self.page.evaluate(WIDER_THAN_THE_WINDOW)
         assert self.page.evaluate("() => document.documentElement.scrollWidth") <= width, (
             f"{url} at {width} px: {wide}")
+        if tables_fit:
+            assert self.page.evaluate(SCROLLING_TABLES) == [], f"{url} at {width} px"
+        if charts:
+            assert self.page.evaluate(CLOUD_AND_ENGLISH_BUTTONS) == [], url
+
+
+def assert_filters_styled(page: Page) -> None:
+    """A filter's select is white at the page's text size, as the form fields elsewhere, not
+    the browser's grey at 13.6 px (issue 20)."""
+    styles = page.locator(".filters select").evaluate_all(
+        "all => all.map(s => [getComputedStyle(s).backgroundColor, getComputedStyle(s).fontSize])"
+    )
+    assert styles and set(map(tuple, styles)) == {("rgb(255, 255, 255)", "16px")}, styles
 
 
 @pytest.mark.parametrize("width", [1440, 375])
@@ -111,16 +157,34 @@ def test_main_pages_run_under_the_policy(
     watch = Watch(page)
     a, answer = world.a.slug, world.answer_a.pk
 
+    # A long name, as the demo's: a filter's select is as wide as its longest option and
+    # must still fit a phone.
+    UseCase.objects.filter(pk=world.a.pk).update(
+        name="Rechtsauskunft für die Fachabteilungen (Modellwechsel)")
+    # A setting changed this week: the weekly table's widest row (its badge) and a note at
+    # the trend's last week, which made Plotly widen the axis past the data (issue 20).
+    tuning.use_case_tune(use_case=world.a, user=world.users["lead_a"],
+                         values={"sample_rate": 0.5}, note="mehr Stichprobe")
     log_in(page, base, world.users["lead_a"])
-    watch.visit(f"{base}/overview/", charts=1)
-    watch.visit(f"{base}/use-cases/{a}/", charts=3)
-    watch.visit(f"{base}/answers/")
+    # In German, at 1440 px, the overview's cards, the weekly table and the answer list fit
+    # without scrolling sideways (issue 20: 1204/1112 px and 1209/1152 px).
+    fit = width >= 1440
+    watch.visit(f"{base}/overview/", charts=1, tables_fit=fit)
+    watch.visit(f"{base}/use-cases/{a}/", charts=3, tables_fit=fit)
+    axis = page.evaluate(TREND_AXIS)
+    low, high = axis["range"]
+    assert -0.5 - 1e-6 <= low and high <= axis["weeks"] - 0.5 + 1e-6, axis
+    assert page.locator("#trend-chart .annotation-text").all_text_contents() == [
+        "Einstellung geändert"]
+    watch.visit(f"{base}/answers/", tables_fit=fit)
+    assert_filters_styled(page)
     watch.visit(f"{base}/answers/{answer}/")
     watch.visit(f"{base}/use-cases/{a}/judge/")
-    watch.visit(f"{base}/review/calibration/{a}/")
+    watch.visit(f"{base}/review/calibration/{a}/", charts=2)
     watch.visit(f"{base}/review/calibration/{a}/reviews/")
     watch.visit(f"{base}/review/calibration/{a}/reviews/{world.reviewed_a.pk}/")
     watch.visit(f"{base}/investigations/")
+    assert_filters_styled(page)
     watch.visit(f"{base}/investigations/new/")
     watch.visit(f"{base}/investigations/{world.investigation_a.pk}/")
 
@@ -147,3 +211,4 @@ def test_main_pages_run_under_the_policy(
     watch.visit(f"{base}/admin/monitoring/usecase/{world.a.pk}/change/")
     assert not page.evaluate("window.__violations")
     assert not watch.errors
+    assert watch.hosts == {urlsplit(base).netloc}, "no request leaves the test server"

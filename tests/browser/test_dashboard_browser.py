@@ -20,8 +20,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Locator, Page, expect
 
+from monitoring.models import SettingChange
 from monitoring.selectors import dashboard
-from tests.monitoring.test_dashboard_pages import DashWorld, world  # noqa: F401
+from monitoring.services import tuning
+from tests.monitoring.test_dashboard_pages import OTHER_JUDGE, DashWorld, world  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -80,6 +82,48 @@ def line_height(chart: Locator, index: int) -> list[float]:
 
 def pixel_of(chart: Locator, value: float) -> float:
     return chart.evaluate(f"el => el._fullLayout.yaxis.l2p({value})")
+
+
+def axis_range(chart: Locator) -> dict[str, Any]:
+    """The x-axis' range as Plotly drew it, and its categories."""
+    return chart.evaluate(
+        "el => ({range: el._fullLayout.xaxis.range,"
+        " categories: el._fullLayout.xaxis._categories.slice()})"
+    )
+
+
+def assert_spans_the_weeks(chart: Locator) -> None:
+    """The axis runs from half a week before the first week with data to half a week after
+    the last one, no further (issue 20: [-1.10, 19.15] for weeks 0-14)."""
+    axis = axis_range(chart)
+    low, high = axis["range"]
+    n = len(axis["categories"])
+    assert n >= 1
+    assert -0.5 - 1e-6 <= low and high <= n - 0.5 + 1e-6, axis
+
+
+def overlapping(chart: Locator, selector: str) -> list[tuple[str, str]]:
+    """Pairs of drawn texts among `selector` whose boxes overlap."""
+    return chart.evaluate("""(el, selector) => {
+        const boxes = [...el.querySelectorAll(selector)]
+            .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+            .map(t => [t.textContent, t.getBoundingClientRect()]);
+        const out = [];
+        for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+            const [a, r] = boxes[i], [b, q] = boxes[j];
+            if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5
+                && q.top < r.bottom - 0.5) out.push([a, b]);
+        }
+        return out;
+    }""", selector)
+
+
+def inside(inner: Locator, outer: Locator) -> bool:
+    box, frame = inner.bounding_box(), outer.bounding_box()
+    assert box is not None and frame is not None
+    return (box["x"] >= frame["x"] - 1 and box["y"] >= frame["y"] - 1
+            and box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+            and box["y"] + box["height"] <= frame["y"] + frame["height"] + 1)
 
 
 def test_lead_lands_on_the_overview_and_its_chart_is_drawn(
@@ -187,6 +231,16 @@ def test_use_case_page_draws_trend_shares_and_causes(
     assert [t["role"] for t in traces(shares)] == ["share", "share", "share"]
     expect(svg_trace(shares, 0).locator("path.point")).to_have_count(2)
     expect(svg_trace(shares, 1).locator("path.point")).to_have_count(2)
+    # The estimated shares (below the threshold, abstentions) draw their intervals as the
+    # table gives them, a whisker per point; the flagged share is counted and has none.
+    errors_y = shares.evaluate("el => el.data.map(t => t.error_y ? t.error_y.array : null)")
+    assert errors_y[1] is None
+    for index in (0, 2):
+        expect(svg_trace(shares, index).locator("g.errorbar path.yerror")).to_have_count(
+            sum(v is not None for v in errors_y[index]))
+    assert sum(v is not None for v in errors_y[0]) == 2
+    for chart in (trend, shares):
+        assert_spans_the_weeks(chart)
 
     bars = drawn(page.locator("#similarity-chart"))
     bar_data = traces(bars)
@@ -214,5 +268,85 @@ def test_use_case_page_draws_trend_shares_and_causes(
     legend_box = trend.locator(".legend").bounding_box()
     assert chart_box is not None and legend_box is not None
     assert legend_box["x"] + legend_box["width"] <= chart_box["x"] + chart_box["width"] + 1
+    # The weekly table scrolls inside its box, its week column staying in view (sticky).
+    wrap = page.locator(".table-wrap:has(table.dash-table)")
+    assert wrap.evaluate("w => w.scrollWidth > w.clientWidth"), "wider than a phone"
+    week = wrap.locator("tbody tr th").first
+    before = week.bounding_box()
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    assert wrap.evaluate("w => w.scrollLeft") > 100
+    after = week.bounding_box()
+    assert before is not None and after is not None
+    assert after["x"] == pytest.approx(before["x"], abs=1), "the week stays where it was"
     screenshot(page, "use-case-375")
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_trend_axis_spans_the_weeks_with_a_setting_and_a_judge_change(
+    page: Page, live_server: Any, world: DashWorld, settings: Any, width: int  # noqa: F811
+) -> None:
+    """Issue 20: after a setting change the note at the last week, centred and 524 px long,
+    made Plotly widen the axis to [-1.10, 19.15] for weeks 0-14 and was cut off on a phone.
+    Here last week's sample rate changed and this week's answers have a new judge: two notes,
+    short, inside the chart, their details in the hover, and the axis on the weeks."""
+    world.last_week_scenario()
+    [change] = tuning.use_case_tune(use_case=world.a, user=world.users["lead_a"],
+                                    values={"sample_rate": 0.3}, note="mehr Stichprobe")
+    SettingChange.objects.filter(pk=change.pk).update(
+        changed_at=world.moment(world.last_week))
+    settings.TREUE_JUDGE_MODEL = OTHER_JUDGE
+    world.this_week_good(drawn=3, not_drawn=0, prefix="neu")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_viewport_size({"width": width, "height": 900})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/use-cases/auskunft/", wait_until="commit")
+    trend = drawn(page.locator("#trend-chart"))
+    data = traces(trend)
+    assert data[1]["x"] == [w.label for w in world.weeks][-2:], "the data's weeks"
+    assert axis_range(trend)["categories"] == data[1]["x"]
+    assert_spans_the_weeks(trend)
+    notes = trend.locator(".annotation")
+    expect(notes.locator(".annotation-text")).to_have_text(
+        ["Einstellung geändert", "Prüfer gewechselt"])
+    for i in range(2):
+        assert inside(notes.nth(i), trend), f"note {i} is drawn whole inside the chart"
+    notes.nth(0).hover()
+    expect(trend.locator(".hoverlayer")).to_contain_text("Stichprobenrate 25 % → 30 %")
+    notes.nth(1).hover()
+    expect(trend.locator(".hoverlayer")).to_contain_text(OTHER_JUDGE)
+    assert overlapping(trend, ".xtick text, .ytick text, .annotation-text") == []
+    screenshot(page, f"use-case-changes-{width}")
+    assert errors == []
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_overview_cards_show_every_column_and_their_charts_ticks_apart(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 20: at 1440 px two cards side by side were 525 px wide and a card's table 911 px,
+    hiding "letzte Woche"; at 375 px the numbers were cut ("0,91 (0…") and a chart's y label
+    "0,8" touched the x label "2026-W42". This week here is undecided (grey, the longest
+    light), last week red: the widest texts a card has."""
+    world.last_week_scenario()
+    world.this_week_good(drawn=1, not_drawn=3)
+    page.set_viewport_size({"width": width, "height": 900})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/overview/", wait_until="commit")
+    card = page.locator("section.dash-case")
+    expect(card).to_have_count(1)
+    expect(card.locator("[data-light='grey']").first).to_be_visible()
+    chart = drawn(page.locator("#overview-chart-0"))
+    body = card.locator(".dash-case-body")
+    assert body.evaluate("b => b.scrollWidth <= b.clientWidth + 1"), "nothing scrolled away"
+    for cell in card.locator("table.dash-weeks th, table.dash-weeks td").all():
+        if cell.is_visible():
+            assert inside(cell, body), cell.inner_text()
+    expect(card.locator("thead")).to_contain_text("letzte Woche")
+    assert_spans_the_weeks(chart)
+    assert overlapping(chart, ".xtick text, .ytick text") == []
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"overview-{width}")

@@ -466,8 +466,11 @@ def test_lead_sees_calibration_scatter_with_a_point_per_reviewed_answer(
             shapes: (el.layout.shapes || []).length,
         };
     }""")
+    # Each week has too few reviews for an interval: a grey point ("zu wenige Prüfungen")
+    # off the lines.
     assert [t["name"] for t in bias["traces"]] == [
-        "mittlere Abweichung (manuell − automatisch)", "mittlere absolute Abweichung",
+        "mittlere Abweichung (manuell − automatisch)", "zu wenige Prüfungen",
+        "mittlere absolute Abweichung",
     ]
     assert all(t["x"] == weeks for t in bias["traces"]), bias
     assert bias["shapes"] >= 1, "the zero line"

@@ -108,12 +108,13 @@ def test_trend_figure_escapes_judge_changes_weeks_and_labels() -> None:
     labels = {key: f"{key} {EVIL}" for key in
               ("value", "band", "too_few", "threshold", "y", "unknown")}
     figure = charts.trend_figure(points, threshold=0.85, labels=labels,
-                                 changes=[(week, f"Prüfer: {EVIL} v2")])
+                                 changes=[(week, f"Prüfer {EVIL}", f"Prüfer: {EVIL} v2")])
     valid(figure)
     escaped = assert_no_outside_markup(figure)
     [note] = figure["layout"]["annotations"]
-    assert note["text"] == plotly_text(f"Prüfer: {EVIL} v2")
-    assert plotly_decoded(note["text"]) == f"Prüfer: {EVIL} v2", "shown as it came"
+    assert note["text"] == plotly_text(f"Prüfer {EVIL}")
+    assert note["hovertext"] == plotly_text(f"Prüfer: {EVIL} v2")
+    assert plotly_decoded(note["hovertext"]) == f"Prüfer: {EVIL} v2", "shown as it came"
     # The change still finds its week, and the shape sits on the same (escaped) category.
     [shape] = figure["layout"]["shapes"]
     assert shape["x0"] == plotly_text(week) in figure["layout"]["xaxis"]["categoryarray"]
@@ -127,7 +128,7 @@ def test_compact_trend_and_empty_trend_stay_clean() -> None:
     figure = charts.trend_figure([Point(EVIL, 0.9, 0.8, 1.0, 5, False)], threshold=0.5,
                                  labels={k: EVIL for k in
                                          ("value", "band", "too_few", "threshold", "y")},
-                                 changes=[(EVIL, EVIL)], compact=True)
+                                 changes=[(EVIL, EVIL, EVIL)], compact=True)
     assert_no_outside_markup(figure)
     assert_no_outside_markup(charts.trend_figure([], threshold=0.5, labels={
         k: EVIL for k in ("value", "band", "too_few", "threshold", "y")}))

@@ -8,6 +8,7 @@ import pytest
 
 from monitoring.domain import charts
 from monitoring.domain.charts import Bar, Point, Series
+from review.domain import charts as review_charts
 
 LABELS = {
     "value": "Treue (Schätzung)", "band": "95-%-Intervall", "too_few": "zu wenige geprüft",
@@ -156,13 +157,68 @@ def test_band_covers_every_estimated_week_and_breaks_at_gaps() -> None:
 def test_judge_changes_are_vertical_markers() -> None:
     points = [P(w, 0.9) for w in range(1, 5)]
     figure = charts.trend_figure(points, threshold=0.85, labels=LABELS,
-                                 changes=[("2026-W03", "Prüfer: judge-y v2"), ("2025-W01", "x")])
+                                 changes=[("2026-W03", "Prüfer gewechselt", "Prüfer: judge-y v2"),
+                                          ("2025-W01", "x", "y")])
     valid(figure)
     shapes = figure["layout"]["shapes"]
     assert [(s["x0"], s["x1"], s["yref"]) for s in shapes] == [("2026-W03", "2026-W03", "paper")]
-    assert [a["text"] for a in figure["layout"]["annotations"]] == ["Prüfer: judge-y v2"]
+    # A short label above the line, the details in its hover.
+    [note] = figure["layout"]["annotations"]
+    assert (note["text"], note["hovertext"]) == ("Prüfer gewechselt", "Prüfer: judge-y v2")
     # Without changes the layout has no shapes at all.
     assert "shapes" not in charts.trend_figure(points, threshold=0.85, labels=LABELS)["layout"]
+
+
+@pytest.mark.parametrize(("weeks", "changed", "anchor"), [
+    (15, 15, "right"), (15, 14, "right"), (15, 8, "right"), (15, 7, "left"), (15, 1, "left"),
+    (1, 1, "right"), (2, 1, "left"), (2, 2, "right"),
+])
+def test_a_change_note_runs_towards_the_middle_and_never_widens_the_axis(
+    weeks: int, changed: int, anchor: str
+) -> None:
+    # Issue 20: a note centred on the last week made Plotly widen the axis to [-1.1, 19.2]
+    # for weeks 0-14, and was cut off on a phone. Anchored on the side of the middle, and the
+    # axis' range fixed to the weeks, neither can happen.
+    points = [P(w, 0.9) for w in range(1, weeks + 1)]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS,
+                                 changes=[(f"2026-W{changed:02d}", "Einstellung geändert", "d")])
+    valid(figure)
+    [note] = figure["layout"]["annotations"]
+    assert note["xanchor"] == anchor
+    xaxis = figure["layout"]["xaxis"]
+    assert xaxis["autorange"] is False and xaxis["range"] == [-0.5, weeks - 0.5]
+
+
+def test_notes_of_changes_close_together_alternate_rows() -> None:
+    points = [P(w, 0.9) for w in range(1, 9)]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS, changes=[
+        ("2026-W06", "Prüfer gewechselt", "a"), ("2026-W07", "Einstellung geändert", "b"),
+        ("2026-W08", "Einstellung geändert", "c")])
+    assert [n["yshift"] for n in figure["layout"]["annotations"]] == [0, 16, 0]
+    assert figure["layout"]["margin"]["t"] >= 14 + 2 * 16, "room for both rows"
+
+
+def test_every_week_chart_spans_its_weeks_exactly() -> None:
+    points = [P(w, 0.9) for w in range(3, 9)]
+    shares = charts.shares_figure([Series("unter", points, charts.RED)],
+                                  labels={"y": "Anteil", "too_few": "zu wenige"})
+    for figure in (charts.trend_figure(points, threshold=0.85, labels=LABELS), shares):
+        xaxis = figure["layout"]["xaxis"]
+        assert xaxis["range"] == [-0.5, len(xaxis["categoryarray"]) - 0.5] == [-0.5, 5.5]
+        assert xaxis["autorange"] is False
+
+
+def test_config_offers_no_cloud_and_speaks_the_page_language() -> None:
+    config = charts.plotly_config(locale="de", words={"Zoom": "Ausschnitt vergrößern"})
+    assert config["displaylogo"] is False and config["showSendToCloud"] is False
+    assert config["plotlyServerURL"] == ""
+    assert "sendChartToCloud" in config["modeBarButtonsToRemove"]
+    assert config["locale"] == "de"
+    assert config["locales"]["de"]["dictionary"] == {"Zoom": "Ausschnitt vergrößern"}
+    figure = charts.trend_figure([P(1, 0.9)], threshold=0.85, labels=LABELS, config=config)
+    assert figure["config"] == config
+    assert charts.trend_figure([P(1, 0.9)], threshold=0.85, labels=LABELS)["config"][
+        "showSendToCloud"] is False, "the default too"
 
 
 @pytest.mark.parametrize(("language", "separators"), [("de", ",."), ("en", ".,")])
@@ -184,7 +240,7 @@ def test_y_axis_always_shows_the_threshold_and_every_drawn_interval() -> None:
 def test_compact_trend_for_the_overview() -> None:
     figure = charts.trend_figure([P(w, 0.9) for w in range(1, 9)], threshold=0.85,
                                  labels=LABELS, compact=True,
-                                 changes=[("2026-W05", "Prüfer: judge-y v2")])
+                                 changes=[("2026-W05", "Prüfer gewechselt", "judge-y v2")])
     valid(figure)
     assert figure["layout"]["height"] < 200
     assert figure["layout"]["showlegend"] is False
@@ -222,6 +278,29 @@ def test_shares_figure_in_percent_with_grey_too_few() -> None:
     assert figure["data"][0]["y"] == [0.2, None]
     assert figure["data"][1]["y"] == [None, 0.3]
     assert figure["data"][2]["y"] == [0.1, 0.12]
+
+
+def test_estimated_shares_draw_their_intervals_counted_ones_none() -> None:
+    # Issue 20: the table gave the intervals of the share below the threshold and of the
+    # abstentions, the chart drew none. Every drawn point of an estimated share has its
+    # whiskers, the grey too-few points too; the flagged share is counted and has no interval.
+    below = [P(1, 0.2, spread=0.05), P(2, 0.3, n=5, too_few=True, spread=0.2), P(3, None, n=0)]
+    flagged = [Point(f"2026-W0{w}", v, None, None, 40, False) for w, v in ((1, .1), (2, .2),
+                                                                           (3, .3))]
+    figure = charts.shares_figure(
+        [Series("unter", below, charts.RED), Series("markiert", flagged, charts.AMBER)],
+        labels={"y": "Anteil", "too_few": "zu wenige geprüft"},
+    )
+    valid(figure)
+    line, grey, counted = figure["data"]
+    assert line["error_y"]["array"][0] == pytest.approx(0.05)
+    assert line["error_y"]["array"][1:] == [None, None]
+    assert line["error_y"]["arrayminus"][0] == pytest.approx(0.05)
+    assert grey["error_y"]["array"][1] == pytest.approx(0.2)
+    assert grey["error_y"]["arrayminus"][1] == pytest.approx(0.2)
+    assert [grey["error_y"]["array"][i] for i in (0, 2)] == [None, None]
+    assert "error_y" not in counted
+    assert "95 %" in line["hovertemplate"] and "95 %" not in counted["hovertemplate"]
 
 
 def test_buckets_figure_has_error_bars_and_the_threshold() -> None:
@@ -266,3 +345,26 @@ def test_overlays_are_lines_over_the_same_weeks() -> None:
     (line,) = [t for t in figure["data"] if t["meta"]["role"] == "overlay"]
     assert line["y"] == [0.88, None] and line["line"]["dash"] == "dot"
     assert line["name"] == "4 Wochen &lt;b&gt;"
+
+
+def test_bias_chart_draws_too_few_weeks_grey_without_a_bar() -> None:
+    # Issue 20: a week of one review ("zu wenige") was a blue point on the line with a bar of
+    # zero width, read as an exact bias. It is a grey open point off the lines, without
+    # whiskers; the decided weeks keep theirs, and the axis spans the weeks.
+    rows = [review_charts.WeekBias("2026-W01", 12, -0.05, -0.1, 0.0, 0.06, False),
+            review_charts.WeekBias("2026-W02", 1, 0.0, None, None, 0.0, True),
+            review_charts.WeekBias("2026-W03", 0, None, None, None, None, True)]
+    figure = review_charts.weekly_bias_chart(rows, labels={
+        "bias": "Abweichung", "mae": "MAE", "week": "Woche", "difference": "Δ",
+        "too_few": "zu wenige Prüfungen"})
+    bias, too_few, mae = figure["data"]
+    assert bias["meta"]["role"] == "bias" and bias["connectgaps"] is False
+    assert list(bias["y"]) == [-0.05, None]
+    assert bias["error_y"]["array"][0] == pytest.approx(0.05)
+    assert bias["error_y"]["array"][1] is None
+    assert too_few["meta"]["role"] == "too_few"
+    assert list(too_few["y"]) == [None, 0.0] and "error_y" not in too_few
+    assert too_few["marker"]["symbol"] == "circle-open"
+    assert list(mae["y"]) == [0.06, None]
+    assert figure["layout"]["xaxis"]["range"] == [-0.5, 1.5]
+    assert figure["config"]["showSendToCloud"] is False

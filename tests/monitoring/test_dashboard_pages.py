@@ -231,10 +231,16 @@ def hand_strata() -> list[statistics.Stratum]:
     return [statistics.Stratum(10, [0.0] * 5 + [0.5] * 5), statistics.Stratum(40, [1.0] * 10)]
 
 
+# The weekly table's columns: the week (the row's header), the week's counts (answers,
+# flagged, judged), the estimates, calls, cost and judges.
+WEEK, COUNTS, ESTIMATE, POOLED, EXPERT, BELOW, ABSTENTIONS, CLAIMS, CALLS, COST, JUDGES = range(11)
+
+
 def week_row(html: str, week: Week) -> list[str]:
     row = re.search(rf'<tr data-week="{week.label}"[^>]*>(.*?)</tr>', html, re.DOTALL)
     assert row, f"{week.label} has a row in the table"
-    return [text_of(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.DOTALL)]
+    return [text_of(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(1),
+                                           re.DOTALL)]
 
 
 # --- the numbers -------------------------------------------------------------------------------
@@ -270,19 +276,19 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
     text = text_of(html)
     assert estimate_text(last.estimate).startswith("0,85 (")
     cells = week_row(html, scenario.last_week)
-    assert cells[:5] == [scenario.last_week.label, "50", "20,0 %", "10 + 10",
+    assert cells[:3] == [scenario.last_week.label, "50 20,0 % markiert 10 + 10 geprüft",
                          estimate_text(last.estimate)]
     # The pooled view (this week's data only: the weeks before are empty) and no expert scale
     # without reviews.
-    assert cells[5] == estimate_text(last.pooled) and cells[6] == "–"
+    assert cells[POOLED] == estimate_text(last.pooled) and cells[EXPERT] == "–"
     below = last.below
-    assert cells[7] == (f"{de(below.value * 100, 1)} % "
+    assert cells[BELOW] == (f"{de(below.value * 100, 1)} % "
                         f"({de(below.low * 100, 1)}–{de(below.high * 100, 1)})")
-    assert cells[7].startswith("20,0 %")
-    assert cells[9].startswith("0,89 (") and cells[9].endswith("n = 20")
-    assert cells[10] == "55"
-    assert cells[11] == de(float(last.cost), 2)
-    assert JUDGE in cells[12]
+    assert cells[BELOW].startswith("20,0 %")
+    assert cells[CLAIMS].startswith("0,89 (") and cells[CLAIMS].endswith("n = 20")
+    assert cells[CALLS] == "55"
+    assert cells[COST] == de(float(last.cost), 2)
+    assert JUDGE in cells[JUDGES]
     assert (f"letzte Woche, laut Prüfmodell ({scenario.last_week.label}) "
             f"{estimate_text(last.estimate)}") in text
 
@@ -325,9 +331,11 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     assert role(trend, "too_few")["y"][:-1] == [None]
     # This week's answers were judged by another model: a marker there, and in the table.
     assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
-    assert OTHER_JUDGE in trend["layout"]["annotations"][0]["text"]
+    [note] = trend["layout"]["annotations"]
+    assert note["text"] == "Prüfer gewechselt" and OTHER_JUDGE in note["hovertext"]
     cells = week_row(html, scenario.this_week)
-    assert "gewechselt" in cells[12] and OTHER_JUDGE in cells[12] and JUDGE in cells[12]
+    assert "gewechselt" in cells[JUDGES] and OTHER_JUDGE in cells[JUDGES]
+    assert JUDGE in cells[JUDGES]
 
     shares = figure(html, "shares-figure")
     below, flagged, abstentions = shares["data"][:3]
@@ -341,18 +349,76 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     assert 'src="/static/js/charts.js"' in html
 
 
+def weekly_table(html: str) -> tuple[list[str], list[tuple[int, str]]]:
+    """The weekly table's header texts, and its totals row as (first column, text) per cell,
+    colspans counted."""
+    table = re.search(r'<table class="usage numbers dash-table">(.*?)</table>', html,
+                      re.DOTALL).group(1)
+    head = re.search(r"<thead>(.*?)</thead>", table, re.DOTALL).group(1)
+    headers = [text_of(c) for c in re.findall(r"<th[^>]*>(.*?)</th>", head, re.DOTALL)]
+    foot = re.search(r"<tfoot>(.*?)</tfoot>", table, re.DOTALL).group(1)
+    totals, column = [], 0
+    for attrs, cell in re.findall(r"<t[hd]([^>]*)>(.*?)</t[hd]>", foot, re.DOTALL):
+        span = re.search(r'colspan="(\d+)"', attrs)
+        totals.append((column, text_of(cell)))
+        column += int(span.group(1)) if span else 1
+    assert column == len(headers), "the totals row is as wide as the table"
+    return headers, totals
+
+
+def test_weekly_table_totals_sit_under_their_headers(scenario: DashWorld) -> None:
+    # Issue 20: a colspan two short put the calls' and the cost's totals two columns left.
+    html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
+    headers, totals = weekly_table(html)
+    assert headers[CALLS] == "Aufrufe" and headers[COST] == "Kosten (EUR)"
+    filled = {column: text for column, text in totals if text}
+    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    cost = sum((w.cost for w in weeks), start=Decimal(0))
+    assert filled == {WEEK: "Summe", CALLS: str(sum(w.calls for w in weeks)),
+                      COST: de(float(cost), 2)}
+    assert week_row(html, scenario.last_week)[CALLS] == "55"
+
+
+def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
+                                                           settings: Any) -> None:
+    # Issue 20: a week judged by a model without a price showed "0,00 +?"; the cost says
+    # "kein Preis hinterlegt", as on the overview and the judge page, in every row and the
+    # totals. Where some runs had a price and some not, the sum has "+?".
+    JudgePrice.objects.all().delete()
+    world.last_week_scenario()
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    headers, totals = weekly_table(html)
+    assert headers[COST] == "Kosten"
+    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
+    assert dict(totals)[COST] == "kein Preis hinterlegt"
+    table = re.search(r'<table class="usage numbers dash-table">(.*?)</table>', html,
+                      re.DOTALL).group(1)
+    assert "0,00" not in text_of(table)
+    # This week priced (judge-x has its price again) beside last week's unpriced runs.
+    JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
+                              completion_per_1k=Decimal("2"), currency="EUR")
+    world.this_week_good(drawn=2, not_drawn=0)
+    html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
+    this = dashboard.use_case_weeks(use_case=world.a)[-1]
+    assert this.cost > 0 and not this.unpriced_runs
+    assert week_row(html, world.this_week)[COST] == de(float(this.cost), 2)
+    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
+    _, totals = weekly_table(html)
+    assert dict(totals)[COST] == f"{de(float(this.cost), 2)} +?"
+
+
 def test_a_change_of_judge_mode_is_marked_like_a_change_of_model(scenario: DashWorld) -> None:
     UseCase.objects.filter(slug="auskunft").update(judge_mode=JudgeMode.BATCHED)
     scenario.this_week_good(drawn=1, not_drawn=0, prefix="neu")
     html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
     trend = figure(html, "trend-figure")
     assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
-    note = trend["layout"]["annotations"][0]["text"]
+    note = trend["layout"]["annotations"][0]["hovertext"]
     assert f"{JUDGE} {BATCHED_PROMPT_VERSION} (gebündelt)" in note
     cells = week_row(html, scenario.this_week)
-    assert "gewechselt" in cells[12] and "gebündelt" in cells[12]
+    assert "gewechselt" in cells[JUDGES] and "gebündelt" in cells[JUDGES]
     before = week_row(html, scenario.weeks[-2])
-    assert "je Aussage" in before[12] and "gewechselt" not in before[12]
+    assert "je Aussage" in before[JUDGES] and "gewechselt" not in before[JUDGES]
 
 
 def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undecided(
@@ -372,7 +438,7 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     trend = figure(html, "trend-figure")
     assert role(trend, "estimate")["y"][-2] == pytest.approx(0.5)
     assert world.last_week.label in role(trend, "band")["x"]
-    assert week_row(html, world.last_week)[4] == estimate_text(week.estimate)
+    assert week_row(html, world.last_week)[ESTIMATE] == estimate_text(week.estimate)
     # One judged answer of 1.0 in a week is undecided (an interval from far below the line to
     # 1): grey, with a sentence saying what would decide it.
     (alone,), quiet = world.ids("allein", 1, 9)

@@ -85,7 +85,8 @@ def test_a_lead_changes_the_settings_and_reads_the_history(world: DashWorld) -> 
     assert "Einstellung geändert" in row and "Stichprobenrate 25 % → 5 %" in row
     shapes = figure(html, "trend-figure")["layout"].get("annotations", [])
     # (Plotly's text, "%" written as an entity, which Plotly draws as "%").
-    assert any("Stichprobenrate 25 % → 5 %" in unescape(a["text"]) for a in shapes)
+    assert [a["text"] for a in shapes] == ["Einstellung geändert"]
+    assert any("Stichprobenrate 25 % → 5 %" in unescape(a["hovertext"]) for a in shapes)
 
 
 def test_a_tuner_row_sets_its_threshold(world: DashWorld) -> None:  # noqa: F811

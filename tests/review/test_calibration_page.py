@@ -159,9 +159,13 @@ def test_scatter_has_a_point_per_reviewed_answer(
     assert item.answer.external_id in page.content.decode()
 
     bias = figure(html, "bias-figure")
-    line = bias["data"][0]
-    assert list(line["x"]) == [six["previous"], six["current"]]
-    assert [round(v, 6) for v in line["y"]] == [round(1.25 / 3, 6), round(-0.5 / 3, 6)]
+    line, too_few = bias["data"][:2]
+    assert (line["meta"]["role"], too_few["meta"]["role"]) == ("bias", "too_few")
+    assert list(line["x"]) == list(too_few["x"]) == [six["previous"], six["current"]]
+    # Three reviews a week are too few for an interval: each week is a grey point off the
+    # line (at its bias), not a point on it with a bar of zero width.
+    assert list(line["y"]) == [None, None]
+    assert [round(v, 6) for v in too_few["y"]] == [round(1.25 / 3, 6), round(-0.5 / 3, 6)]
 
 
 def test_kappa_is_shown_with_enough_claims(
