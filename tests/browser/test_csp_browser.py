@@ -122,6 +122,10 @@ class Watch:
         assert response is not None and response.status == 200, url
         header = response.headers.get("content-security-policy", "")
         assert "script-src 'self'" in header, url
+        self.check(url, charts=charts, tables_fit=tables_fit)
+
+    def check(self, url: str, *, charts: int = 0, tables_fit: bool = False) -> None:
+        """The checks of `visit` on the page as it is (reached by a click or a form)."""
         self.page.wait_for_load_state("load", timeout=DRAW_TIMEOUT_MS)
         if charts:
             svgs = self.page.locator(".plot-container svg.main-svg")
@@ -183,6 +187,15 @@ def test_main_pages_run_under_the_policy(
     watch.visit(f"{base}/review/calibration/{a}/", charts=2)
     watch.visit(f"{base}/review/calibration/{a}/reviews/")
     watch.visit(f"{base}/review/calibration/{a}/reviews/{world.reviewed_a.pk}/")
+    # The judge comparison: its page, the cost shown before it starts, and its figures.
+    watch.visit(f"{base}/review/calibration/{a}/judges/")
+    page.fill('input[name="judge_model"]', "kandidat-mit-einem-recht-langen-namen-2026-12-04")
+    page.locator("form.comparison-form button[type=submit]").click()
+    expect(page.locator("h1")).to_have_text("Vergleich bestätigen")
+    watch.check("the comparison's cost")
+    page.get_by_role("button", name="Ja, vergleichen").click()
+    expect(page.locator("table.judge-comparison")).to_be_visible()
+    watch.check("a comparison's page")
     watch.visit(f"{base}/investigations/")
     assert_filters_styled(page)
     watch.visit(f"{base}/investigations/new/")
