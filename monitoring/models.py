@@ -104,7 +104,7 @@ class UseCase(models.Model):
         help_text=_(
             "Je Aussage: ein Aufruf des Prüfmodells für jede Aussage, mit dem Prüf-Prompt des "
             "Artikels. Gebündelt: alle Aussagen einer Antwort in einem Aufruf, mit Beleg und "
-            "Begründung je Aussage; etwa ein Viertel der Kosten."
+            "Begründung je Aussage; etwa ein Drittel der Prompt-Token."
         ),
     )
     # Set when a team lead adopts a candidate judge compared on the experts' labels (review's
