@@ -651,6 +651,31 @@ class DemoGenerator:
         return text, logprobs, note
 
 
+# A stand-in for a RAG service's model in the README's Python loop against the demo: it
+# answers from the sources in the prompt, never from knowledge of its own (it has none).
+DEMO_RAG_MODEL = "treue-demo-rag"
+_QUESTION = re.compile(r"(?:Question|Frage):\s*(?P<question>.+?)\s*\Z", re.DOTALL)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def rag_reply(messages: Sequence[Any]) -> tuple[str, dict[str, Any], str]:
+    """The sentence of the last user message's sources that shares the most words with its
+    question (the whole message stands for both when it names no question), with
+    log-probabilities: the text, them, and a note for the log."""
+    user = next((_text(m.get("content")) for m in reversed(messages)
+                 if isinstance(m, dict) and m.get("role") == "user"), "")
+    found = _QUESTION.search(user)
+    question = found.group("question") if found else user
+    sources = user[: found.start()] if found else user
+    words = {w.lower() for w in _WORD.findall(question)}
+    sentences = [m.group().strip() for m in _SENTENCE.finditer(sources) if m.group().strip()]
+    best = max(sentences, key=lambda t: len(words & {w.lower() for w in _WORD.findall(t)}),
+               default="")
+    text = best or "Dazu steht nichts in den Quellen."
+    seed = hashlib.sha256(user.encode()).hexdigest()
+    return text, synthetic_logprobs(text, [], seed=seed), f"rag: {len(sentences)} sentences"
+
+
 def _tokens(text: str) -> int:
     """About four characters a token, as OpenAI's tokenisers average on English text."""
     return max(1, math.ceil(len(text) / 4))
@@ -716,11 +741,11 @@ class DemoJudgeServer:
             self._thread.join(timeout=5)
 
     def models(self) -> dict[str, Any]:
-        names = [DEMO_JUDGE_MODEL, *JUDGE_VARIANTS, *self.generator.models]
+        names = [DEMO_JUDGE_MODEL, *JUDGE_VARIANTS, DEMO_RAG_MODEL, *self.generator.models]
         return {"object": "list", "data": [self._model(name) for name in names]}
 
     def _model(self, name: str = DEMO_JUDGE_MODEL) -> dict[str, Any] | None:
-        if name == DEMO_JUDGE_MODEL or name in JUDGE_VARIANTS:
+        if name == DEMO_JUDGE_MODEL or name in JUDGE_VARIANTS or name == DEMO_RAG_MODEL:
             return {"id": name, "object": "model", "created": 0, "owned_by": "treue-demo"}
         if name in self.generator.models:  # replayed answers, not that model
             return {"id": name, "object": "model", "created": 0,
@@ -733,13 +758,14 @@ class DemoJudgeServer:
             return 400, _error(400, "'messages' must be a list", "invalid_request_error")
         model = request.get("model")
         judges = (DEMO_JUDGE_MODEL, *JUDGE_VARIANTS)
-        if model not in judges and model not in self.generator.models:
+        if model not in (*judges, DEMO_RAG_MODEL) and model not in self.generator.models:
             # Answering as another model would put that model's name on replayed labels.
             return 404, _error(
                 404,
                 f"The model {model!r} does not exist here: this demo judge serves only "
                 f"{DEMO_JUDGE_MODEL!r} (replayed human labels, not a model) and its variants "
-                f"{', '.join(JUDGE_VARIANTS)}, and replays the "
+                f"{', '.join(JUDGE_VARIANTS)}, answers RAG prompts from their sources as "
+                f"{DEMO_RAG_MODEL!r}, and replays the "
                 f"demo answers of {', '.join(self.generator.models)}.",
                 "invalid_request_error",
                 "model_not_found",
@@ -747,7 +773,9 @@ class DemoJudgeServer:
         if request.get("stream"):
             return 400, _error(400, "the demo judge does not stream", "invalid_request_error")
         logprobs = None
-        if model in judges:
+        if model == DEMO_RAG_MODEL:
+            content, logprobs, note = rag_reply(request["messages"])
+        elif model in judges:
             # temperature is irrelevant: the replies are deterministic anyway.
             content, note = self.judge.reply(request["messages"])
             if model in JUDGE_VARIANTS and not note.startswith("decompose"):

@@ -389,3 +389,37 @@ def test_the_instrument_example_records_its_rag_loop_in_the_demo(demo, openai_se
     assert len(openai_server.requests) == len(calls)
     assert _demo_answers().keys() == after.keys()
     assert "refused" not in again.stderr, again.stderr
+
+
+def test_the_instrument_example_runs_against_the_demo_alone(demo, tmp_path):
+    """Without a model endpoint of the reader's own: the demo's model server answers RAG
+    prompts from their sources as `treue-demo-rag`, as the README says."""
+    from treue_demo.server import DEMO_RAG_MODEL, DemoJudgeServer
+
+    snippet = tagged(PYTHON_INSTRUMENT)
+    assert f"MODEL={DEMO_RAG_MODEL}" in README.read_text(encoding="utf-8")
+    script = tmp_path / "readme_example.py"
+    script.write_text(snippet.code)
+    server = DemoJudgeServer(port=0, any_port=True)
+    server.start()
+    try:
+        env = reader_env(
+            demo, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="demo", MODEL=DEMO_RAG_MODEL,
+            PYTHONPATH=str(BASE_DIR / "clients" / "python"),
+        )
+        before = _demo_answers()
+        result = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=SNIPPET_TIMEOUT,
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, f"{result.stderr}\nserver log:\n{demo.log()}"
+    after = _demo_answers()
+    new = [after[k] for k in set(after) - set(before)]
+    assert len(new) == 2, result.stderr
+    for answer in new:
+        assert answer.model == DEMO_RAG_MODEL
+        assert answer.logprobs_status == Answer.LogprobsStatus.OK
+        # The answer is a sentence of the sources the toy retriever gave.
+        assert any(answer.text in chunk.text for chunk in answer.chunks.all()), answer.text

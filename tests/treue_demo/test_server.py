@@ -126,8 +126,24 @@ def test_lists_the_demo_judge_and_the_replayed_generators(judge_api: openai.Open
     models = judge_api.models.list().data
     generators = sorted({row["model"] for row in ROWS.values()})
     variants = [f"{DEMO_JUDGE_MODEL}-strict", f"{DEMO_JUDGE_MODEL}-lenient"]
-    assert [m.id for m in models] == [DEMO_JUDGE_MODEL, *variants, *generators]
-    assert {m.owned_by for m in models[3:]} == {"treue-demo-replay"}
+    assert [m.id for m in models] == [DEMO_JUDGE_MODEL, *variants, "treue-demo-rag", *generators]
+    assert {m.owned_by for m in models[4:]} == {"treue-demo-replay"}
+
+
+def test_the_rag_stand_in_answers_from_the_sources(judge_api: openai.OpenAI) -> None:
+    messages = [
+        {"role": "system", "content": "Answer only from the sources."},
+        {"role": "user", "content": "Sources:\nDer Behälter wird alle 5 Jahre geprüft. Die "
+         "Prüfung kostet 250 Euro.\n\nQuestion: Was kostet die Prüfung?"},
+    ]
+    reply = judge_api.chat.completions.create(
+        model="treue-demo-rag", messages=messages,  # type: ignore[arg-type]
+        logprobs=True, temperature=0.7, max_tokens=100,
+    )
+    choice = reply.choices[0]
+    assert choice.message.content == "Die Prüfung kostet 250 Euro."
+    tokens = choice.logprobs.content  # type: ignore[union-attr]
+    assert "".join(t.token for t in tokens) == choice.message.content
 
 
 def test_the_variants_judge_with_a_bias_for_the_judge_comparison(
