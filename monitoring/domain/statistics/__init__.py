@@ -1,11 +1,18 @@
 """Statistics for the dashboard: stratified weekly and pooled estimates with intervals
-(`estimates`), the claim-level share (`claims`), what a week's interval can decide
+(`estimates`), the claim-level share (`claims`), their inputs from histograms of values
+rather than lists (`counts`, for the weekly rollups), what a week's interval can decide
 (`precision`), the trigger's lift (`lift`).
 
 One import path for callers: everything public is re-exported here.
 """
 
 from monitoring.domain.statistics.claims import ClaimStratum, claim_share
+from monitoring.domain.statistics.counts import (
+    ClaimCounts,
+    claim_share_from_counts,
+    indicator_counts,
+    sums_from_counts,
+)
 from monitoring.domain.statistics.estimates import (
     MIN_JUDGED,
     SCORE_PRIOR,
@@ -45,6 +52,7 @@ __all__ = [
     "DECISIVE_HALF_WIDTH",
     "MIN_JUDGED",
     "UNDECIDED_WIDTH",
+    "ClaimCounts",
     "ClaimStratum",
     "Estimate",
     "Fit",
@@ -53,8 +61,10 @@ __all__ = [
     "Stratum",
     "StratumSums",
     "claim_share",
+    "claim_share_from_counts",
     "fit_mean",
     "fit_pooled",
+    "indicator_counts",
     "indicator_strata",
     "interval",
     "lift",
@@ -68,6 +78,7 @@ __all__ = [
     "stratified_mean",
     "stratified_share",
     "summarize",
+    "sums_from_counts",
     "traffic_light",
     "trend",
     "week_precision",

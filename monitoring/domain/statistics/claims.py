@@ -32,26 +32,28 @@ def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> 
     add no claims. ``value`` is None when no judged answer has a claim. The interval is Wilson
     on the whole ratio (a ratio has no fixed part to split off).
     """
-    cells = []
-    for s in strata:
-        points: list[float] = []
-        claims: list[float] = []
-        for a, m in s.answers:
-            if not (isinstance(m, Integral) and m >= 0):
-                raise ValueError(f"number of claims must be an integer of at least 0, not {m!r}")
-            if not 0 <= a <= m:
-                raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
-            points.append(float(a))
-            claims.append(float(m))  # Integral: numpy integers are fine too
-        _check_size(s.size, len(points))
-        n = len(points)
-        a_sum, m_sum = math.fsum(points), math.fsum(claims)
-        a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
-        cells.append(_Cell(
-            int(s.size), n, a_sum, m_sum,
-            math.fsum([(a - a_mean) ** 2 for a in points]),
-            math.fsum([(m - m_mean) ** 2 for m in claims]),
-            math.fsum([(a - a_mean) * (m - m_mean) for a, m in zip(points, claims, strict=True)]),
-            s.drawn,
-        ))
-    return _estimate(cells, confidence, ratio=True)
+    return _estimate([_claim_cell(s) for s in strata], confidence, ratio=True)
+
+
+def _claim_cell(s: ClaimStratum) -> _Cell:
+    """A stratum's answers as the ratio's cell: n, Σa, Σm and their (co)deviations."""
+    points: list[float] = []
+    claims: list[float] = []
+    for a, m in s.answers:
+        if not (isinstance(m, Integral) and m >= 0):
+            raise ValueError(f"number of claims must be an integer of at least 0, not {m!r}")
+        if not 0 <= a <= m:
+            raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
+        points.append(float(a))
+        claims.append(float(m))  # Integral: numpy integers are fine too
+    _check_size(s.size, len(points))
+    n = len(points)
+    a_sum, m_sum = math.fsum(points), math.fsum(claims)
+    a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
+    return _Cell(
+        int(s.size), n, a_sum, m_sum,
+        math.fsum([(a - a_mean) ** 2 for a in points]),
+        math.fsum([(m - m_mean) ** 2 for m in claims]),
+        math.fsum([(a - a_mean) * (m - m_mean) for a, m in zip(points, claims, strict=True)]),
+        s.drawn,
+    )
