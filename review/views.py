@@ -342,7 +342,7 @@ def judges(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     status = 400 if request.method == "POST" else 200
     return render(request, "review/judges.html", {
         "use_case": use_case,
-        "comparisons": shadow_selectors.comparisons_of(use_case=use_case),
+        "comparisons": shadow_selectors.comparisons_with_figures(use_case=use_case),
         "form": form if may_start else None,
         "current_model": use_case.effective_judge_model,
         "current_mode": use_case.get_judge_mode_display(),

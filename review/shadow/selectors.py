@@ -109,6 +109,23 @@ def _context_tokens(submission: ReviewSubmission) -> float:
     return chars / CHARS_PER_TOKEN + INSTRUCTION_TOKENS
 
 
+# The list of comparisons shows the figures of this many newest ones side by side (each reads
+# its shadow runs and the reviewed runs behind them).
+LISTED_WITH_FIGURES = 10
+
+
+def comparisons_with_figures(
+    *, use_case: UseCase
+) -> list[tuple[JudgeComparison, "ComparisonFigures | None"]]:
+    """The use case's comparisons, newest first, the newest LISTED_WITH_FIGURES with their
+    figures, so that candidates can be read side by side."""
+    comparisons = list(comparisons_of(use_case=use_case))
+    return [
+        (c, comparison_figures(comparison=c) if i < LISTED_WITH_FIGURES else None)
+        for i, c in enumerate(comparisons)
+    ]
+
+
 def comparisons_of(*, use_case: UseCase) -> QuerySet[JudgeComparison]:
     """The use case's comparisons, newest first, with their runs counted by status."""
     return (

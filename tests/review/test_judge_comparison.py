@@ -143,6 +143,13 @@ def test_the_comparison_page_by_hand(
     assert cells["tokens"] == ["800 · 4", "400 · 2"]
     assert cells["cost"] == ["kein Preis hinterlegt"] * 2
     assert "Auf denselben 5 von 5 zuletzt von Fachleuten geprüften Antworten" in text_of(html)
+    # The list of comparisons gives each candidate's figures beside the current judge's, so
+    # candidates read side by side.
+    listed = client.get("/review/calibration/recht/judges/").content.decode()
+    bias = re.findall(r'<td class="nowrap" data-figure="bias">(.*?)</td>', listed, re.S)
+    assert [text_of(b) for b in bias] == ["-0,350 → -0,100"]
+    kappas = re.findall(r'<td class="nowrap" data-figure="kappa">(.*?)</td>', listed, re.S)
+    assert [k.split("→")[0].strip() for k in kappas] == [cells["kappa"][0].split(" ")[2]]
 
 
 def test_adopting_makes_the_candidate_the_use_cases_judge(
