@@ -1,0 +1,41 @@
+"""Monitoring's models, by what they are about: use cases and services (`use_cases.py`), answers
+and their chunks (`answers.py`), the judge tier's runs, claims and prices (`judging.py`), and the
+workers' heartbeats (`health.py`). Everything is importable from here, as before the split:
+migrations name `monitoring.models._validate_finite` and `monitoring.models.CompactTokensField`.
+"""
+
+from monitoring.models.answers import Answer, Chunk, CompactTokensField
+from monitoring.models.health import WorkerHeartbeat
+from monitoring.models.judging import (
+    Claim,
+    JudgePrice,
+    JudgeProgress,
+    JudgeRun,
+    JudgeUsage,
+)
+from monitoring.models.use_cases import (
+    JudgeMode,
+    Service,
+    SettingChange,
+    UseCase,
+    _validate_finite,
+    _validate_sample_rate,
+)
+
+__all__ = [
+    "Answer",
+    "Chunk",
+    "Claim",
+    "CompactTokensField",
+    "JudgeMode",
+    "JudgePrice",
+    "JudgeProgress",
+    "JudgeRun",
+    "JudgeUsage",
+    "Service",
+    "SettingChange",
+    "UseCase",
+    "WorkerHeartbeat",
+    "_validate_finite",
+    "_validate_sample_rate",
+]
