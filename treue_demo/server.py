@@ -654,7 +654,7 @@ class DemoGenerator:
 # A stand-in for a RAG service's model in the README's Python loop against the demo: it
 # answers from the sources in the prompt, never from knowledge of its own (it has none).
 DEMO_RAG_MODEL = "treue-demo-rag"
-_QUESTION = re.compile(r"(?:Question|Frage):\s*(?P<question>.+?)\s*\Z", re.DOTALL)
+_QUESTION = re.compile(r"(?:Question|Frage):")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
@@ -664,8 +664,9 @@ def rag_reply(messages: Sequence[Any]) -> tuple[str, dict[str, Any], str]:
     log-probabilities: the text, them, and a note for the log."""
     user = next((_text(m.get("content")) for m in reversed(messages)
                  if isinstance(m, dict) and m.get("role") == "user"), "")
-    found = _QUESTION.search(user)
-    question = found.group("question") if found else user
+    # The last "Question:" (a linear scan; the prompt comes from whoever runs the example).
+    found = max(_QUESTION.finditer(user), key=lambda m: m.start(), default=None)
+    question = user[found.end():].strip() if found else user
     sources = user[: found.start()] if found else user
     words = {w.lower() for w in _WORD.findall(question)}
     sentences = [m.group().strip() for m in _SENTENCE.finditer(sources) if m.group().strip()]
