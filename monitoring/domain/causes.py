@@ -288,10 +288,17 @@ def adjusted_effects(
     x = np.column_stack([np.ones(n), data[:, [1 + j for j in varying]]])
     y = data[:, 4]
     xtwx = x.T @ (weights[:, None] * x)
-    try:
-        bread = np.linalg.inv(xtwx)
-    except np.linalg.LinAlgError:
-        return Adjusted(empty, n, True)
+    # Causes that always go together (every answer of low similarity also has twelve chunks
+    # and a two-part question) cannot be told apart: the matrix is singular, and an inverse
+    # taken anyway (rounding makes one) gives numbers of no meaning. A cause is estimable only
+    # if its column adds to the rank; the pseudo-inverse then gives the estimable ones their
+    # unique estimate and variance, and the others none.
+    rank = int(np.linalg.matrix_rank(x))
+    estimable = [
+        j for column, j in enumerate(varying, start=1)
+        if np.linalg.matrix_rank(np.delete(x, column, axis=1)) < rank
+    ]
+    bread = np.linalg.pinv(xtwx)
     beta = bread @ (x.T @ (weights * y))
     scores = (weights * (y - x @ beta))[:, None] * x  # each answer's estimating-equation term
     meat = np.zeros_like(xtwx)
@@ -302,13 +309,15 @@ def adjusted_effects(
             centred = part - part.mean(axis=0)
             meat += k / (k - 1) * centred.T @ centred
     covariance = bread @ meat @ bread
-    df = n - x.shape[1]
-    fitted = len(varying)
+    df = n - rank
+    fitted = len(estimable)
     alpha = 1 - confidence
     t_corrected = float(stats.t.ppf(1 - alpha / (2 * fitted), df)) if fitted else math.nan
     raw: list[float] = []
     parts: dict[int, tuple[float, float]] = {}
     for column, j in enumerate(varying, start=1):
+        if j not in estimable:
+            continue
         se = math.sqrt(max(0.0, covariance[column, column]))
         estimate = float(beta[column])
         parts[j] = (estimate, se)
@@ -322,7 +331,7 @@ def adjusted_effects(
         if j not in parts:
             effects.append(Effect(name, None, None, None, None, None, False))
             continue
-        k = varying.index(j)
+        k = estimable.index(j)
         estimate, se = parts[j]
         effects.append(Effect(name, estimate, estimate - t_corrected * se,
                               estimate + t_corrected * se, raw[k], adjusted[k],

@@ -191,13 +191,14 @@ def reviews(pairs):
 
 def test_bias_test_by_hand():
     # 20 unflagged reviews, each 0.2 (judge too strict); 1,000 unflagged answers.
-    # s̃² = 0.35²/20 (the floor), V = (1 − 0.02)·0.006125/20 = 3.00125e-4, scaled by
-    # (t(0.95, 19)/z(0.95))² = (1.729133/1.644854)² → 3.31669e-4; the one-sided 95 % bound is
-    # 0.2 − 1.644854·√V = 0.2 − 0.029956 = 0.170044 > 0.1: beyond the tolerance, strict.
+    # The floor's offset: Σd = 4, Σd² = 0.8, k̂ = 20, offset² = (0.1225 + 0.8)/21 = 0.0439286;
+    # s̃² = 0.0439286/20, V = (1 − 0.02)·s̃²/20 = 1.07625e-4, scaled by
+    # (t(0.95, 19)/z(0.95))² = (1.729133/1.644854)² → 1.18937e-4; the one-sided 95 % bound is
+    # 0.2 − 1.644854·√V = 0.2 − 0.017938 = 0.182062 > 0.1: beyond the tolerance, strict.
     got = bias_beyond_tolerance(sizes=(0, 1000), reviews=reviews([(1.0, 0.8)] * 20),
                                 tolerance=0.1)
     assert got.bias == approx(0.2)
-    assert got.low == approx(0.170044, abs=1e-6)
+    assert got.low == approx(0.182062, abs=1e-6)
     assert (got.beyond, got.direction, got.n) == (True, "strict", 20)
 
 
@@ -205,7 +206,7 @@ def test_bias_test_by_hand():
 BIAS_CASES = [
     ("lenient beyond", [(0.8, 1.0)] * 20, 0.1, True, "lenient"),
     # Mean 0.12 with a real spread: the old rule (|0.12| > 0.1 and the interval without 0)
-    # would fire; the evidence that it exceeds 0.1 is not there (lower bound 0.065).
+    # would fire; the evidence that it exceeds 0.1 is not there (lower bound 0.069).
     ("above the tolerance by chance", [(1.0, 1.0)] * 10 + [(1.0, 0.76)] * 10, 0.1, False, None),
     ("within the tolerance", [(1.0, 0.95)] * 20, 0.1, False, None),
     ("no tolerance: any evidence of a bias", [(1.0, 0.95)] * 20, 0.0, True, "strict"),
@@ -227,9 +228,10 @@ def test_bias_test_lower_bound_of_a_spread():
     got = bias_beyond_tolerance(
         sizes=(0, 1000), reviews=reviews([(1.0, 1.0)] * 10 + [(1.0, 0.76)] * 10), tolerance=0.1
     )
-    # Σ(d − 0.12)² = 0.288, s̃² = (0.288 + 0.1225)/20; V = 0.98·s̃²/20·1.105097 = 1.11143e-3;
-    # bound 0.12 − 1.644854·√V = 0.065164.
-    assert got.low == approx(0.065164, abs=1e-6)
+    # Σ(d − 0.12)² = 0.288; the offset: Σd = 2.4, Σd² = 0.576, k̂ = 10, offset² =
+    # (0.1225 + 0.576)/11 = 0.0635; s̃² = (0.288 + 0.0635)/20; V = 0.98·s̃²/20·1.105102 =
+    # 9.51891e-4; bound 0.12 − 1.644854·√V = 0.069257.
+    assert got.low == approx(0.069257, abs=1e-6)
 
 
 @pytest.mark.parametrize("kwargs", [{"tolerance": -0.1}, {"tolerance": math.nan},

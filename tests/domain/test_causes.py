@@ -274,6 +274,27 @@ def test_a_correlated_cause_does_not_take_the_credit():
     assert not multi.holds
 
 
+def test_causes_that_always_go_together_are_not_told_apart():
+    # Every poorly retrieved answer (similarity 0.45) also has twelve chunks and a two-part
+    # question and scores 0.25; the rest 0.85 / 2 chunks / single / 1.0. The three causes are
+    # one column three times over: no one of them can be credited. (A rounding inverse of the
+    # singular matrix once made "similarity" hold, depending on the rows' order.)
+    rows = [(0.45, 12, True, True, 0.25)] * 10 + [(0.85, 2, False, False, 1.0)] * 22
+    got = adjusted_effects(rows)
+    assert not got.too_few and got.n == 32
+    assert all(e.estimate is None and not e.holds for e in got.effects)
+    # Chunk count and multi-part still together, similarity apart from them: similarity is
+    # estimable (0.05 per 0.1), the other two are not.
+    rows = []
+    for s in (0.5, 0.6, 0.7, 0.8, 0.9):
+        for m in (False, True):
+            rows += [(s, 12 if m else 2, m, False, 0.3 + 0.05 * s / 0.1 - 0.1 * m)] * 4
+    similarity, chunks, multi = adjusted_effects(rows).effects
+    assert similarity.estimate == pytest.approx(0.05) and similarity.holds
+    assert chunks.estimate is None and multi.estimate is None
+    assert not chunks.holds and not multi.holds
+
+
 def test_adjusted_effects_with_too_few_or_a_constant_cause():
     rows = [(0.5 + 0.01 * i, i % 7, False, False, 0.5 + 0.01 * i) for i in range(40)]
     got = adjusted_effects(rows[: MIN_FOR_REGRESSION - 1])

@@ -1,8 +1,9 @@
 """Faithfulness on the experts' scale (monitoring.domain.expert_scale) against hand-computed values.
 
 z = 1.959964 at 95 %; t(0.975, 19) = 2.093024, so a rectifier from 20 reviews has its variance
-scaled by (t/z)² = 1.140387. The floor is one pseudo-review RECTIFIER_SPREAD = 0.35 off the mean,
-shared out over the strata by their reviews: it adds 0.1225·n_h/n to Σ(d − d̄)² of stratum h.
+scaled by (t/z)² = 1.140387. The floor is one pseudo-review `offset` off the mean, shared out over
+the strata by their reviews: it adds offset²·n_h/n to Σ(d − d̄)² of stratum h. The offset is
+RECTIFIER_SPREAD = 0.35 without a disagreement, else √((0.1225 + Σd²)/(1 + k̂)), k̂ = (Σd)²/Σd².
 """
 
 import math
@@ -16,6 +17,7 @@ from monitoring.domain.expert_scale import (
     ReviewSums,
     expert_scale,
     pooling_weeks,
+    pseudo_review_offset,
     rectifier,
     review_sums,
 )
@@ -46,19 +48,21 @@ def test_constants():
 
 def test_rectifier_by_hand():
     # Sizes 100 flagged, 900 unflagged: W = 0.1, 0.9.
-    # Flagged d = 0.2, 0.0, 0.1: mean 0.1, Σ(d − d̄)² = 0.02, floor 0.1225·3/20 = 0.018375 →
-    #   s̃² = 0.038375/3 = 0.0127917; term 0.01·(1 − 3/100)·0.0127917/3 = 4.13597e-5.
-    # Unflagged d = 15×0, 2×0.25: mean 0.0294118, Σ(d − d̄)² = 0.1102941, floor 0.104125 →
-    #   s̃² = 0.2144191/17 = 0.0126129; term 0.81·(1 − 17/900)·0.0126129/17 = 5.89615e-4.
-    # Δ = 0.01 + 0.0264706 = 0.0364706; V = 6.30975e-4·1.140387 = 7.19556e-4; ±0.052575.
+    # All 20 d: Σd = 0.8, Σd² = 0.04 + 0.01 + 2·0.0625 = 0.175, k̂ = 0.64/0.175 = 3.657143,
+    #   offset² = (0.1225 + 0.175)/4.657143 = 0.0638804.
+    # Flagged d = 0.2, 0.0, 0.1: mean 0.1, Σ(d − d̄)² = 0.02, floor 0.0638804·3/20 = 0.0095821 →
+    #   s̃² = 0.0295821/3 = 0.0098607; term 0.01·(1 − 3/100)·0.0098607/3 = 3.18829e-5.
+    # Unflagged d = 15×0, 2×0.25: mean 0.0294118, Σ(d − d̄)² = 0.1102941, floor 0.0542983 →
+    #   s̃² = 0.1645924/17 = 0.0096819; term 0.81·(1 − 17/900)·0.0096819/17 = 4.52601e-4.
+    # Δ = 0.01 + 0.0264706 = 0.0364706; V = 4.84484e-4·1.140387 = 5.52499e-4; ±0.046070.
     got = rectifier(
         (100, 900),
         reviews([(0.7, 0.5), (1.0, 1.0), (0.6, 0.5)], [(1.0, 1.0)] * 15 + [(1.0, 0.75)] * 2),
     )
     assert got.value == approx(0.0364706, abs=1e-7)
-    assert got.variance == approx(7.19556e-4, rel=1e-5)
-    assert (got.low, got.high) == (approx(0.0364706 - 0.052575, abs=1e-6),
-                                   approx(0.0364706 + 0.052575, abs=1e-6))
+    assert got.variance == approx(5.52499e-4, rel=1e-5)
+    assert (got.low, got.high) == (approx(0.0364706 - 0.046070, abs=1e-6),
+                                   approx(0.0364706 + 0.046070, abs=1e-6))
     assert (got.n, got.n_by_stratum, got.degrees_of_freedom) == (20, (3, 17), 19)
 
 
@@ -68,10 +72,27 @@ def test_twenty_identical_differences_still_have_an_interval():
     got = rectifier((0, 1000), reviews([], [(1.0, 1.0)] * 20))
     assert got.value == 0.0
     assert got.high - got.low == approx(2 * 0.036260, abs=1e-6)
-    # Twenty identical nonzero differences too: the interval is about the point, same width.
+    # Twenty identical differences of 0.1 (a judge off by the same amount every time): the
+    # offset moves toward them, Σd² = 0.2, k̂ = 4/0.2 = 20, offset² = (0.1225 + 0.2)/21 =
+    # 0.0153571; V = 0.98·0.0153571/20/20·1.140387 = 4.29071e-5: ±0.0128384, narrower than
+    # without a disagreement but not zero.
     shifted = rectifier((0, 1000), reviews([], [(0.9, 0.8)] * 20))
     assert shifted.value == approx(0.1)
-    assert shifted.high - shifted.low == approx(got.high - got.low)
+    assert shifted.high - shifted.low == approx(2 * 0.0128384, abs=1e-6)
+
+
+def test_the_floor_moves_toward_the_disagreements_seen():
+    # None seen: 0.35. One of 0.5 among 20: Σd² = 0.25, k̂ = 1, √((0.1225 + 0.25)/2) = 0.4316,
+    # capped at 0.35. Eight of 60 at 0.15 (a judge strict by 0.02): Σd² = 0.18, k̂ = 8,
+    # √(0.3025/9) = 0.183333. Opposite signs that cancel (Σd = 0): k̂ = 0, capped at 0.35.
+    assert pseudo_review_offset(review_sums(reviews([], [(1.0, 1.0)] * 20))[1]) == 0.35
+    one = reviews([], [(1.0, 1.0)] * 19 + [(1.0, 0.5)])
+    assert pseudo_review_offset(review_sums(one)[1]) == 0.35
+    eight = reviews([], [(1.0, 1.0)] * 52 + [(1.0, 0.85)] * 8)
+    assert pseudo_review_offset(review_sums(eight)[1]) == approx(0.183333, abs=1e-6)
+    cancel = reviews([], [(1.0, 1.0)] * 18 + [(1.0, 0.8), (0.8, 1.0)])
+    assert pseudo_review_offset(review_sums(cancel)[1]) == 0.35
+    assert pseudo_review_offset(ReviewSums(0, 0.0, 0.0)) == 0.35
 
 
 def test_top_ups_count_with_their_stratum_weight():
@@ -110,22 +131,23 @@ def test_review_sums_match_the_reviews():
 def test_expert_scale_by_hand():
     # Judge part: the week of test_statistics.test_two_strata_by_hand: 0.9475,
     # V_J = 0.000802733, shrunk p̃ = 0.01·0.7 + 0.99·28.6/30.2 = 0.944550.
-    # Reviews, sizes (10, 990): flagged d = 0.2, 0 → term 0.0001·0.8·(0.02 + 0.01225)/2/2 =
-    # 6.45e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.11025 → s̃² = 0.0122978,
-    # term 0.9801·(1 − 18/990)·0.0122978/18 = 6.57442e-4.
-    # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 6.58087e-4·1.140387 = 7.50474e-4.
+    # Reviews, sizes (10, 990): Σd = 0.7, Σd² = 0.165, k̂ = 0.49/0.165 = 2.969697, offset² =
+    # 0.2875/3.969697 = 0.0724237. Flagged d = 0.2, 0 → term 0.0001·0.8·(0.02 + 0.0072424)/2/2
+    # = 5.44847e-7; unflagged 16×0, 2×0.25: Σ(d − d̄)² = 0.1111111, floor 0.0651813 →
+    # s̃² = 0.0097940, term 0.9801·(1 − 18/990)·0.0097940/18 = 5.23588e-4.
+    # Δ = 0.001 + 0.0275 = 0.0285; V_Δ = 5.24133e-4·1.140387 = 5.97715e-4.
     # Covariance (the 18 unflagged reviews are among the 30 judged): j̄ = 17.5/18, d̄ = 0.5/18,
     # Σ(j − j̄)(d − d̄) = 16·(0.027778)(−0.027778) + 2·(−0.222222)(0.222222) = −0.111111,
     # S_jd = −0.111111/17 = −0.0065359; Cov = 0.9801·(1 − 30/990)/30·S_jd = −0.000207059
-    # (within the bound √(V_J·V_Δ) = 0.000776; the flagged census adds none).
-    # θ = 0.976; p̃ + Δ = 0.973050; V = 0.000802733 + 0.00075047 − 2·0.000207059 = 0.00113909;
-    # n_eff = 0.973050·0.026950/V = 23.0219. Wilson(0.976, 23.0219): z²/n = 0.166861;
-    # centre 0.907932, half 0.089347 → (0.8186, 0.9973).
+    # (within the bound √(V_J·V_Δ) = 0.000693; the flagged census adds none).
+    # θ = 0.976; p̃ + Δ = 0.973050; V = 0.000802733 + 0.000597715 − 2·0.000207059 = 0.00098633;
+    # n_eff = 0.973050·0.026950/V = 26.5871. Wilson(0.976, 26.5871): z²/n = 0.144486;
+    # centre 0.915907, half 0.081045 → (0.8349, 0.9970).
     got = expert_scale(
         [WEEK], reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2)
     )
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.8186, abs=1e-4), approx(0.9973, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.8349, abs=1e-4), approx(0.9970, abs=1e-4))
     assert got.correction == approx(0.0285)
     assert (got.n_reviews, got.weeks_pooled, got.too_few) == (20, 1, False)
     assert got.judge == stratified_mean(WEEK)
@@ -133,14 +155,14 @@ def test_expert_scale_by_hand():
 
 def test_without_the_judges_scores_of_the_reviews_the_covariance_is_left_out():
     # The same reviews as sums without Σj and Σ(j − j̄)(d − d̄): the wider interval of before,
-    # V = V_J + V_Δ (n_eff 16.8838 → (0.7777, 0.9979)).
+    # V = V_J + V_Δ (n_eff 18.7252 → (0.7922, 0.9977)).
     flagged, unflagged = review_sums(
         reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2))
     assert unflagged.cross == approx(-0.111111, abs=1e-6)
     bare = tuple(ReviewSums(s.n, s.total, s.sq_dev) for s in (flagged, unflagged))
     got = expert_scale([WEEK], bare)
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.7777, abs=1e-4), approx(0.9979, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.7922, abs=1e-4), approx(0.9977, abs=1e-4))
 
 
 def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():

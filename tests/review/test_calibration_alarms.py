@@ -223,11 +223,12 @@ def test_a_bias_above_the_tolerance_by_chance_raises_no_alarm(
     # 20 of 40 answers reviewed: 10 agree, 10 with the expert 0.24 above the judge. Mean 0.12,
     # its t interval 0.062 … 0.178 excludes 0: the old rule (|bias| > 0.1 and the interval
     # without 0) raised an alarm. Against the tolerance the evidence is not there:
-    # s̃² = (Σ(d − 0.12)² + 0.35²)/20 = (0.288 + 0.1225)/20, V = (1 − 20/40)·s̃²/20·(t/z)²,
-    # lower bound 0.12 − z·√V = 0.081 < 0.1.
+    # s̃² = (Σ(d − 0.12)² + offset²)/20 = (0.288 + 0.0635)/20 (offset² = (0.1225 + Σd²)/(1 + k̂)
+    # with Σd² = 0.576, k̂ = (Σd)²/Σd² = 10), V = (1 − 20/40)·s̃²/20·(t/z)²,
+    # lower bound 0.12 − z·√V = 0.084 < 0.1.
     bias_week(w, [0.0] * 10 + [0.24] * 10, unreviewed=20, prefix="q")
-    variance = 0.5 * (0.288 + 0.1225) / 20 / 20 * t_factor(19)
-    assert 0.12 - Z_95 * variance**0.5 == pytest.approx(0.0808, abs=1e-4)
+    variance = 0.5 * (0.288 + (0.1225 + 0.576) / 11) / 20 / 20 * t_factor(19)
+    assert 0.12 - Z_95 * variance**0.5 == pytest.approx(0.0838, abs=1e-4)
     assert check(w, django_capture_on_commit_callbacks) == []
     assert drift_keys(w) == []
 
@@ -239,16 +240,17 @@ def test_a_bias_of_005_is_within_a_tolerance_of_01(
 ) -> None:
     w = review_world
     settings.TREUE_CALIBRATION_BIAS_TOLERANCE = tolerance
-    # 20 of 40 answers, each 0.05 above the judge: s̃² = 0.35²/20 (the floor),
-    # V = 0.5·s̃²/20·(t/z)², lower bound 0.05 − z·√V = 0.0287: above 0, not above 0.1.
+    # 20 of 40 answers, each 0.05 above the judge: s̃² = offset²/20 (the floor), offset² =
+    # (0.1225 + 20·0.05²)/(1 + 20) as k̂ = (Σd)²/Σd² = 20; V = 0.5·s̃²/20·(t/z)², lower bound
+    # 0.05 − z·√V = 0.0445: above 0, not above 0.1.
     bias_week(w, [0.05] * 20, unreviewed=20, prefix="s")
-    low = 0.05 - Z_95 * (0.5 * 0.1225 / 20 / 20 * t_factor(19)) ** 0.5
-    assert low == pytest.approx(0.0287, abs=1e-4)
+    low = 0.05 - Z_95 * (0.5 * (0.1225 + 0.05) / 21 / 20 / 20 * t_factor(19)) ** 0.5
+    assert low == pytest.approx(0.0445, abs=1e-4)
     raised = check(w, django_capture_on_commit_callbacks)
     assert [a.key for a in raised] == ([f"bias:{services.current_week()}"] if alarm else [])
     if alarm:
         assert raised[0].details["low"] == pytest.approx(low, abs=1e-6)
-        assert "mit 95 % Sicherheit ≥ +0.03, jenseits der Toleranz von ±0.00" in (
+        assert "mit 95 % Sicherheit ≥ +0.04, jenseits der Toleranz von ±0.00" in (
             raised[0].message)
 
 
