@@ -34,8 +34,8 @@ expert-scale one), which is what the dashboard claims to estimate.
 
 Targets: coverage 94-96 % (≥ 93 % in the smallest setting); false action alarms ≤ 2 % of
 healthy weeks; ≥ 30 weeks between false drift alarms at any in-control rate 0.05-0.2; a judge
-drift of 0.1 found within 3 weeks in ≥ 90 % of runs. Exit status 0 (``--strict``: 2 when a
-target is missed).
+drift of 0.1 found within 3 weeks in ≥ 90 % of runs; the bias alarm at half its tolerance in
+≤ 1 % of checks. Exit status 0 (``--strict``: 2 when a target is missed).
 """
 
 from __future__ import annotations
@@ -448,6 +448,43 @@ def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
     return worst
 
 
+def bias_table(rng: np.random.Generator, reps: int, seed: int) -> float:
+    """The bias alarm's test (`bias_beyond_tolerance`, tolerance 0.1) on reviews drawn from a
+    judge whose true bias is the tolerance itself or half of it: how often it fires."""
+    tolerance = 0.1
+    print(f"\n## Bias alarm: share of checks that raise it (tolerance {tolerance}, {reps} checks "
+          "per row; reviews drawn from a use case of 20 % flagged answers)\n")
+    print(f"| {'judge':>7} | {'true bias':>9} | {'20 reviews':>10} | {'80 reviews':>10} |")
+    worst = 0.0
+    for index, (judge, bias) in enumerate(
+        [("strict", 0.1), ("strict", 0.05), ("lenient", 0.1), ("lenient", 0.05)]
+    ):
+        case = use_case(seed + 100 + index, flagged_share=0.2, expert_mean=EXPERT_MEAN,
+                        judge=judge, bias=bias)
+        cells = []
+        for n in (20, 80):
+            fired = 0
+            for _ in range(reps):
+                flagged = int(rng.binomial(n, case.flagged_share))
+                sums = []
+                for h, k in ((0, flagged), (1, n - flagged)):
+                    stratum = case.strata[h]
+                    picked = rng.choice(stratum.p.size, size=k, p=stratum.p)
+                    d = stratum.expert[picked] - stratum.judge[picked]
+                    j = stratum.judge[picked]
+                    sums.append(ReviewSums(
+                        k, float(d.sum()), float(((d - d.mean()) ** 2).sum()) if k else 0.0,
+                        float(j.sum()),
+                        float(((j - j.mean()) * (d - d.mean())).sum()) if k else 0.0))
+                fired += bias_beyond_tolerance(sizes=(2_000, 8_000), reviews=(sums[0], sums[1]),
+                                               tolerance=tolerance).beyond
+            cells.append(fired / reps)
+            if bias < tolerance:
+                worst = max(worst, fired / reps)
+        print(f"| {judge:>7} | {bias:>9.2f} | {100 * cells[0]:>9.2f}% | {100 * cells[1]:>9.2f}% |")
+    return worst
+
+
 def _cusum_run_weeks(observations: np.ndarray, params: CusumParams) -> list[int]:
     """Weeks (0-based) of every alarm of the product's CUSUM over one run's observations."""
     result = bernoulli_cusum(observations.tolist(), params)
@@ -603,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="300 replications, a smoke run")
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
-    parser.add_argument("--only", choices=("coverage", "action", "drift", "expert-drift"),
+    parser.add_argument("--only", choices=("coverage", "action", "drift", "expert-drift", "bias"),
                         default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
@@ -637,7 +674,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def expert_drift() -> None:
         expert_drift_table(rng, max(reps // 2, 100), args.seed)
 
-    run = {"coverage": coverage, "action": action, "drift": drift, "expert-drift": expert_drift}
+    def bias() -> None:
+        worst = bias_table(rng, 5 * reps, args.seed)
+        if worst > 0.01:
+            missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
+
+    run = {"coverage": coverage, "action": action, "drift": drift, "expert-drift": expert_drift,
+           "bias": bias}
     for name, step in run.items():
         if args.only in (None, name):
             step()
