@@ -5,7 +5,7 @@ weeks before it, the experts' scale and the judge's usage. The statistics live i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -15,13 +15,13 @@ from django.utils import timezone
 
 from monitoring.domain import statistics
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
-from monitoring.domain.statistics import Estimate, Precision, Stratum
+from monitoring.domain.statistics import Estimate, Precision, Stratum, StratumSums
 from monitoring.judging.domain import judging
 from monitoring.models import JudgeMode, UseCase
+from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged, judged_by_week
 from monitoring.selectors.dashboard.reads import (
     JudgedRow,
     Usage,
-    _by_case_and_week,
     _claims,
     _counts,
     _drift_restarts,
@@ -126,6 +126,26 @@ def _strata(
     ]
 
 
+def _sums(
+    sizes: tuple[int, int], judged: WeekJudged,
+    counts: Callable[[StratumJudged], Mapping[float, int]] | None = None,
+) -> list[StratumSums]:
+    """[flagged, unflagged] sufficient statistics from their sizes and the week's judged
+    answers (`counts`: the histogram to take of each stratum; its scores by default). As
+    `_strata`: a stratum is never smaller than what was judged of it, the flagged one is judged
+    in full and the unflagged one drawn at random."""
+    return [
+        statistics.sums_from_counts(
+            (counts or _scores)(part), size=max(size, part.n), drawn=h == 1
+        )
+        for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
+    ]
+
+
+def _scores(part: StratumJudged) -> Mapping[float, int]:
+    return part.scores
+
+
 @dataclass(frozen=True)
 class _Shares:
     below: Estimate | None = None  # share of answers below the action threshold
@@ -134,34 +154,28 @@ class _Shares:
 
 
 def _shares(
-    strata: list[Stratum], parts: tuple[list[JudgedRow], list[JudgedRow]], threshold: float,
-    claims: dict[int, tuple[float, int]] | None,
+    sizes: tuple[int, int], judged: WeekJudged, threshold: float, *, claims: bool
 ) -> _Shares:
-    """A week's shares: below the threshold, abstentions, and (where `claims` are given, by
-    run id) the supported claims."""
-    below = statistics.stratified_share(
-        statistics.indicator_strata(strata, lambda s: s < threshold)
-    )
-    abstention = statistics.stratified_share([
-        Stratum(s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
-        for s, part in zip(strata, parts, strict=True)
-    ])
-    if claims is None:
+    """A week's shares: below the threshold, abstentions, and (`claims`: the week's claims
+    were read) the supported claims."""
+    below = statistics.share_from_sums(_sums(
+        sizes, judged, lambda part: statistics.indicator_counts(part.scores,
+                                                                lambda s: s < threshold)
+    ))
+    abstention = statistics.share_from_sums(_sums(
+        sizes, judged, lambda part: {1.0: part.abstentions, 0.0: part.n - part.abstentions}
+    ))
+    if not claims:
         return _Shares(below, abstention)
-    none = (0.0, 0)
-    per_answer = tuple(
-        [none if r.run_id is None else claims.get(r.run_id, none) for r in part]
-        for part in parts
-    )
-    claim_share = statistics.claim_share([
-        statistics.ClaimStratum(s.size, a, s.drawn)
-        for s, a in zip(strata, per_answer, strict=True)
+    claim_share = statistics.claim_share_from_counts([
+        statistics.ClaimCounts(max(size, part.n), part.claims or {}, drawn=h == 1)
+        for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
     ])
     return _Shares(below, abstention, claim_share)
 
 
 def _expert(
-    use_case_id: int, window: list[int], every: list[list[Stratum]],
+    use_case_id: int, window: list[int], every: list[list[StratumSums]],
     reviews: dict[tuple[int, int], list[Review]] | None, restart: int | None,
 ) -> ExpertScale | None:
     """The experts' scale over the pooled weeks `window` (indices into `every`)."""
@@ -178,43 +192,40 @@ def _week_figures(
     use_case: UseCase,
     weeks: Sequence[Week],
     counts: dict[tuple[int, int], tuple[int, int]],
-    judged: dict[tuple[int, int], list[JudgedRow]],
+    judged: Mapping[tuple[int, int], WeekJudged],
     usage: dict[tuple[int, int], Usage],
-    claims: dict[int, tuple[float, int]] | None,
     full_from: int = 0,
-    claims_from: int = 0,
+    claims_from: int | None = None,
     reviews: dict[tuple[int, int], list[Review]] | None = None,
     restart: int | None = None,
     pooled_weeks: int = POOLED_WEEKS,
 ) -> list[WeekFigures]:
-    """The figures of each week: the shares from week `full_from` on, the claim share (when
-    `claims` are given) from week `claims_from` on.
+    """The figures of each week: the shares from week `full_from` on, the claim share from
+    week `claims_from` on (None: none; `judged` holds those weeks' claims).
 
-    `judged`: the judged rows by (use case id, week index)."""
+    `judged`: the judged answers by (use case id, week index)."""
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
-    every: list[list[Stratum]] = []  # each week's strata, for the pooled views
+    every: list[list[StratumSums]] = []  # each week's strata, for the pooled views
     # The judges of the latest week before that had any: a week with a judge it lacked is a
     # change (a switch back to an earlier model or prompt is one too).
     before: set[tuple[str, str]] = set()
     for i, week in enumerate(weeks):
         volume, flagged = counts.get((use_case.pk, i), (0, 0))
-        rows = judged.get((use_case.pk, i), [])
-        parts = _split(rows)
-        strata = [
-            Stratum(max(size, len(part)), list(map(_SCORE, part)), drawn=h == 1)
-            for h, (size, part) in enumerate(zip((flagged, volume - flagged), parts, strict=True))
-        ]
+        week_judged = judged.get((use_case.pk, i), _NOTHING_JUDGED)
+        sizes = (flagged, volume - flagged)
+        strata = _sums(sizes, week_judged)
         every.append(strata)
         window = list(range(max(0, i - pooled_weeks + 1), i + 1))
         pooled = statistics.pooled_mean([every[j] for j in window])
         shares = _Shares()
         if i >= full_from:
-            shares = _shares(strata, parts, threshold, claims if i >= claims_from else None)
+            shares = _shares(sizes, week_judged, threshold,
+                             claims=claims_from is not None and i >= claims_from)
         figures = _figures(
-            week=week, current=week.end > now, volume=volume, flagged=flagged, parts=parts,
-            strata=strata, shares=shares, threshold=threshold,
+            week=week, current=week.end > now, volume=volume, flagged=flagged,
+            judged=week_judged, strata=strata, shares=shares, threshold=threshold,
             usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
             pooled_weeks=len(window),
             expert=_expert(use_case.pk, window, every, reviews, restart),
@@ -225,15 +236,18 @@ def _week_figures(
     return out
 
 
+_NOTHING_JUDGED = WeekJudged()
+
+
 def _figures(
-    *, week: Week, current: bool, volume: int, flagged: int,
-    parts: tuple[list[JudgedRow], list[JudgedRow]], strata: list[Stratum], shares: _Shares,
-    threshold: float, usage: Usage, before: set[tuple[str, str]], pooled: Estimate,
-    pooled_weeks: int, expert: ExpertScale | None,
+    *, week: Week, current: bool, volume: int, flagged: int, judged: WeekJudged,
+    strata: list[StratumSums], shares: _Shares, threshold: float, usage: Usage,
+    before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int,
+    expert: ExpertScale | None,
 ) -> WeekFigures:
-    estimate = statistics.stratified_mean(strata)
+    estimate = statistics.mean_from_sums(strata)
     judges = tuple(sorted(usage.judges))
-    judged_flagged, judged_unflagged = len(parts[0]), len(parts[1])
+    judged_flagged, judged_unflagged = judged.flagged.n, judged.unflagged.n
     return WeekFigures(
         week=week,
         current=current,
@@ -242,7 +256,7 @@ def _figures(
         judged=judged_flagged + judged_unflagged,
         judged_flagged=judged_flagged,
         judged_unflagged=judged_unflagged,
-        abstentions=sum(1 for part in parts for r in part if r.abstention),
+        abstentions=judged.flagged.abstentions + judged.unflagged.abstentions,
         estimate=estimate,
         below=shares.below,
         abstention_share=shares.abstention,
@@ -287,10 +301,12 @@ def use_case_weeks(
         use_case=use_case,
         weeks=span,
         counts=_counts(ids, span),
-        judged=_by_case_and_week(_judged_rows(ids, span, lean=not claims)),
+        judged=judged_by_week(
+            _judged_rows(ids, span, lean=not claims),
+            _claims(use_case.pk, span[lead:]) if claims else None, claims_from=lead,
+        ),
         usage=_usage(ids, span),
-        claims=_claims(use_case.pk, span[lead:]) if claims else None,
-        claims_from=lead,
+        claims_from=lead if claims else None,
         reviews=_reviews(ids, span),
         restart=_drift_restarts(ids, span).get(use_case.pk),
         pooled_weeks=pooled_weeks,

@@ -16,8 +16,8 @@ from monitoring.domain import statistics
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
+from monitoring.selectors.dashboard.judged import judged_by_week
 from monitoring.selectors.dashboard.reads import (
-    _by_case_and_week,
     _counts,
     _drift_restarts,
     _judged_rows,
@@ -142,7 +142,7 @@ def overview_rows(
     span = iso_weeks(weeks=max(2, weeks), until=until)
     ids = [u.pk for u in use_cases]
     counts = _counts(ids, span)
-    judged = _by_case_and_week(_judged_rows(ids, span, lean=True))
+    judged = judged_by_week(_judged_rows(ids, span, lean=True))
     usage = _usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
     reviews = _reviews(ids, span)
@@ -150,7 +150,7 @@ def overview_rows(
     rows = [
         OverviewRow(use_case, _week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
-            claims=None, full_from=len(span) - 2, reviews=reviews,
+            full_from=len(span) - 2, reviews=reviews,
             restart=restarts.get(use_case.pk),
         ), alarms.get(use_case.pk, []))
         for use_case in use_cases

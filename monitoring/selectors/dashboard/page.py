@@ -10,9 +10,9 @@ from alarms.models import Alarm
 from monitoring.models import UseCase
 from monitoring.selectors.dashboard.diagnosis import Diagnosis, use_case_diagnosis
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
+from monitoring.selectors.dashboard.judged import judged_by_week
 from monitoring.selectors.dashboard.overview import cost_currency, open_alarms
 from monitoring.selectors.dashboard.reads import (
-    _by_case_and_week,
     _claims,
     _counts,
     _drift_restarts,
@@ -49,8 +49,8 @@ def use_case_page(
     recent = len(span) - CAUSES_WEEKS
     figures = _week_figures(
         use_case=use_case, weeks=span, counts=_counts(ids, span),
-        judged=_by_case_and_week(judged), usage=usage,
-        claims=_claims(use_case.pk, span[recent:]), claims_from=recent,
+        judged=judged_by_week(judged, _claims(use_case.pk, span[recent:]), claims_from=recent),
+        usage=usage, claims_from=recent,
         reviews=_reviews(ids, span), restart=_drift_restarts(ids, span).get(use_case.pk),
         pooled_weeks=pooled_weeks,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
@@ -151,13 +151,6 @@ def _judged_rows(
         .order_by()
     )
     return [JudgedRow(*row) for row in rows] if lean else list(map(JudgedRow._make, rows))
-
-
-def _by_case_and_week(judged: Iterable[JudgedRow]) -> dict[tuple[int, int], list[JudgedRow]]:
-    out: dict[tuple[int, int], list[JudgedRow]] = defaultdict(list)
-    for row in judged:
-        out[row.use_case_id, row.week].append(row)
-    return out
 
 
 def _claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, int]]:
