@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_right
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple
@@ -23,7 +23,6 @@ from monitoring.domain import causes, statistics, tuner
 from monitoring.domain.statistics import Estimate, Lift
 from monitoring.judging.domain import cost
 from monitoring.models import UseCase
-from monitoring.selectors.dashboard.figures import _strata
 from monitoring.selectors.dashboard.reads import JudgedRow, Usage, _answers_in, _judged_rows, _usage
 from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, Week, _Bucket, _week_of, iso_weeks
 
@@ -85,19 +84,32 @@ class Diagnosis:
 
 
 def _grouped(
-    counts: dict[tuple[Any, bool], int], rows: Iterable[tuple[Any, JudgedRow]]
+    counts: dict[tuple[Any, bool], int], judged: Mapping[tuple[Any, bool], Mapping[float, int]]
 ) -> dict[Any, Estimate]:
-    """A stratified estimate per group from (group, flagged) counts and (group, row) pairs."""
-    judged: dict[Any, list[JudgedRow]] = defaultdict(list)
+    """A stratified estimate per group from (group, flagged) counts of all answers and of the
+    judged answers' scores (score → answers), as `_score_counts` makes of the rows. As a
+    week's: a stratum is never smaller than what was judged of it, the flagged one is judged
+    in full and the unflagged one drawn at random."""
+    keys = {key for key, _ in counts} | {key for key, _ in judged}
+    out = {}
+    for key in keys:
+        strata = []
+        for flagged in (True, False):
+            scores = judged.get((key, flagged), {})
+            size = max(counts.get((key, flagged), 0), sum(scores.values()))
+            strata.append(statistics.sums_from_counts(scores, size=size, drawn=not flagged))
+        out[key] = statistics.mean_from_sums(strata)
+    return out
+
+
+def _score_counts(
+    rows: Iterable[tuple[Any, JudgedRow]],
+) -> dict[tuple[Any, bool], Counter[float]]:
+    """The judged rows' scores per (group, flagged): score → answers."""
+    out: dict[tuple[Any, bool], Counter[float]] = defaultdict(Counter)
     for key, row in rows:
-        judged[key].append(row)
-    keys = {key for key, _ in counts} | set(judged)
-    return {
-        key: statistics.stratified_mean(
-            _strata((counts.get((key, True), 0), counts.get((key, False), 0)), judged[key])
-        )
-        for key in keys
-    }
+        out[key, bool(row.flagged)][row.score] += 1
+    return out
 
 
 def _with_estimates(
@@ -136,9 +148,9 @@ def _held_out_cutoff(
 
     chosen = _with_estimates(
         causes.similarity_buckets([], edges=SIMILARITY_EDGES),
-        _grouped(counts(lambda c: c.sim, even),
-                 ((_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows
-                  if even(r.week - first))),
+        _grouped(counts(lambda c: c.sim, even), _score_counts(
+            (_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows
+            if even(r.week - first))),
     )
     cutoff = causes.similarity_cutoff(chosen, threshold)
     if cutoff is None:
@@ -146,8 +158,9 @@ def _held_out_cutoff(
     index = _index(cutoff, SIMILARITY_EDGES)
     test = _grouped(
         counts(lambda c: c.sim is not None and c.sim < index, lambda wk: not even(wk)),
-        ((r.best_chunk_score is not None and r.best_chunk_score < cutoff, r) for r in rows
-         if not even(r.week - first)),
+        _score_counts(
+            (r.best_chunk_score is not None and r.best_chunk_score < cutoff, r) for r in rows
+            if not even(r.week - first)),
     ).get(True)
     return bool(
         test is not None and not test.too_few
@@ -207,22 +220,24 @@ def _causes(
     counts = _counter(cells)
     similarity = _with_estimates(
         causes.similarity_buckets([], edges=SIMILARITY_EDGES),
-        _grouped(counts(lambda c: c.sim),
-                 ((_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows)),
+        _grouped(counts(lambda c: c.sim), _score_counts(
+            (_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows)),
     )
     cutoff = causes.similarity_cutoff(similarity, threshold)
     passing = cutoff if cutoff is not None else DEFAULT_SIMILARITY_THRESHOLD
     passing_index = _index(passing, SIMILARITY_EDGES)
     below_passing = _grouped(
         counts(lambda c: c.sim is not None and c.sim < passing_index),
-        ((r.best_chunk_score is not None and r.best_chunk_score < passing, r) for r in rows),
+        _score_counts(
+            (r.best_chunk_score is not None and r.best_chunk_score < passing, r) for r in rows),
     )
     chunks = _with_estimates(
         causes.chunk_count_buckets([], edges=CHUNK_EDGES),
-        _grouped(counts(lambda c: c.chunk_bucket),
-                 ((_index(r.chunk_count, CHUNK_EDGES), r) for r in rows)),
+        _grouped(counts(lambda c: c.chunk_bucket), _score_counts(
+            (_index(r.chunk_count, CHUNK_EDGES), r) for r in rows)),
     )
-    multi = _grouped(counts(lambda c: c.multi_part), ((r.multi_part, r) for r in rows))
+    multi = _grouped(counts(lambda c: c.multi_part),
+                     _score_counts((r.multi_part, r) for r in rows))
     empty = statistics.stratified_mean([])
     return Causes(
         similarity=similarity,

@@ -5,22 +5,20 @@ weeks before it, the experts' scale and the judge's usage. The statistics live i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
-from operator import itemgetter
 
 from django.utils import timezone
 
 from monitoring.domain import statistics
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
-from monitoring.domain.statistics import Estimate, Precision, Stratum, StratumSums
+from monitoring.domain.statistics import Estimate, Precision, StratumSums
 from monitoring.judging.domain import judging
 from monitoring.models import JudgeMode, UseCase
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged, judged_by_week
 from monitoring.selectors.dashboard.reads import (
-    JudgedRow,
     Usage,
     _claims,
     _counts,
@@ -101,39 +99,15 @@ class WeekFigures:
         return self.flagged / self.volume * 100 if self.volume else None
 
 
-_SCORE = itemgetter(JudgedRow._fields.index("score"))
-
-
-def _split(rows: Iterable[JudgedRow]) -> tuple[list[JudgedRow], list[JudgedRow]]:
-    """The rows of the flagged stratum and those of the unflagged one, in their order."""
-    rows = rows if isinstance(rows, list) else list(rows)
-    return [r for r in rows if r.flagged], [r for r in rows if not r.flagged]
-
-
-def _strata(
-    sizes: tuple[int, int], rows: Iterable[JudgedRow],
-    value: Callable[[JudgedRow], float] | None = None,
-) -> list[Stratum]:
-    """[flagged, unflagged] strata from their sizes and the judged rows (value: the score)."""
-    parts = _split(rows)
-    values = tuple(list(map(value or _SCORE, part)) for part in parts)
-    # A stratum is never smaller than what was judged of it (an answer stored between the two
-    # queries would otherwise make the domain refuse the group).
-    # The flagged stratum (first) is judged in full; the unflagged one is drawn at random.
-    return [
-        Stratum(max(size, len(v)), v, drawn=h == 1)
-        for h, (size, v) in enumerate(zip(sizes, values, strict=True))
-    ]
-
-
 def _sums(
     sizes: tuple[int, int], judged: WeekJudged,
     counts: Callable[[StratumJudged], Mapping[float, int]] | None = None,
 ) -> list[StratumSums]:
     """[flagged, unflagged] sufficient statistics from their sizes and the week's judged
-    answers (`counts`: the histogram to take of each stratum; its scores by default). As
-    `_strata`: a stratum is never smaller than what was judged of it, the flagged one is judged
-    in full and the unflagged one drawn at random."""
+    answers (`counts`: the histogram to take of each stratum; its scores by default). A
+    stratum is never smaller than what was judged of it (an answer stored between the two
+    queries would otherwise make the domain refuse the group); the flagged one is judged in
+    full, the unflagged one drawn at random."""
     return [
         statistics.sums_from_counts(
             (counts or _scores)(part), size=max(size, part.n), drawn=h == 1
