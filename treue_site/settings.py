@@ -15,6 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from treue_site import queues
 from treue_site.broker import transport_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -155,6 +156,26 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": str(Path(tempfile.gettempdir()) / f"treue-test-{os.getpid()}.sqlite3")
     }
+
+# An optional read replica for the dashboards: the overview, the use-case page, the estimates
+# API and /metrics read their figures from it (treue_site/db_router.py); everything else, and
+# every write, uses the primary. Its options are the primary's. In tests it mirrors the primary.
+_replica_url = os.environ.get("DATABASE_REPLICA_URL", "")
+if _replica_url:
+    DATABASES["replica"] = {
+        **DATABASES["default"],
+        **dj_database_url.parse(
+            _replica_url, conn_max_age=DATABASES["default"].get("CONN_MAX_AGE", 60),
+            conn_health_checks=True,
+        ),
+        "OPTIONS": dict(DATABASES["default"].get("OPTIONS", {})),
+        "TEST": {"MIRROR": "default"},
+    }
+    if DATABASES["replica"]["ENGINE"] != DATABASES["default"]["ENGINE"]:
+        raise ImproperlyConfigured(
+            "DATABASE_REPLICA_URL must name a database of the same kind as DATABASE_URL"
+        )
+DATABASE_ROUTERS = ["treue_site.db_router.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -448,6 +469,13 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # answer stays marked for the judge so the reconciler can dispatch it later (treue_site/broker.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_TRANSPORT_OPTIONS = transport_options(CELERY_BROKER_URL)
+# Four queues (ingest follow-up, judge, investigations, housekeeping; treue_site/queues.py), so
+# that each kind of work can have its own workers; a worker without --queues consumes all four.
+# The prefix goes in front of every queue name (several installations on one Redis).
+TREUE_QUEUE_PREFIX = os.environ.get("TREUE_QUEUE_PREFIX", "")
+CELERY_TASK_QUEUES = queues.task_queues(TREUE_QUEUE_PREFIX)
+CELERY_TASK_ROUTES = queues.task_routes(TREUE_QUEUE_PREFIX)
+CELERY_TASK_DEFAULT_QUEUE = queues.default_queue(TREUE_QUEUE_PREFIX)
 
 LOGGING = {
     "version": 1,

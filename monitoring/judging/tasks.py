@@ -5,10 +5,12 @@ schedule name them), so each sets `name=`; treue_site/celery.py discovers this m
 """
 
 from celery import shared_task
+from django.conf import settings
 
 from jobs import framework as jobs
 from monitoring.judging.client import JudgeUnavailable
 from monitoring.judging.services import runs as judging
+from treue_site import queues
 
 
 @shared_task(name=judging.SCORE_ANSWER_TASK, **jobs.TASK_OPTIONS)
@@ -27,11 +29,15 @@ def score_answer(self, run_id: int) -> str:
 )
 def score_answers(self, run_ids: list[int]) -> int:
     """Publish score_answer for each run: the fan-out of a batch's runs, sent as one message.
-    The runs go where this message came from, as Celery's own retries do. Delivered twice, it
-    publishes twice, which costs nothing: a run is claimed once."""
+    From the product's ingest queue the runs go where the routes send them (the judge queue,
+    treue_site/queues.py); from a queue of its own (an operator's, a test's) they go where this
+    message came from, as Celery's own retries do. Delivered twice, it publishes twice, which
+    costs nothing: a run is claimed once."""
     info = self.request.delivery_info or {}
     exchange, routing_key = info.get("exchange"), info.get("routing_key")
-    if exchange == "" and routing_key:  # sent straight to a queue (Redis, the embedded broker)
+    if routing_key in queues.queue_names(settings.TREUE_QUEUE_PREFIX):
+        where = {}
+    elif exchange == "" and routing_key:  # sent straight to a queue (Redis, embedded broker)
         where = {"queue": routing_key}
     elif exchange:
         where = {"exchange": exchange, "routing_key": routing_key}

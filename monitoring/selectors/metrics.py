@@ -18,6 +18,7 @@ from django.utils import timezone
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import Answer, JudgeRun, UseCase
 from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
+from treue_site.db_router import reads_from_replica
 
 # Answers sampled for the judge whose score is not there yet.
 UNSCORED_STATUSES = (Answer.Status.QUEUED, Answer.Status.JUDGING)
@@ -40,6 +41,7 @@ def active_use_cases() -> list[UseCase]:
     return list(UseCase.objects.filter(active=True).order_by("slug"))
 
 
+@reads_from_replica
 def current_week_figures(*, use_cases: Iterable[UseCase]) -> list[tuple[UseCase, WeekFigures]]:
     """This ISO week's figures per use case.
 

@@ -201,7 +201,8 @@ class Worker:
                     sys.executable, "-m", "celery", "-A", "treue_site", "worker",
                     "--pool", self.pool, "--concurrency", "2",
                     "--without-heartbeat", "--without-mingle", "--without-gossip",
-                    "--queues", self.queue, "--hostname", f"{self.name}@%h",
+                    *(["--queues", self.queue] if self.queue else []),  # none: all four
+                    "--hostname", f"{self.name}@%h",
                     "--loglevel", "INFO",
                 ],
                 cwd=BASE_DIR,
@@ -365,14 +366,18 @@ def start_worker(
     tmp_path: Path,
     transactional_db: None,
 ) -> Iterator[Callable[..., Worker]]:
-    """Start workers of this test's own: `start_worker(queue, judge_url=..., **env)`. They are
-    killed at teardown (before the database is flushed)."""
+    """Start workers of this test's own: `start_worker(queue, judge_url=..., **env)` (`queue`:
+    one queue or several, comma-separated; `name` then names the worker). They are killed at
+    teardown (before the database is flushed)."""
     started: list[Worker] = []
 
-    def start(queue: str, *, judge_url: str | None = None, wait: bool = True, **env: str) -> Worker:
+    def start(
+        queue: str, *, judge_url: str | None = None, wait: bool = True, name: str | None = None,
+        **env: str,
+    ) -> Worker:
         n = len(started) + 1
         worker = Worker(
-            f"{queue}-w{n}",
+            f"{name or queue}-w{n}",
             queue,
             worker_env(
                 database_url=worker_database_url,

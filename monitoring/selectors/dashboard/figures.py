@@ -28,6 +28,7 @@ from monitoring.selectors.dashboard.reads import (
     _usage,
 )
 from monitoring.selectors.dashboard.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
+from treue_site.db_router import reads_from_replica
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
     return statistics.traffic_light(as_estimate, threshold)
 
 
+@reads_from_replica
 def use_case_weeks(
     *, use_case: UseCase, weeks: int = WEEKS, until: datetime | date | None = None,
     claims: bool = True, pooled_weeks: int = POOLED_WEEKS,

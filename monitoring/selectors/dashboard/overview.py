@@ -25,6 +25,7 @@ from monitoring.selectors.dashboard.reads import (
     _usage,
 )
 from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, Week, iso_weeks
+from treue_site.db_router import reads_from_replica
 
 _LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
 
@@ -127,6 +128,7 @@ class OverviewRow:
         return weekly
 
 
+@reads_from_replica
 def overview_rows(
     *, user: User | AnonymousUser, until: datetime | date | None = None,
     weeks: int = OVERVIEW_WEEKS,

@@ -21,6 +21,7 @@ from monitoring.selectors.dashboard.reads import (
     _usage,
 )
 from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, POOLED_WEEKS, WEEKS, iso_weeks
+from treue_site.db_router import reads_from_replica
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class UseCasePage:
     currency: str
 
 
+@reads_from_replica
 def use_case_page(
     *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS,
     pooled_weeks: int = POOLED_WEEKS,

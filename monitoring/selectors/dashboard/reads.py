@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import connections, router
 from django.db.models import Case, Count, FloatField, Q, QuerySet, Sum, Value, When
 
 from alarms.models import Alarm
@@ -100,6 +100,9 @@ def _counts(
     answers: ~19 ms against 50-70 ms). The weeks are contiguous, so each answer of the span
     counts in exactly the week `_week_of` would put it in.
     """
+    # Raw SQL goes past the database router: ask it where answers are read (the replica for a
+    # dashboard, where one is configured).
+    connection = connections[router.db_for_read(Answer)]
     qn = connection.ops.quote_name
     adapt = connection.ops.adapt_datetimefield_value
     table, use_case, created = (
