@@ -1,7 +1,8 @@
 """Monitoring's models, by what they are about: use cases and services (`use_cases.py`), answers
-and their chunks (`answers.py`), the judge tier's runs, claims and prices (`judging.py`), and the
-workers' heartbeats (`health.py`). Everything is importable from here, as before the split:
-migrations name `monitoring.models._validate_finite` and `monitoring.models.CompactTokensField`.
+and their chunks (`answers.py`), the judge tier's runs, claims and prices (`judging.py`), the
+workers' heartbeats (`health.py`) and the dashboards' weekly rollups (`rollups.py`). Everything
+is importable from here, as before the split: migrations name
+`monitoring.models._validate_finite` and `monitoring.models.CompactTokensField`.
 """
 
 from monitoring.models.answers import Answer, Chunk, CompactTokensField
@@ -13,6 +14,7 @@ from monitoring.models.judging import (
     JudgeRun,
     JudgeUsage,
 )
+from monitoring.models.rollups import RollupDay, RollupScore, RollupState
 from monitoring.models.use_cases import (
     JudgeMode,
     Service,
@@ -32,6 +34,9 @@ __all__ = [
     "JudgeProgress",
     "JudgeRun",
     "JudgeUsage",
+    "RollupDay",
+    "RollupScore",
+    "RollupState",
     "Service",
     "SettingChange",
     "UseCase",

@@ -33,6 +33,7 @@ from monitoring.judging.services.runs import (
 )
 from monitoring.models import Answer, Chunk, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import rollups
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +274,7 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
                 Chunk.objects.bulk_create(chunks)
                 if answer.sampled:
                     judge_runs_create(answers=[answer])
+            rollups.answers_added([answer])
     except DatabaseError as e:
         if not _row_refused(e):
             raise
@@ -466,6 +468,7 @@ def answer_ingest_batch(
                     chunk.answer_id = answer.pk
             _bulk_insert(Chunk, [c for _, _, cs in new for c in cs], with_ids=False)
             judge_runs_create(answers=[a for _, a, _ in new if a.sampled])
+            rollups.answers_added([a for _, a, _ in new])
         for i, answer, _ in new:
             results[i] = IngestResult(IngestOutcome.CREATED, answer)
     except DatabaseError as e:

@@ -302,9 +302,21 @@ def _release(
 
 
 def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bool:
+    # Imported here: monitoring.services imports this module (ingest creates runs).
+    from monitoring.services import rollups
+
     result = judgement.result
     failed = judgement.failed_reason or (result.reason if result.failed else None)
     with transaction.atomic():
+        # The answer first, as rescoring and retention lock it (answer before run): what it was
+        # judged before this run is what the rollups subtract.
+        answer = (
+            Answer.objects.select_for_update()
+            .filter(pk=run.answer_id)
+            .values("use_case_id", "created_at", "flagged", "in_random_sample", "status",
+                    "score", "abstention", "current_run_id")
+            .get()
+        )
         done = jobs.finish(
             JUDGE_RUN, run.pk, token,
             status=JudgeRun.Status.FAILED if failed else JudgeRun.Status.SUCCEEDED,
@@ -355,6 +367,20 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
                 current_run=run,
                 score=result.score,
                 abstention=result.abstention,
+            )
+            before = None
+            if answer["status"] == Answer.Status.JUDGED:
+                before = rollups.judged_state(
+                    answer["score"], answer["abstention"],
+                    rollups.run_labels(answer["current_run_id"]),
+                )
+            rollups.answer_judged(
+                use_case_id=answer["use_case_id"], created_at=answer["created_at"],
+                flagged=answer["flagged"], in_random_sample=answer["in_random_sample"],
+                before=before,
+                after=rollups.judged_state(
+                    result.score, result.abstention, (c.label.value for c in judgement.claims)
+                ),
             )
     return True
 

@@ -17,6 +17,7 @@ from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
 from monitoring.domain.statistics import Estimate, Precision, StratumSums
 from monitoring.judging.domain import judging
 from monitoring.models import JudgeMode, UseCase
+from monitoring.selectors.dashboard import rollup_reads
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged, judged_by_week
 from monitoring.selectors.dashboard.reads import (
     Usage,
@@ -254,6 +255,28 @@ def _figures(
     )
 
 
+def weekly_inputs(
+    use_case_ids: Sequence[int], span: Sequence[Week], *, claims_from: int | None
+) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[tuple[int, int], WeekJudged]]:
+    """The answers counted and the judged answers per (use case, week index): from the rollups
+    once they are whole, else from the raw rows (one use case for the claims, as the raw read
+    of claims is per use case)."""
+    if rollup_reads.rollups_ready():
+        return (
+            rollup_reads.counts_from_rollups(use_case_ids, span),
+            rollup_reads.judged_from_rollups(use_case_ids, span, claims_from=claims_from),
+        )
+    claims = None
+    if claims_from is not None:
+        (use_case_id,) = use_case_ids
+        claims = _claims(use_case_id, span[claims_from:])
+    rows = _judged_rows(use_case_ids, span, lean=claims_from is None)
+    return (
+        _counts(use_case_ids, span),
+        judged_by_week(rows, claims, claims_from=claims_from or 0),
+    )
+
+
 def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
     if expert is None or expert.value is None:
         return "grey"
@@ -273,14 +296,12 @@ def use_case_weeks(
     lead = pooled_weeks - 1
     span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [use_case.pk]
+    counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None)
     figures = _week_figures(
         use_case=use_case,
         weeks=span,
-        counts=_counts(ids, span),
-        judged=judged_by_week(
-            _judged_rows(ids, span, lean=not claims),
-            _claims(use_case.pk, span[lead:]) if claims else None, claims_from=lead,
-        ),
+        counts=counts,
+        judged=judged,
         usage=_usage(ids, span),
         claims_from=lead if claims else None,
         reviews=_reviews(ids, span),

@@ -15,12 +15,9 @@ from alarms.models import Alarm
 from monitoring.domain import statistics
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import SettingChange, UseCase
-from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
-from monitoring.selectors.dashboard.judged import judged_by_week
+from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures, weekly_inputs
 from monitoring.selectors.dashboard.reads import (
-    _counts,
     _drift_restarts,
-    _judged_rows,
     _reviews,
     _usage,
 )
@@ -143,8 +140,7 @@ def overview_rows(
         return []
     span = iso_weeks(weeks=max(2, weeks), until=until)
     ids = [u.pk for u in use_cases]
-    counts = _counts(ids, span)
-    judged = judged_by_week(_judged_rows(ids, span, lean=True))
+    counts, judged = weekly_inputs(ids, span, claims_from=None)
     usage = _usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
     reviews = _reviews(ids, span)

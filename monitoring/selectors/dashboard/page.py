@@ -8,6 +8,7 @@ from datetime import date, datetime
 
 from alarms.models import Alarm
 from monitoring.models import UseCase
+from monitoring.selectors.dashboard import rollup_reads
 from monitoring.selectors.dashboard.diagnosis import Diagnosis, use_case_diagnosis
 from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures
 from monitoring.selectors.dashboard.judged import judged_by_week
@@ -45,13 +46,24 @@ def use_case_page(
     """
     span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
     ids = [use_case.pk]
-    judged = _judged_rows(ids, span)
     # (The first shown weeks pool what the span holds: their pooled_weeks says how many.)
     usage = _usage(ids, span)
     recent = len(span) - CAUSES_WEEKS
+    if rollup_reads.rollups_ready():
+        # The weeks from the rollups; the diagnosis reads its weeks' judged answers row by row.
+        counts = rollup_reads.counts_from_rollups(ids, span)
+        judged_weeks = rollup_reads.judged_from_rollups(ids, span, claims_from=recent)
+        causes_span = span[recent:]
+        judged = _judged_rows(ids, causes_span)
+        causes_usage = {(uc, wk - recent): u for (uc, wk), u in usage.items() if wk >= recent}
+    else:
+        counts = _counts(ids, span)
+        judged = _judged_rows(ids, span)
+        judged_weeks = judged_by_week(judged, _claims(use_case.pk, span[recent:]),
+                                      claims_from=recent)
+        causes_span, causes_usage = span, usage
     figures = _week_figures(
-        use_case=use_case, weeks=span, counts=_counts(ids, span),
-        judged=judged_by_week(judged, _claims(use_case.pk, span[recent:]), claims_from=recent),
+        use_case=use_case, weeks=span, counts=counts, judged=judged_weeks,
         usage=usage, claims_from=recent,
         reviews=_reviews(ids, span), restart=_drift_restarts(ids, span).get(use_case.pk),
         pooled_weeks=pooled_weeks,
@@ -59,7 +71,7 @@ def use_case_page(
     return UseCasePage(
         weeks=figures[-weeks:],
         diagnosis=use_case_diagnosis(
-            use_case=use_case, judged=judged, usage=usage, weeks=span
+            use_case=use_case, judged=judged, usage=causes_usage, weeks=causes_span
         ),
         alarms=open_alarms(use_cases=[use_case]).get(use_case.pk, []),
         currency=cost_currency(judges={j for w in figures for j in w.judges}),

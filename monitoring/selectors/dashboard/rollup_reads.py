@@ -1,0 +1,91 @@
+"""The weekly figures' inputs from the rollups (monitoring/models/rollups.py), in the very
+shapes the raw reads give them (`reads._counts`, `judged.judged_by_week`), so that both paths
+share all the statistics and give the same figures (tests/monitoring/test_rollups.py compares
+them). Read only once `rollups_ready()`: a complete rebuild under the current definition."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import date
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from monitoring.models import RollupDay, RollupScore, RollupState
+from monitoring.models.rollups import definition
+from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged
+from monitoring.selectors.dashboard.weeks import Week
+
+
+def rollups_ready() -> bool:
+    """The rollups are whole for the current definition: the pages may read them."""
+    state = RollupState.objects.order_by("-pk").first()
+    return state is not None and state.ready_at is not None and (
+        state.definition == definition()
+    )
+
+
+def _mondays(weeks: Sequence[Week]) -> dict[date, int]:
+    return {timezone.localtime(w.start).date(): i for i, w in enumerate(weeks)}
+
+
+def counts_from_rollups(
+    use_case_ids: Sequence[int], weeks: Sequence[Week]
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """(all, flagged) answers per (use case, week index), as `reads._counts`."""
+    mondays = _mondays(weeks)
+    first = min(mondays)
+    last = timezone.localtime(weeks[-1].end).date()
+    totals: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    rows = (
+        RollupDay.objects.filter(use_case_id__in=use_case_ids, day__gte=first, day__lt=last)
+        .values_list("use_case_id", "day", "flagged")
+        .annotate(n=Sum("answers"))
+        .order_by()
+    )
+    for use_case_id, day, flagged, n in rows:
+        wk = mondays.get(date.fromordinal(day.toordinal() - day.weekday()))
+        if wk is None or not n:
+            continue
+        totals[use_case_id, wk][0] += n
+        if flagged:
+            totals[use_case_id, wk][1] += n
+    return {key: (total, flagged) for key, (total, flagged) in totals.items() if total}
+
+
+def judged_from_rollups(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], *, claims_from: int | None = None
+) -> dict[tuple[int, int], WeekJudged]:
+    """The judged answers per (use case, week index) as `judged.judged_by_week` builds them
+    from the rows; the claims for the weeks from `claims_from` on (None: none)."""
+    mondays = _mondays(weeks)
+    parts: dict[tuple[int, int, bool], tuple[Counter[float], list[int],
+                                             Counter[tuple[float, int]]]] = {}
+    rows = (
+        RollupScore.objects.filter(use_case_id__in=use_case_ids, week__in=list(mondays))
+        .values_list("use_case_id", "week", "flagged", "abstention", "score", "points2",
+                     "claims")
+        .annotate(n=Sum("answers"))
+        .order_by()
+    )
+    for use_case_id, week, flagged, abstention, score, points2, claims, n in rows:
+        if not n:
+            continue
+        key = (use_case_id, mondays[week], bool(flagged))
+        scores, abstentions, pairs = parts.setdefault(key, (Counter(), [0], Counter()))
+        scores[float(score)] += n
+        if abstention:
+            abstentions[0] += n
+        pairs[(points2 / 2, claims)] += n
+    out: dict[tuple[int, int], WeekJudged] = {}
+    for use_case_id, wk in {(uc, wk) for uc, wk, _ in parts}:
+        with_claims = claims_from is not None and wk >= claims_from
+        strata = []
+        for flagged in (True, False):
+            scores, abstentions, pairs = parts.get((use_case_id, wk, flagged),
+                                                   (Counter(), [0], Counter()))
+            strata.append(StratumJudged(scores, abstentions[0],
+                                        pairs if with_claims else None))
+        out[use_case_id, wk] = WeekJudged(strata[0], strata[1])
+    return out

@@ -1,0 +1,293 @@
+"""The weekly rollups (issue 22) stay equal to a recount of the raw rows through everything that
+changes what they count: ingest (single, batch, duplicates, replays, refusals), a judge run's
+success and failure, a rescore that changes score and claims; `rebuild_rollups` recomputes them
+and its --check finds a difference.
+
+Answers come in through the ingest API, runs are executed in-process against the local
+OpenAI-compatible server (as tests/monitoring/test_judging_service.py does).
+"""
+
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from monitoring import services
+from monitoring.judging import tasks
+from monitoring.judging.services import runs as judging
+from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
+from monitoring.models.rollups import day_of, week_of
+from monitoring.selectors.dashboard import rollup_reads
+from monitoring.services import rollups
+from tests.support.openai_server import ScriptedJudge
+
+C1 = "Der Behälter wird alle 5 Jahre geprüft."
+C2 = "Die Prüfung macht die Sicherheitsfachkraft."
+C3 = "Die Prüfung kostet 1.250 €."
+
+
+@pytest.fixture
+def use_case(db: None) -> UseCase:
+    return services.use_case_create(
+        slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch) -> None:
+    """Runs are executed by the test, not published."""
+    def nothing(args=None, kwargs=None, **options: Any) -> None:
+        return None
+
+    monkeypatch.setattr(tasks.score_answer, "apply_async", nothing)
+    monkeypatch.setattr(tasks.score_answers, "apply_async", nothing)
+
+
+@pytest.fixture
+def judge(openai_server, settings):
+    settings.TREUE_JUDGE_BASE_URL = openai_server.base_url
+    settings.TREUE_JUDGE_API_KEY = "test-key"
+    settings.TREUE_JUDGE_MODEL = "judge-x"
+    settings.TREUE_JUDGE_TIMEOUT_SECONDS = 5.0
+    openai_server.responder = ScriptedJudge(claims=[C1, C2, C3])
+    return openai_server
+
+
+def ingest(api, make_answer, **overrides: Any) -> Answer:
+    response = api.post("/api/v1/answers", make_answer(**overrides))
+    assert response.status_code in (200, 201), response.content
+    return Answer.objects.get(pk=response.json()["id"])
+
+
+def execute(run: JudgeRun) -> str:
+    return judging.judge_run_execute(run_id=run.pk)
+
+
+def day_total(**filters: Any) -> int:
+    return sum(RollupDay.objects.filter(**filters).values_list("answers", flat=True))
+
+
+def score_rows() -> dict[tuple, int]:
+    return {
+        (r.flagged, r.in_random_sample, r.abstention, r.score, r.points2, r.claims): r.answers
+        for r in RollupScore.objects.all() if r.answers
+    }
+
+
+def test_ingest_counts_each_stored_answer_once(api, make_answer, use_case):
+    ingest(api, make_answer, external_id="one")
+    ingest(api, make_answer, external_id="one")  # a replay: nothing new
+    earlier = (timezone.now() - timedelta(days=9)).isoformat()
+    response = api.post("/api/v1/answers/batch", {"answers": [
+        make_answer(external_id="b-1"),
+        make_answer(external_id="b-2", created_at=earlier),
+        make_answer(external_id="b-1"),  # the same id twice in one batch
+        make_answer(external_id="one"),  # already stored
+        {"external_id": "broken"},  # refused
+        make_answer(external_id="one", answer="anders"),  # conflicting content: refused
+    ]})
+    assert response.status_code == 200, response.content
+    assert Answer.objects.count() == 3
+    assert day_total() == 3
+    assert day_total(day=day_of(Answer.objects.get(external_id="b-2").created_at)) == 1
+    assert rollups.rollups_check() == []
+
+
+def test_judging_and_rescoring_move_the_answer_between_score_rows(
+    judge, api, make_answer, use_case
+):
+    judge.responder = ScriptedJudge(claims=[C1, C2], verdicts={C2: "UNGEDECKT"})
+    answer = ingest(api, make_answer, external_id="r")
+    (first,) = JudgeRun.objects.filter(answer=answer)
+    assert score_rows() == {}
+    assert execute(first) == "scored"
+    answer.refresh_from_db()
+    key = (answer.flagged, answer.in_random_sample, False)
+    # Two readable claims, one supported: points2 = 2.
+    assert score_rows() == {(*key, 0.5, 2, 2): 1}
+    assert rollups.rollups_check() == []
+
+    # A rescore that finds three claims, one partly supported.
+    judge.responder = ScriptedJudge(claims=[C1, C2, C3], verdicts={C3: "TEILWEISE"})
+    (second,) = judging.judge_runs_create(
+        answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-y"
+    )
+    assert execute(second) == "scored"
+    answer.refresh_from_db()
+    assert answer.score == pytest.approx(2.5 / 3)
+    assert score_rows() == {(*key, answer.score, 5, 3): 1}  # the old state subtracted
+    assert rollups.rollups_check() == []
+
+    # A failed rescore changes nothing.
+    judge.responder = ScriptedJudge(decomposition="kein JSON")
+    (third,) = judging.judge_runs_create(
+        answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-y"
+    )
+    execute(third)
+    assert JudgeRun.objects.get(pk=third.pk).status == JudgeRun.Status.FAILED
+    assert score_rows() == {(*key, answer.score, 5, 3): 1}
+    assert rollups.rollups_check() == []
+
+
+def test_a_failed_first_run_counts_nothing_judged(judge, api, make_answer, use_case):
+    judge.responder = ScriptedJudge(decomposition="kein JSON")
+    answer = ingest(api, make_answer, external_id="f")
+    execute(JudgeRun.objects.get(answer=answer))
+    assert Answer.objects.get(pk=answer.pk).status == Answer.Status.FAILED
+    assert score_rows() == {}
+    assert rollups.rollups_check() == []
+
+
+def test_rebuild_recomputes_and_check_finds_a_difference(judge, api, make_answer, use_case):
+    for i in range(3):
+        answer = ingest(api, make_answer, external_id=f"x-{i}")
+        execute(JudgeRun.objects.get(answer=answer))
+    assert rollups.rollups_check() == []
+    assert not rollup_reads.rollups_ready()
+    RollupDay.objects.update(answers=7)
+    RollupScore.objects.all().delete()
+    differences = rollups.rollups_check()
+    assert len(differences) == 2 and "counted 3, stored 7" in differences[0]
+    out = StringIO()
+    with pytest.raises(CommandError, match="differ from a recount"):
+        call_command("rebuild_rollups", "--check", stdout=out)
+
+    call_command("rebuild_rollups", stdout=out)
+    assert "the pages read the rollups from now on" in out.getvalue()
+    assert rollups.rollups_check() == [] and rollup_reads.rollups_ready()
+    assert day_total() == 3 and sum(score_rows().values()) == 3
+    before = sorted(RollupDay.objects.values_list("use_case_id", "day", "flagged", "answers"))
+    call_command("rebuild_rollups", stdout=out)  # idempotent
+    after = sorted(RollupDay.objects.values_list("use_case_id", "day", "flagged", "answers"))
+    assert before == after
+    call_command("rebuild_rollups", "--check", stdout=out)
+    assert "the rollups agree with a recount" in out.getvalue()
+
+
+def test_rebuild_of_some_weeks_or_one_use_case(api, make_answer, use_case, other_use_case):
+    old = (timezone.now() - timedelta(weeks=3)).isoformat()
+    ingest(api, make_answer, external_id="old", created_at=old)
+    ingest(api, make_answer, external_id="new")
+    RollupDay.objects.update(answers=5)
+    call_command("rebuild_rollups", "--weeks", "1", "--use-case", "kundenservice",
+                 stdout=StringIO())
+    # This week's row is right again; the old week's is left alone.
+    this_week = week_of(timezone.now())
+    assert day_total(day__gte=this_week) == 1
+    assert day_total(day__lt=this_week) == 5
+    assert len(rollups.rollups_check()) == 1
+    assert not RollupState.objects.exists()  # a partial rebuild makes nothing whole
+    assert rollups.rollups_check(weeks=1) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--use-case", "gibt-es-nicht"], "no use case 'gibt-es-nicht'"),
+    (["--weeks", "0"], "--weeks must be at least 1"),
+])
+def test_rebuild_refuses_what_it_cannot_do(args, message, use_case):
+    with pytest.raises(CommandError, match=message):
+        call_command("rebuild_rollups", *args, stdout=StringIO())
+
+
+def test_the_nightly_check_repairs_and_says_so(api, make_answer, use_case, caplog):
+    ingest(api, make_answer, external_id="n")
+    assert rollups.rollups_repair() == 0
+    RollupDay.objects.all().delete()
+    assert rollups.rollups_repair() == 1
+    assert "rollups of kundenservice differ from a recount" in caplog.text
+    assert rollups.rollups_check() == []
+
+
+# --- two paths, the same figures -------------------------------------------------------------
+
+
+def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[str, Any]:
+    """Everything the pages, the API and /metrics show of the use case's weeks."""
+    from monitoring.selectors.dashboard import overview_rows, use_case_page, use_case_weeks
+
+    lead = lead_client.user
+    page = use_case_page(use_case=use_case, weeks=26)
+    out: dict[str, Any] = {
+        "weeks": use_case_weeks(use_case=use_case, weeks=12),
+        "weeks_lean": use_case_weeks(use_case=use_case, weeks=4, claims=False),
+        "weeks_pooled_13": use_case_weeks(use_case=use_case, weeks=6, pooled_weeks=13),
+        "overview": [row.weeks for row in overview_rows(user=lead)],
+        "page_weeks": page.weeks,
+        "page_causes": page.diagnosis.causes,
+        "page_worth": page.diagnosis.worth,
+        "page_tuner": page.diagnosis.tuner,
+    }
+    response = lead_client.client.get(f"/api/v1/use-cases/{use_case.slug}/estimates",
+                                      HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200, response.content
+    out["api"] = response.json()
+    metrics = lead_client.metrics()
+    out["metrics"] = [line for line in metrics.splitlines() if line.startswith("treue_week_")]
+    assert any(line.startswith("treue_week_faithfulness{") for line in out["metrics"])
+    return out
+
+
+@pytest.mark.django_db
+def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_builder, settings):
+    from django.test import Client
+
+    from tests.support.judged import Judge, external_id, ingest as ingest_answer, judged
+
+    judge = world_builder.judge(Judge())
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5,
+                                      action_threshold=0.8)
+    service, key = world_builder.service("pruef-bot", use_case)
+    lead = world_builder.user("leitung", lead_of=[use_case], is_staff=True)
+    now = timezone.localtime()
+    verdicts = [
+        [("A ist belegt.", "GEDECKT"), ("B ist erfunden.", "UNGEDECKT")],
+        [("C ist halb belegt.", "TEILWEISE")],
+        [("D ist belegt.", "GEDECKT"), ("E ist belegt.", "GEDECKT"),
+         ("F ist belegt.", "GEDECKT")],
+        [("G ist erfunden.", "UNGEDECKT")],
+    ]
+    n = 0
+    for back in range(9):  # nine weeks, the current one last
+        when = now - timedelta(weeks=back, hours=back)
+        for k in range(3 + back % 3):
+            n += 1
+            flagged = (n % 4 == 0)
+            ext = external_id(service, use_case, f"w{back}-{k}", in_random=(n % 3 != 0))
+            if flagged or n % 3 != 0:
+                judged(judge, service, use_case, ext, verdicts[n % len(verdicts)],
+                       flagged=flagged, created_at=when)
+            else:
+                ingest_answer(service, use_case, ext, f"Antwort {ext}.", created_at=when)
+
+    client = Client()
+    client.force_login(lead)
+
+    class Lead:
+        user = lead
+
+        def __init__(self) -> None:
+            self.client = client
+
+        def metrics(self) -> str:
+            response = client.get("/metrics")
+            assert response.status_code == 200, response.content
+            return response.content.decode()
+
+    raw = _figures_everywhere(use_case, Lead(), key)
+    assert any(w.judged for w in raw["weeks"]) and any(w.claims for w in raw["weeks"])
+    assert rollups.rollups_check() == []
+    call_command("rebuild_rollups", stdout=StringIO())
+    assert rollup_reads.rollups_ready()
+    from_rollups = _figures_everywhere(use_case, Lead(), key)
+    for name, value in raw.items():
+        assert from_rollups[name] == value, name
+
+    # The action threshold changes: both paths apply it at read time, no rebuild needed.
+    use_case.action_threshold = 0.95
+    use_case.save()
+    changed = _figures_everywhere(use_case, Lead(), key)
+    RollupState.objects.all().delete()  # the pages read the raw rows again
+    assert _figures_everywhere(use_case, Lead(), key) == changed
