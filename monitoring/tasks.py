@@ -21,6 +21,16 @@ def check_action_alarms() -> int:
     return action.action_alarms_check_all()
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             soft_time_limit=3600, time_limit=3660)
+def check_rollups() -> int:
+    """Nightly: compare the dashboards' rollups with a recount; rebuild a use case that
+    differs (logged as an error). Returns how many were rebuilt."""
+    from monitoring.services import rollups
+
+    return rollups.rollups_repair()
+
+
 # The first run after a retention period is set may have a million answers to go through, about
 # a second per batch of 1,000: longer than the default limit. Each batch commits on its own, so
 # a run cut short loses at most one batch's work, and the next day's run goes on from there.

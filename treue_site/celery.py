@@ -107,6 +107,11 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.check_action_alarms",
         "schedule": 3600.0,
     },
+    # The dashboards' rollups against a recount, repaired where they differ, at night.
+    "check-rollups": {
+        "task": "monitoring.tasks.check_rollups",
+        "schedule": crontab(minute=0, hour=4),
+    },
     # Retention: anonymise answers past their use case's retention_days, at night.
     "apply-retention": {
         "task": "monitoring.tasks.apply_retention",

@@ -113,3 +113,11 @@ def points2_of(label: str) -> int | None:
 
 
 POINTS2 = {"GEDECKT": 2, "TEILWEISE": 1, "UNGEDECKT": 0}
+
+
+def rollups_ready() -> bool:
+    """The rollups are whole for the current definition: the pages may read them."""
+    state = RollupState.objects.order_by("-pk").first()
+    return state is not None and state.ready_at is not None and (
+        state.definition == definition()
+    )

@@ -192,11 +192,18 @@ def test_rebuild_refuses_what_it_cannot_do(args, message, use_case):
         call_command("rebuild_rollups", *args, stdout=StringIO())
 
 
-def test_the_nightly_check_repairs_and_says_so(api, make_answer, use_case, caplog):
+def test_the_nightly_check_rebuilds_once_then_repairs_and_says_so(
+    api, make_answer, use_case, caplog
+):
+    from monitoring.tasks import check_rollups
+
     ingest(api, make_answer, external_id="n")
-    assert rollups.rollups_repair() == 0
+    assert not rollup_reads.rollups_ready()
+    assert check_rollups() == 1  # never made whole: rebuilt in full
+    assert rollup_reads.rollups_ready()
+    assert check_rollups() == 0
     RollupDay.objects.all().delete()
-    assert rollups.rollups_repair() == 1
+    assert check_rollups() == 1
     assert "rollups of kundenservice differ from a recount" in caplog.text
     assert rollups.rollups_check() == []
 
@@ -234,7 +241,8 @@ def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[s
 def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_builder, settings):
     from django.test import Client
 
-    from tests.support.judged import Judge, external_id, ingest as ingest_answer, judged
+    from tests.support.judged import Judge, external_id, judged
+    from tests.support.judged import ingest as ingest_answer
 
     judge = world_builder.judge(Judge())
     use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5,

@@ -12,18 +12,10 @@ from datetime import date
 from django.db.models import Sum
 from django.utils import timezone
 
-from monitoring.models import RollupDay, RollupScore, RollupState
-from monitoring.models.rollups import definition
+from monitoring.models import RollupDay, RollupScore
+from monitoring.models.rollups import rollups_ready as rollups_ready  # the readers ask here
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged
 from monitoring.selectors.dashboard.weeks import Week
-
-
-def rollups_ready() -> bool:
-    """The rollups are whole for the current definition: the pages may read them."""
-    state = RollupState.objects.order_by("-pk").first()
-    return state is not None and state.ready_at is not None and (
-        state.definition == definition()
-    )
 
 
 def _mondays(weeks: Sequence[Week]) -> dict[date, int]:
