@@ -31,7 +31,8 @@ from monitoring.judging.services.runs import (
     judge_runs_create,
     judge_runs_enqueue_on_commit,
 )
-from monitoring.models import Answer, Chunk, JudgeMode, JudgeRun, Service, UseCase
+from monitoring.models import Answer, Chunk, JudgeMode, JudgeRun, RollupDay, Service, UseCase
+from monitoring.models.rollups import day_of
 from monitoring.schemas import AnswerIn
 from monitoring.services import rollups
 
@@ -268,13 +269,13 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
     try:
         with transaction.atomic():
             if connection.vendor == "postgresql":
-                _insert_with_chunks(answer, chunks)
+                _insert_with_chunks(answer, chunks)  # counts it in the rollups too
             else:
                 answer.save(force_insert=True)
                 Chunk.objects.bulk_create(chunks)
                 if answer.sampled:
                     judge_runs_create(answers=[answer])
-            rollups.answers_added([answer])
+                rollups.answers_added([answer])
     except DatabaseError as e:
         if not _row_refused(e):
             raise
@@ -288,7 +289,8 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
 
 
 def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
-    """Insert one new answer with its chunks and, when it is sampled, its pending judge run, in
+    """Insert one new answer with its chunks and, when it is sampled, its pending judge run, and
+    count it in the rollups (`rollups.answers_added`: the shared lock, then +1 on its day), in
     one PostgreSQL statement: one round trip, and no ORM query building, which cost more CPU
     than the statement itself. The columns are the models' own; a unique violation surfaces as
     IntegrityError as with save(). The run is enqueued once the transaction commits."""
@@ -306,6 +308,8 @@ def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
         for f in run_fields
     ]
     params.append(run is not None)
+    params += [rollups.ROLLUP_LOCK, answer.use_case_id,
+               answer.use_case_id, day_of(answer.created_at), bool(answer.flagged)]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         answer.pk, run_id = cursor.fetchone()
@@ -341,6 +345,12 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     arrays = ", ".join(
         f"%s::{re.sub(r'[(].*[)]', '', _db_type(f))}[]" for f in chunk_fields
     )
+    day_table = q(RollupDay._meta.db_table)
+    day_columns = ", ".join(
+        q(RollupDay._meta.get_field(name).column)  # type: ignore[union-attr, arg-type]
+        for name in ("use_case", "day", "flagged")
+    )
+    answers = q("answers")
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
         f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"
@@ -351,6 +361,13 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f" ({q(run_link.column)}, {columns(run_fields)})"
         f" SELECT a.{q('id')}, {placeholders(run_fields)} FROM a WHERE %s"
         f" RETURNING {q('id')})"
+        # The rollups: a SELECT in a WITH runs only where it is read, so the day's row reads
+        # the lock (and the answer: nothing is counted for an answer not inserted).
+        f", lk AS (SELECT 1 AS ok FROM (SELECT pg_advisory_xact_lock_shared(%s, %s)) s)"
+        f", d AS (INSERT INTO {day_table} ({day_columns}, {answers})"
+        f" SELECT %s, %s::date, %s, 1 FROM lk, a"
+        f" ON CONFLICT ({day_columns}) DO UPDATE SET"
+        f" {answers} = {day_table}.{answers} + excluded.{answers})"
         f" SELECT a.{q('id')}, (SELECT r.{q('id')} FROM r) FROM a"
     )
     return answer_fields, chunk_fields, run_fields, sql
