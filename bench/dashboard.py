@@ -36,6 +36,10 @@ in (index-only scans need the visibility map).
     .venv/bin/python bench/dashboard.py                    # 1,000,000 answers
     .venv/bin/python bench/dashboard.py --answers 50000    # a quick run
     .venv/bin/python bench/dashboard.py --keep             # keep the database, reuse it next time
+    .venv/bin/python bench/dashboard.py --source rollups   # only from the rollups
+
+The pages are timed twice by default: reading the raw rows, then (after ``rebuild_rollups``,
+whose time is printed per 100,000 answers) reading the weekly rollups, side by side.
 
 Needs PostgreSQL: the server of ``DATABASE_URL`` (any database name in it is ignored) or
 ``postgres://postgres@127.0.0.1:5432/``. Without ``--keep`` the bench database is dropped at
@@ -691,6 +695,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(by default only for pages over the target)")
     parser.add_argument("--no-explain", action="store_true", help="never show query plans")
     parser.add_argument("--explain-top", type=int, default=2)
+    parser.add_argument("--source", choices=("raw", "rollups", "both"), default="both",
+                        help="time the pages reading the raw rows, the rollups (after "
+                             "rebuild_rollups, as COPY goes around the services) or both, side "
+                             "by side (default)")
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     if args.answers < 1000:
@@ -732,14 +740,31 @@ def run(args: argparse.Namespace) -> int:
                 say(f"filling {args.db} with {args.answers:,} answers")
                 fill_result = fill(url, args.answers, args.seed, say)
             counts = row_counts(url)
-            say("timing (server side, in-process; "
-                f"{args.warmup} warm-up + {args.repeat} timed requests each)")
-            timings = run_pages(args, say)
+            from monitoring.models import RollupState
+            from monitoring.services import rollups
+
+            timings_raw: list[Timing] = []
+            if args.source in ("raw", "both"):
+                RollupState.objects.all().delete()  # the pages read the raw rows
+                say("timing from the raw rows (server side, in-process; "
+                    f"{args.warmup} warm-up + {args.repeat} timed requests each)")
+                timings_raw = run_pages(args, say)
+            rebuild_seconds = None
+            timings = timings_raw
+            if args.source in ("rollups", "both"):
+                started = time.perf_counter()
+                rebuilt = rollups.rollups_rebuild()  # COPY went around the services
+                rebuild_seconds = time.perf_counter() - started
+                say(f"rebuild_rollups: {rebuild_seconds:.1f} s "
+                    f"({rebuild_seconds / counts[0][1] * 100_000:.2f} s per 100,000 answers; "
+                    f"{rebuilt.day_rows:,} day rows, {rebuilt.score_rows:,} score rows)")
+                say("timing from the rollups")
+                timings = run_pages(args, say)
             connections.close_all()
     finally:
         if not args.keep:
             drop_database(server, args.db)
-    report(args, counts, fill_result, timings, migrate_seconds)
+    report(args, counts, fill_result, timings, migrate_seconds, timings_raw, rebuild_seconds)
     if any(t.statuses != {200} for t in timings):
         return 1
     missed = [t for t in timings[:4] if t.p(50) > TARGET_P50_MS]
@@ -748,7 +773,8 @@ def run(args: argparse.Namespace) -> int:
 
 def report(
     args: argparse.Namespace, counts: list[tuple[str, int]], fill_result: Fill | None,
-    timings: list[Timing], migrate_seconds: float,
+    timings: list[Timing], migrate_seconds: float, timings_raw: list[Timing],
+    rebuild_seconds: float | None,
 ) -> None:
     print()
     print("rows")
@@ -774,6 +800,17 @@ def report(
             verdict = f"ERROR {sorted(t.statuses)}"
         print(f"{t.name:<26} {t.p(50):8.0f} {t.p(95):8.0f} {min(t.wall_ms):7.0f} "
               f"{max(t.wall_ms):7.0f} {statistics.median(t.cpu_ms):12.0f}  {verdict}")
+    if timings_raw and timings is not timings_raw:
+        print()
+        print(f"{'page':<26} {'raw p50':>8} {'raw p95':>8} {'rollup p50':>11} "
+              f"{'rollup p95':>11} {'ratio p50':>10}")
+        for raw, rolled in zip(timings_raw, timings, strict=True):
+            print(f"{raw.name:<26} {raw.p(50):8.0f} {raw.p(95):8.0f} {rolled.p(50):11.0f} "
+                  f"{rolled.p(95):11.0f} {rolled.p(50) / raw.p(50):10.2f}")
+    if rebuild_seconds is not None:
+        answers = counts[0][1]
+        print(f"rebuild_rollups: {rebuild_seconds:.1f} s, "
+              f"{rebuild_seconds / answers * 100_000:.2f} s per 100,000 answers")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
