@@ -757,7 +757,8 @@ def run(args: argparse.Namespace) -> int:
                 rebuild_seconds = time.perf_counter() - started
                 say(f"rebuild_rollups: {rebuild_seconds:.1f} s "
                     f"({rebuild_seconds / counts[0][1] * 100_000:.2f} s per 100,000 answers; "
-                    f"{rebuilt.day_rows:,} day rows, {rebuilt.score_rows:,} score rows)")
+                    + ", ".join(f"{n:,} {name} rows" for name, n in rebuilt.rows.items())
+                    + ")")
                 say("timing from the rollups")
                 timings = run_pages(args, say)
             connections.close_all()

@@ -14,7 +14,7 @@ from monitoring.models.judging import (
     JudgeRun,
     JudgeUsage,
 )
-from monitoring.models.rollups import RollupDay, RollupScore, RollupState
+from monitoring.models.rollups import RollupDay, RollupScore, RollupState, RollupUsage
 from monitoring.models.use_cases import (
     JudgeMode,
     Service,
@@ -37,6 +37,7 @@ __all__ = [
     "RollupDay",
     "RollupScore",
     "RollupState",
+    "RollupUsage",
     "Service",
     "SettingChange",
     "UseCase",

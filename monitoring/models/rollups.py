@@ -67,6 +67,48 @@ class RollupScore(models.Model):
         return f"{self.use_case_id} {self.week} {self.score}: {self.answers}"
 
 
+class RollupUsage(models.Model):
+    """Judge runs that ended (succeeded or failed) per use case, week of their ANSWER (as the
+    weekly figures count a week's cost, rescores included), judge model and prompt version.
+    Runs still open are read raw and added."""
+
+    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
+                                 related_name="+")
+    week = models.DateField()
+    judge_model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=50)
+    runs = models.BigIntegerField(default=0)
+    succeeded_runs = models.BigIntegerField(default=0)
+    failed_runs = models.BigIntegerField(default=0)
+    calls = models.BigIntegerField(default=0)
+    succeeded_calls = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    # Cost in millionths (JudgeRun.cost has six decimals): exact, also where SQLite sums.
+    cost_micros = models.BigIntegerField(default=0)
+    priced_runs = models.BigIntegerField(default=0)  # runs with a cost
+    unpriced_runs = models.BigIntegerField(default=0)  # runs with calls and no cost
+
+    class Meta:
+        verbose_name = _("Wochensumme der Prüfläufe")
+        verbose_name_plural = _("Wochensummen der Prüfläufe")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["use_case", "week", "judge_model", "prompt_version"],
+                name="rollupusage_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.week} {self.judge_model}: {self.runs}"
+
+
+USAGE_SUMS = ("runs", "succeeded_runs", "failed_runs", "calls", "succeeded_calls",
+              "prompt_tokens", "completion_tokens", "cached_tokens", "cost_micros",
+              "priced_runs", "unpriced_runs")
+
+
 class RollupState(models.Model):
     """One row: the definition the rollups were built with, and since when they are whole."""
 
@@ -84,8 +126,8 @@ class RollupState(models.Model):
 # --- keys, one definition for the writers, the rebuild and the readers ----------------------
 
 # Bumped when what a rollup row means changes: rollups built under another definition are not
-# read until rebuilt.
-DEFINITION = "1"
+# read until rebuilt. 2: judge usage per week.
+DEFINITION = "2"
 
 
 def definition() -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -29,8 +29,24 @@ from django.db.models import Case, Count, IntegerField, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from monitoring.models import Answer, Claim, RollupDay, RollupScore, RollupState, UseCase
-from monitoring.models.rollups import POINTS2, day_of, definition, rollups_ready, week_of
+from monitoring.models import (
+    Answer,
+    Claim,
+    JudgeRun,
+    RollupDay,
+    RollupScore,
+    RollupState,
+    RollupUsage,
+    UseCase,
+)
+from monitoring.models.rollups import (
+    POINTS2,
+    USAGE_SUMS,
+    day_of,
+    definition,
+    rollups_ready,
+    week_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +118,39 @@ _SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "abstention", "
               "points2", "claims")
 
 
+_USAGE_KEY = ("use_case", "week", "judge_model", "prompt_version")
+
+
+def run_ended(run_id: int) -> None:
+    """Count a judge run that just ended (succeeded or failed), in the transaction that ended
+    it: a run that ended never changes again (a retry is a new run)."""
+    run = (
+        JudgeRun.objects.filter(pk=run_id)
+        .values("answer__use_case_id", "answer__created_at", *_RUN_FIELDS)
+        .get()
+    )
+    uc = run["answer__use_case_id"]
+    _lock_shared({uc})
+    key = (uc, week_of(run["answer__created_at"]), run["judge_model"], run["prompt_version"])
+    _add(RollupUsage, _USAGE_KEY, {key: _usage_of(run)}, USAGE_SUMS)
+
+
+_RUN_FIELDS = ("judge_model", "prompt_version", "status", "calls", "prompt_tokens",
+               "completion_tokens", "cached_tokens", "cost")
+
+
+def _usage_of(run: Mapping[str, Any]) -> tuple[int, ...]:
+    """A run's part of each of USAGE_SUMS."""
+    ok = run["status"] == JudgeRun.Status.SUCCEEDED
+    cost = run["cost"]
+    return (
+        1, int(ok), int(run["status"] == JudgeRun.Status.FAILED), run["calls"],
+        run["calls"] if ok else 0, run["prompt_tokens"], run["completion_tokens"],
+        run["cached_tokens"], 0 if cost is None else int(cost.scaleb(6).to_integral_value()),
+        int(cost is not None), int(cost is None and run["calls"] > 0),
+    )
+
+
 def _lock_shared(use_case_ids: set[int]) -> None:
     if connection.vendor != "postgresql":
         return  # SQLite serialises writers
@@ -111,24 +160,30 @@ def _lock_shared(use_case_ids: set[int]) -> None:
 
 
 def _add(
-    model: type[models.Model], key: Sequence[str], counts: Counter[tuple[Any, ...]]
+    model: type[models.Model], key: Sequence[str], counts: Mapping[tuple[Any, ...], Any],
+    sums: Sequence[str] = ("answers",),
 ) -> None:
-    """answers += n for each key (a row made where there is none), in one statement."""
-    table = connection.ops.quote_name(model._meta.db_table)
-    columns = [connection.ops.quote_name(_column(model, f)) for f in key]
-    answers = connection.ops.quote_name("answers")
-    rows = sorted(counts.items(), key=lambda kv: tuple(map(_sortable, kv[0])))
-    per_row = len(columns) + 1
+    """Add to the `sums` columns of each key's row (made where there is none), in one
+    statement; `counts` maps a key to its number (one sum) or tuple of numbers."""
+    q = connection.ops.quote_name
+    table = q(model._meta.db_table)
+    columns = [q(_column(model, f)) for f in key]
+    added = [q(f) for f in sums]
+    rows = sorted(
+        ((k, v if isinstance(v, tuple) else (v,)) for k, v in counts.items()),
+        key=lambda kv: tuple(map(_sortable, kv[0])),
+    )
+    per_row = len(columns) + len(added)
     limit = max(1, 999 // per_row) if connection.vendor == "sqlite" else 1000
+    update = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in added)
     with connection.cursor() as cursor:
         for first in range(0, len(rows), limit):
             chunk = rows[first:first + limit]
             values = ", ".join(["(" + ", ".join(["%s"] * per_row) + ")"] * len(chunk))
             cursor.execute(
-                f"INSERT INTO {table} ({', '.join(columns)}, {answers}) VALUES {values} "
-                f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET "
-                f"{answers} = {table}.{answers} + excluded.{answers}",
-                [p for k, n in chunk for p in (*k, n)],
+                f"INSERT INTO {table} ({', '.join(columns + added)}) VALUES {values} "
+                f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET {update}",
+                [p for k, n in chunk for p in (*k, *n)],
             )
 
 
@@ -145,9 +200,18 @@ def _sortable(value: Any) -> Any:
 # --- rebuild and check ----------------------------------------------------------------------
 
 
-def _expected(
-    use_case_ids: Sequence[int], since: date | None = None
-) -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
+_DAY_KEY = ("use_case", "day", "flagged")
+# Each rollup: its model, key fields, summed fields, and the field its rows are dated by.
+_TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], str]] = {
+    "day": (RollupDay, _DAY_KEY, ("answers",), "day"),
+    "score": (RollupScore, _SCORE_KEY, ("answers",), "week"),
+    "usage": (RollupUsage, _USAGE_KEY, USAGE_SUMS, "week"),
+}
+
+Rows = dict[str, dict[tuple[Any, ...], tuple[int, ...]]]
+
+
+def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
     """What the rollups of these use cases should hold (from the Monday `since` on), counted
     from the raw rows."""
     zone = ZoneInfo(settings.TIME_ZONE)
@@ -186,30 +250,47 @@ def _expected(
         assert score is not None  # filtered above
         scores[(uc, week_of(created_at), bool(flagged), bool(in_random), bool(abstention),
                 float(score), int(p2), int(m))] += 1
-    return days, scores
+    usage: dict[tuple[Any, ...], tuple[int, ...]] = {}
+    for run in (
+        JudgeRun.objects.filter(
+            answer__in=answers, status__in=[JudgeRun.Status.SUCCEEDED, JudgeRun.Status.FAILED]
+        )
+        .values("answer__use_case_id", "answer__created_at", *_RUN_FIELDS)
+        .order_by()
+        .iterator(chunk_size=5000)
+    ):
+        key = (run["answer__use_case_id"], week_of(run["answer__created_at"]),
+               run["judge_model"], run["prompt_version"])
+        usage[key] = _plus(usage.get(key), _usage_of(run))
+    return {
+        "day": {k: (n,) for k, n in days.items()},
+        "score": {k: (n,) for k, n in scores.items()},
+        "usage": usage,
+    }
 
 
-def _stored(
-    use_case_ids: Sequence[int], since: date | None = None
-) -> tuple[Counter[tuple[Any, ...]], Counter[tuple[Any, ...]]]:
-    day_rows, score_rows = _rows(use_case_ids, since)
-    days: Counter[tuple[Any, ...]] = Counter()
-    for uc, day, flagged, n in day_rows.values_list("use_case_id", "day", "flagged", "answers"):
-        if n:
-            days[(uc, day, flagged)] += n
-    scores: Counter[tuple[Any, ...]] = Counter()
-    for row in score_rows.values_list("use_case_id", *_SCORE_KEY[1:], "answers"):
-        if row[-1]:
-            scores[row[:-1]] += row[-1]
-    return days, scores
+def _plus(a: tuple[int, ...] | None, b: tuple[int, ...]) -> tuple[int, ...]:
+    return b if a is None else tuple(x + y for x, y in zip(a, b, strict=True))
 
 
-def _rows(use_case_ids: Sequence[int], since: date | None) -> tuple[Any, Any]:
-    days = RollupDay.objects.filter(use_case_id__in=use_case_ids)
-    scores = RollupScore.objects.filter(use_case_id__in=use_case_ids)
-    if since is not None:
-        days, scores = days.filter(day__gte=since), scores.filter(week__gte=since)
-    return days, scores
+def _stored(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
+    out: Rows = {}
+    for name, (model, key, sums, dated_by) in _TABLES.items():
+        rows: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        fields = ["use_case_id", *key[1:]]
+        for row in _rows(model, dated_by, use_case_ids, since).values_list(*fields, *sums):
+            values = tuple(row[len(fields):])
+            if any(values):
+                rows[tuple(row[:len(fields)])] = _plus(rows.get(row[:len(fields)]), values)
+        out[name] = rows
+    return out
+
+
+def _rows(
+    model: type[models.Model], dated_by: str, use_case_ids: Sequence[int], since: date | None
+) -> Any:
+    rows = model._default_manager.filter(use_case_id__in=use_case_ids)
+    return rows if since is None else rows.filter(**{f"{dated_by}__gte": since})
 
 
 def _local_midnight(day: date) -> datetime:
@@ -234,8 +315,7 @@ def _use_case_ids(use_cases: Iterable[UseCase] | None) -> list[int]:
 @dataclass(frozen=True, slots=True)
 class Rebuilt:
     use_cases: int
-    day_rows: int
-    score_rows: int
+    rows: dict[str, int]  # rows written per rollup
     whole: bool  # every week of every use case: the pages read the rollups from now on
 
 
@@ -248,23 +328,21 @@ def rollups_rebuild(
     whole = use_cases is None and weeks is None
     since = since_weeks(weeks)
     ids = _use_case_ids(use_cases)
-    day_rows = score_rows = 0
+    written = dict.fromkeys(_TABLES, 0)
     for pk in ids:
         with transaction.atomic():
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK, pk])
-            days, scores = _expected([pk], since)
-            for rows in _rows([pk], since):
-                rows.delete()
-            _add(RollupDay, ("use_case", "day", "flagged"), days)
-            _add(RollupScore, _SCORE_KEY, scores)
-            day_rows += len(days)
-            score_rows += len(scores)
+            expected = _expected([pk], since)
+            for name, (model, key, sums, dated_by) in _TABLES.items():
+                _rows(model, dated_by, [pk], since).delete()
+                _add(model, key, expected[name], sums)
+                written[name] += len(expected[name])
     if whole:
         RollupState.objects.all().delete()
         RollupState.objects.create(definition=definition(), ready_at=timezone.now())
-    return Rebuilt(len(ids), day_rows, score_rows, whole)
+    return Rebuilt(len(ids), written, whole)
 
 
 def rollups_check(
@@ -275,11 +353,13 @@ def rollups_check(
     since = since_weeks(weeks)
     expected, stored = _expected(ids, since), _stored(ids, since)
     out = []
-    for name, want, have in (("day", expected[0], stored[0]), ("score", expected[1], stored[1])):
+    for name in _TABLES:
+        want, have = expected[name], stored[name]
         for key in sorted(set(want) | set(have), key=lambda k: tuple(map(_sortable, k))):
-            if want.get(key, 0) != have.get(key, 0):
-                out.append(f"{name} {key}: counted {want.get(key, 0)}, stored "
-                           f"{have.get(key, 0)}")
+            a, b = want.get(key), have.get(key)
+            if a != b:
+                shown = [None if x is None else (x[0] if len(x) == 1 else x) for x in (a, b)]
+                out.append(f"{name} {key}: counted {shown[0] or 0}, stored {shown[1] or 0}")
     return out
 
 

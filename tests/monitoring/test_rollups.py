@@ -232,8 +232,12 @@ def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[s
     assert response.status_code == 200, response.content
     out["api"] = response.json()
     metrics = lead_client.metrics()
-    out["metrics"] = [line for line in metrics.splitlines() if line.startswith("treue_week_")]
-    assert any(line.startswith("treue_week_faithfulness{") for line in out["metrics"])
+    out["metrics"] = [
+        line for line in metrics.splitlines()
+        if line.startswith(("treue_week_", "treue_judge_runs", "treue_judge_calls"))
+    ]
+    assert any(line.startswith("treue_judge_calls") for line in out["metrics"]), metrics[-3000:]
+    assert any(line.startswith("treue_week_answers{") for line in out["metrics"])
     return out
 
 
@@ -244,7 +248,14 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
     from tests.support.judged import Judge, external_id, judged
     from tests.support.judged import ingest as ingest_answer
 
+    from decimal import Decimal
+
+    from monitoring.models import JudgePrice
+    from tests.support.judged import JUDGE
+
     judge = world_builder.judge(Judge())
+    JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
+                              completion_per_1k=Decimal("2"), currency="EUR")
     use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5,
                                       action_threshold=0.8)
     service, key = world_builder.service("pruef-bot", use_case)
@@ -270,6 +281,15 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
             else:
                 ingest_answer(service, use_case, ext, f"Antwort {ext}.", created_at=when)
 
+    # Flagged answers still waiting for the judge: open runs, read raw on both paths.
+    for k in range(2):
+        ingest_answer(service, use_case, f"offen-{k}", "Der Behälter wird alle 5 Jahre geprüft.",
+                      flagged=True)
+    # A run that failed for good.
+    failed = ingest_answer(service, use_case, "aufgegeben", "Der Behälter wird alle 5 Jahre "
+                           "geprüft, sagt man.", flagged=True)
+    judging.judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
+
     client = Client()
     client.force_login(lead)
 
@@ -286,6 +306,8 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
 
     raw = _figures_everywhere(use_case, Lead(), key)
     assert any(w.judged for w in raw["weeks"]) and any(w.claims for w in raw["weeks"])
+    assert raw["weeks"][-1].cost > 0 and raw["weeks"][-1].runs > raw["weeks"][-1].judged
+    assert JudgeRun.objects.filter(status="pending").count() == 2
     assert rollups.rollups_check() == []
     call_command("rebuild_rollups", stdout=StringIO())
     assert rollup_reads.rollups_ready()
@@ -299,3 +321,36 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
     changed = _figures_everywhere(use_case, Lead(), key)
     RollupState.objects.all().delete()  # the pages read the raw rows again
     assert _figures_everywhere(use_case, Lead(), key) == changed
+
+
+def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, settings):
+    from monitoring.models import RollupUsage
+
+    # Given up after the last retry.
+    a = ingest(api, make_answer, external_id="given-up")
+    judging.judge_run_give_up(run_id=JudgeRun.objects.get(answer=a).pk, reason="test")
+    # Abandoned by the reconciler: its worker died with it too often.
+    b = ingest(api, make_answer, external_id="abandoned")
+    JudgeRun.objects.filter(answer=b).update(
+        status=JudgeRun.Status.RUNNING, attempts=settings.TREUE_JUDGE_MAX_ATTEMPTS,
+        lease_expires_at=timezone.now() - timedelta(minutes=1), calls=2,
+    )
+    judging.judge_runs_reconcile()
+    # Succeeded, and failed on an unreadable decomposition.
+    c = ingest(api, make_answer, external_id="scored")
+    execute(JudgeRun.objects.get(answer=c))
+    judge.responder = ScriptedJudge(decomposition="kein JSON")
+    d = ingest(api, make_answer, external_id="unreadable")
+    execute(JudgeRun.objects.get(answer=d))
+    # Still open: not counted until it ends.
+    ingest(api, make_answer, external_id="open")
+
+    statuses = sorted(JudgeRun.objects.values_list("status", flat=True))
+    assert statuses == ["failed", "failed", "failed", "pending", "succeeded"]
+    total = {name: sum(RollupUsage.objects.values_list(name, flat=True))
+             for name in ("runs", "succeeded_runs", "failed_runs", "calls")}
+    ended = JudgeRun.objects.exclude(status="pending")
+    assert total == {"runs": 4, "succeeded_runs": 1, "failed_runs": 3,
+                     "calls": sum(ended.values_list("calls", flat=True))}
+    assert total["calls"] >= 2 + 4  # the abandoned run's 2 and the scored run's (1 + 3)
+    assert rollups.rollups_check() == []

@@ -277,8 +277,21 @@ def _finish_failed(
     with transaction.atomic():
         done = jobs.fail(JUDGE_RUN, run.pk, token, reason=reason, retryable=retryable, **spent)
         if done:
-            _answer_failed(run)
+            _run_ended(run)
     return done
+
+
+def _run_ended(run: Any) -> None:
+    """A run ended: it leaves its answer failed where that is due, and counts in the rollups."""
+    _answer_failed(run)
+    _rollups().run_ended(run.pk)
+
+
+def _rollups() -> Any:
+    # Imported when used: monitoring.services imports this module (ingest creates runs).
+    from monitoring.services import rollups
+
+    return rollups
 
 
 def _answer_failed(run: Any) -> None:
@@ -302,9 +315,7 @@ def _release(
 
 
 def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bool:
-    # Imported here: monitoring.services imports this module (ingest creates runs).
-    from monitoring.services import rollups
-
+    rollups = _rollups()
     result = judgement.result
     failed = judgement.failed_reason or (result.reason if result.failed else None)
     with transaction.atomic():
@@ -337,6 +348,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             # What this one stored after the other finished is of no further use.
             JudgeProgress.objects.filter(run=run, run__status=JudgeRun.Status.SUCCEEDED).delete()
             return False
+        rollups.run_ended(run.pk)
         JudgeProgress.objects.filter(run=run).delete()  # the claims hold it now
         Claim.objects.bulk_create(
             Claim(
@@ -496,7 +508,7 @@ def judge_run_give_up(*, run_id: int, reason: str) -> None:
     """After the last retry: the run fails visibly and can be retried from the page."""
     with transaction.atomic():
         if jobs.give_up(JUDGE_RUN, run_id, reason=reason, retryable=True):
-            _answer_failed(JudgeRun.objects.only("trigger", "answer_id").get(pk=run_id))
+            _run_ended(JudgeRun.objects.only("trigger", "answer_id").get(pk=run_id))
 
 
 def judge_runs_reconcile() -> int:
@@ -506,6 +518,6 @@ def judge_runs_reconcile() -> int:
     return jobs.reconcile(
         JUDGE_RUN,
         publish_ids=lambda ids: judge_runs_enqueue(run_ids=ids),
-        on_abandoned=_answer_failed,
+        on_abandoned=_run_ended,
         only=("answer_id", "trigger"),
     )

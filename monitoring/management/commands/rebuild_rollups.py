@@ -49,8 +49,8 @@ class Command(BaseCommand):
         started = time.monotonic()
         done = rollups.rollups_rebuild(use_cases=use_cases, weeks=weeks)
         seconds = time.monotonic() - started
+        rows = ", ".join(f"{n} {name} rows" for name, n in done.rows.items())
         self.stdout.write(
-            f"rebuilt {done.use_cases} use case(s): {done.day_rows} day rows, "
-            f"{done.score_rows} score rows in {seconds:.1f} s"
+            f"rebuilt {done.use_cases} use case(s): {rows} in {seconds:.1f} s"
             + ("; the pages read the rollups from now on" if done.whole else "")
         )

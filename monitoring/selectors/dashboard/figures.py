@@ -277,6 +277,16 @@ def weekly_inputs(
     )
 
 
+def weekly_usage(
+    use_case_ids: Sequence[int], span: Sequence[Week], offset: int = 0
+) -> dict[tuple[int, int], Usage]:
+    """Judge runs per (use case, week index + offset): from the rollups once they are whole
+    (the open runs raw), else from the raw runs."""
+    if rollup_reads.rollups_ready():
+        return rollup_reads.usage_from_rollups(use_case_ids, span, offset)
+    return _usage(use_case_ids, span, offset)
+
+
 def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
     if expert is None or expert.value is None:
         return "grey"
@@ -302,7 +312,7 @@ def use_case_weeks(
         weeks=span,
         counts=counts,
         judged=judged,
-        usage=_usage(ids, span),
+        usage=weekly_usage(ids, span),
         claims_from=lead if claims else None,
         reviews=_reviews(ids, span),
         restart=_drift_restarts(ids, span).get(use_case.pk),

@@ -15,11 +15,15 @@ from alarms.models import Alarm
 from monitoring.domain import statistics
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import SettingChange, UseCase
-from monitoring.selectors.dashboard.figures import WeekFigures, _week_figures, weekly_inputs
+from monitoring.selectors.dashboard.figures import (
+    WeekFigures,
+    _week_figures,
+    weekly_inputs,
+    weekly_usage,
+)
 from monitoring.selectors.dashboard.reads import (
     _drift_restarts,
     _reviews,
-    _usage,
 )
 from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, Week, iso_weeks
 from treue_site.db_router import reads_from_replica
@@ -141,7 +145,7 @@ def overview_rows(
     span = iso_weeks(weeks=max(2, weeks), until=until)
     ids = [u.pk for u in use_cases]
     counts, judged = weekly_inputs(ids, span, claims_from=None)
-    usage = _usage(ids, span[-2:], offset=len(span) - 2)
+    usage = weekly_usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
     reviews = _reviews(ids, span)
     restarts = _drift_restarts(ids, span)

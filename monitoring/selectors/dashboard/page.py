@@ -47,9 +47,9 @@ def use_case_page(
     span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
     ids = [use_case.pk]
     # (The first shown weeks pool what the span holds: their pooled_weeks says how many.)
-    usage = _usage(ids, span)
     recent = len(span) - CAUSES_WEEKS
     if rollup_reads.rollups_ready():
+        usage = rollup_reads.usage_from_rollups(ids, span)
         # The weeks from the rollups; the diagnosis reads its weeks' judged answers row by row.
         counts = rollup_reads.counts_from_rollups(ids, span)
         judged_weeks = rollup_reads.judged_from_rollups(ids, span, claims_from=recent)
@@ -57,6 +57,7 @@ def use_case_page(
         judged = _judged_rows(ids, causes_span)
         causes_usage = {(uc, wk - recent): u for (uc, wk), u in usage.items() if wk >= recent}
     else:
+        usage = _usage(ids, span)
         counts = _counts(ids, span)
         judged = _judged_rows(ids, span)
         judged_weeks = judged_by_week(judged, _claims(use_case.pk, span[recent:]),

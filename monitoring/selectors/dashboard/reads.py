@@ -33,10 +33,6 @@ CLAIM_POINTS = {
     Claim.Label.TEILWEISE: 0.5,
     Claim.Label.UNGEDECKT: 0.0,
 }
-# Answers with judge runs (waiting, running, done or failed); a not-sampled answer has none.
-_SAMPLED_STATUSES = (
-    Answer.Status.QUEUED, Answer.Status.JUDGING, Answer.Status.JUDGED, Answer.Status.FAILED,
-)
 
 
 class JudgedRow(NamedTuple):
@@ -180,10 +176,22 @@ def _usage(
     use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
 ) -> dict[tuple[int, int], Usage]:
     """Judge runs per (use case, week index + offset), by the week of the judged answer."""
+    return usage_of_groups(_usage_groups(use_case_ids, weeks), offset)
+
+
+# (use case, week index, judge model, prompt version) → runs, calls, cost (None: none priced),
+# unpriced runs, succeeded runs, succeeded calls
+UsageGroups = dict[tuple[int, int, str, str], tuple[int, int, Decimal | None, int, int, int]]
+
+
+def _usage_groups(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], runs: Q | None = None
+) -> UsageGroups:
+    """The judge runs of the weeks' answers (those `runs` selects; all by default), grouped."""
     rows = (
         JudgeRun.objects.filter(
+            runs or Q(),
             answer__use_case_id__in=use_case_ids,
-            answer__status__in=_SAMPLED_STATUSES,
             answer__created_at__gte=weeks[0].start,
             answer__created_at__lt=weeks[-1].end,
         )
@@ -199,15 +207,25 @@ def _usage(
         )
         .order_by()
     )
+    return {
+        (uc, wk, model, version): (runs_n, calls or 0, spent, unpriced, ok_runs, ok_calls or 0)
+        for uc, wk, model, version, runs_n, calls, spent, unpriced, ok_runs, ok_calls in rows
+    }
+
+
+def usage_of_groups(groups: UsageGroups, offset: int = 0) -> dict[tuple[int, int], Usage]:
+    """Usage per (use case, week index + offset) from the grouped runs."""
     out: dict[tuple[int, int], Usage] = defaultdict(Usage)
-    for use_case_id, wk, model, version, runs, calls, spent, unpriced, ok_runs, ok_calls in rows:
+    for (use_case_id, wk, model, version), (
+        runs, calls, spent, unpriced, ok_runs, ok_calls
+    ) in groups.items():
         usage = out[use_case_id, wk + offset]
         usage.runs += runs
-        usage.calls += calls or 0
+        usage.calls += calls
         usage.cost += Decimal(spent or 0)
         usage.unpriced_runs += unpriced
         usage.succeeded_runs += ok_runs
-        usage.succeeded_calls += ok_calls or 0
+        usage.succeeded_calls += ok_calls
         if ok_runs:
             usage.judges.add((model, version))
     return out

@@ -8,13 +8,21 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import date
+from decimal import Decimal
+from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
-from monitoring.models import RollupDay, RollupScore
+from monitoring.models import JudgeRun, RollupDay, RollupScore, RollupUsage
 from monitoring.models.rollups import rollups_ready as rollups_ready  # the readers ask here
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged
+from monitoring.selectors.dashboard.reads import (
+    Usage,
+    UsageGroups,
+    _usage_groups,
+    usage_of_groups,
+)
 from monitoring.selectors.dashboard.weeks import Week
 
 
@@ -81,3 +89,37 @@ def judged_from_rollups(
                                         pairs if with_claims else None))
         out[use_case_id, wk] = WeekJudged(strata[0], strata[1])
     return out
+
+
+_OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
+
+
+def usage_from_rollups(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
+) -> dict[tuple[int, int], Usage]:
+    """Judge runs per (use case, week index + offset), as `reads._usage`: the runs that ended
+    from the rollups, the few still open read raw and added."""
+    mondays = _mondays(weeks)
+    groups: UsageGroups = {}
+    rows = (
+        RollupUsage.objects.filter(use_case_id__in=use_case_ids, week__in=list(mondays))
+        .values_list("use_case_id", "week", "judge_model", "prompt_version")
+        .annotate(*[Sum(name) for name in ("runs", "calls", "cost_micros", "priced_runs",
+                                           "unpriced_runs", "succeeded_runs",
+                                           "succeeded_calls")])
+        .order_by()
+    )
+    for uc, week, model, version, runs, calls, micros, priced, unpriced, ok, ok_calls in rows:
+        if not runs:
+            continue
+        cost = Decimal(micros).scaleb(-6) if priced else None
+        groups[uc, mondays[week], model, version] = (runs, calls, cost, unpriced, ok, ok_calls)
+    for key, open_runs in _usage_groups(use_case_ids, weeks, _OPEN_RUNS).items():
+        ended = groups.get(key)
+        groups[key] = open_runs if ended is None else _merged(ended, open_runs)
+    return usage_of_groups(groups, offset)
+
+
+def _merged(a: tuple[Any, ...], b: tuple[Any, ...]) -> Any:
+    cost = None if a[2] is None and b[2] is None else (a[2] or 0) + (b[2] or 0)
+    return (a[0] + b[0], a[1] + b[1], cost, a[3] + b[3], a[4] + b[4], a[5] + b[5])
