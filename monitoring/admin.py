@@ -154,6 +154,11 @@ class AnswerAdmin(admin.ModelAdmin):
         # Answers arrive through the ingest API, where they are validated and tier 1 runs.
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Answers are the record: the weekly figures (and their rollups) count them, reviews
+        # refer to them. Retention anonymises them instead.
+        return False
+
 
 class ClaimInline(admin.TabularInline):
     model = Claim

@@ -128,3 +128,10 @@ def test_a_judge_runs_admin_page_is_labelled_in_german(world_builder: WorldBuild
     for english in ("Use case:", "External id:", "Inclusion probability:", "Current run:",
                     "Source chunk id", "Chunks"):
         assert english not in text, english
+    # Answers are the record (the weekly rollups count them): the admin cannot delete one.
+    assert f"/admin/monitoring/answer/{answer.pk}/delete/" not in response.content.decode()
+    assert client.get(f"/admin/monitoring/answer/{answer.pk}/delete/").status_code == 403
+    assert client.post("/admin/monitoring/answer/", {
+        "action": "delete_selected", "_selected_action": [answer.pk], "post": "yes",
+    }).status_code in (200, 302)
+    assert type(answer).objects.filter(pk=answer.pk).exists()
