@@ -4,19 +4,20 @@ person may see: staff see all, others those they are assigned to as expert or te
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.expressions import Col, OrderBy
 from django.utils import timezone
 
 from monitoring import extensions
 from monitoring.domain.csv_export import csv_text
 from monitoring.judging.selectors import iso_week_bounds
-from monitoring.models import Answer, Service, UseCase
+from monitoring.models import Answer, RollupDay, Service, UseCase
+from monitoring.models.rollups import rollups_ready
 
 
 def use_cases_for_user(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
@@ -121,11 +122,49 @@ def _filtered(
         answers = answers.filter(score__lte=score_max)
     if cause:
         answers = answers.filter(_cause_filter(cause, similarity_below))
+    # Local days as bounds on created_at itself: `created_at__date` casts every row's value to
+    # a local date first, which no index (and no partition) can answer.
     if date_from:
-        answers = answers.filter(created_at__date__gte=date_from)
+        answers = answers.filter(created_at__gte=_local_midnight(date_from))
     if date_to:
-        answers = answers.filter(created_at__date__lte=date_to)
+        answers = answers.filter(created_at__lt=_local_midnight(date_to + timedelta(days=1)))
     return answers.order_by(*SORTS.get(sort or DEFAULT_SORT, SORTS[DEFAULT_SORT]))
+
+
+def _local_midnight(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time(0)))
+
+
+# The filters the day rollup can count exactly (the others need the answers themselves).
+_COUNTABLE = {"use_case", "week", "flagged", "date_from", "date_to", "sort"}
+
+
+def answer_count(*, user: User | AnonymousUser, **filters: Any) -> int | None:
+    """How many answers `answer_list` holds, from the day rollups, where they can say it
+    exactly (filters by use case, week, flag and dates only, and the rollups whole); None: the
+    caller counts the answers. The explorer's first page of a use case of millions of answers
+    need not count them all."""
+    if not rollups_ready() or any(
+        value is not None and name not in _COUNTABLE for name, value in filters.items()
+    ):
+        return None
+    allowed = dict(use_cases_for_user(user=user).values_list("slug", "id"))
+    use_case = filters.get("use_case")
+    if use_case:
+        allowed = {use_case: allowed[use_case]} if use_case in allowed else {}
+    days = RollupDay.objects.filter(use_case_id__in=sorted(allowed.values()))
+    week = filters.get("week")
+    if week is not None:
+        start, end = iso_week_bounds(year=week[0], week=week[1])
+        days = days.filter(day__gte=timezone.localtime(start).date(),
+                           day__lt=timezone.localtime(end).date())
+    if filters.get("flagged") is not None:
+        days = days.filter(flagged=filters["flagged"])
+    if filters.get("date_from"):
+        days = days.filter(day__gte=filters["date_from"])
+    if filters.get("date_to"):
+        days = days.filter(day__lte=filters["date_to"])
+    return days.aggregate(n=Sum("answers"))["n"] or 0
 
 
 def blind_answer_ids(*, user: User | AnonymousUser) -> set[int]:

@@ -58,16 +58,27 @@ def health(request: HttpRequest) -> HttpResponse:
     return JsonResponse(report, status=503 if report["database"] != "ok" else 200)
 
 
+class _Paginator(Paginator):
+    """A paginator told the count where the rollups know it (else it counts, as Django's)."""
+
+    def __init__(self, *args: Any, count: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if count is not None:
+            self.__dict__["count"] = count  # Paginator.count is a cached property
+
+
 @login_required
 @require_GET
 def answer_list(request: AuthenticatedRequest) -> HttpResponse:
     use_cases = list(selectors.use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET or None, use_cases=use_cases)
-    answers = selectors.answer_list(user=request.user, **form.filters())
-    page = Paginator(answers, PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = form.filters()
+    answers = selectors.answer_list(user=request.user, **filters)
+    count = answer_selectors.answer_count(user=request.user, **filters)
+    page = _Paginator(answers, PAGE_SIZE, count=count).get_page(request.GET.get("page"))
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for answer in page:
-        answer.blind = answer.pk in blind  # type: ignore[attr-defined]  # shown by the template
+        answer.blind = answer.pk in blind  # shown by the template
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -12,6 +12,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -19,6 +20,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db.models import F
 from django.db.models.query import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
 from django.test import Client
@@ -28,7 +31,7 @@ from django.utils import timezone
 from monitoring import services
 from monitoring.domain import xlsx_export
 from monitoring.domain.csv_export import csv_text
-from monitoring.models import Answer, Service, UseCase
+from monitoring.models import Answer, RollupDay, Service, UseCase
 from tests.support.world import WorldBuilder
 from tests.support.xlsx import HOSTILE, HOSTILE_IDS, Cell, Sheet, read_sheet
 
@@ -256,6 +259,30 @@ def test_each_filter_narrows_the_list(
     assert set(shown(html)) == set(pks(world, expected))
     count = len(expected)
     assert f"{count} Antwort{'' if count == 1 else 'en'}</p>" in html
+
+
+@pytest.mark.parametrize(("params", "expected"), FILTER_CASES, ids=FILTER_IDS)
+def test_the_count_from_the_rollups_is_the_answers(
+    lead_client: Client, world: dict[str, Answer], params: dict[str, str], expected: set[str]
+) -> None:
+    """With the rollups whole, a list filtered only by use case, week, flag and dates takes
+    its count from the day rollups (the local day of created_at): the same count."""
+    call_command("rebuild_rollups", stdout=StringIO())
+    html = lead_client.get(list_url(), params).content.decode()
+    assert set(shown(html)) == set(pks(world, expected))
+    count = len(expected)
+    assert f"{count} Antwort{'' if count == 1 else 'en'}</p>" in html
+
+
+def test_the_rollups_count_where_they_can_and_the_answers_elsewhere(
+    lead_client: Client, world: dict[str, Answer]
+) -> None:
+    call_command("rebuild_rollups", stdout=StringIO())
+    RollupDay.objects.update(answers=F("answers") + 100)  # a count that can only be theirs
+    html = lead_client.get(list_url(), {"use_case": "a"}).content.decode()
+    assert "404 Antworten</p>" in html  # 4 answers on 4 days of "a"
+    html = lead_client.get(list_url(), {"use_case": "a", "status": "judged"}).content.decode()
+    assert "3 Antworten</p>" in html  # counted from the answers
 
 
 @pytest.mark.parametrize(("params", "expected"), FILTER_CASES, ids=FILTER_IDS)

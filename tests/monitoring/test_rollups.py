@@ -243,15 +243,13 @@ def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[s
 
 @pytest.mark.django_db
 def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_builder, settings):
-    from django.test import Client
-
-    from tests.support.judged import Judge, external_id, judged
-    from tests.support.judged import ingest as ingest_answer
-
     from decimal import Decimal
 
+    from django.test import Client
+
     from monitoring.models import JudgePrice
-    from tests.support.judged import JUDGE
+    from tests.support.judged import JUDGE, Judge, external_id, judged
+    from tests.support.judged import ingest as ingest_answer
 
     judge = world_builder.judge(Judge())
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
