@@ -346,10 +346,8 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f"%s::{re.sub(r'[(].*[)]', '', _db_type(f))}[]" for f in chunk_fields
     )
     day_table = q(RollupDay._meta.db_table)
-    day_columns = ", ".join(
-        q(RollupDay._meta.get_field(name).column)  # type: ignore[union-attr, arg-type]
-        for name in ("use_case", "day", "flagged")
-    )
+    day_fields = [RollupDay._meta.get_field(name) for name in ("use_case", "day", "flagged")]
+    day_columns = ", ".join(q(_column(f)) for f in day_fields if isinstance(f, models.Field))
     answers = q("answers")
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
