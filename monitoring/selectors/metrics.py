@@ -18,7 +18,8 @@ from django.utils import timezone
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
 from monitoring.models.rollups import rollups_ready
-from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
+from monitoring.selectors.dashboard import WeekFigures
+from monitoring.selectors.dashboard.figures import use_cases_weeks
 from treue_site.db_router import reads_from_replica
 
 # Answers sampled for the judge whose score is not there yet.
@@ -46,11 +47,13 @@ def active_use_cases() -> list[UseCase]:
 def current_week_figures(*, use_cases: Iterable[UseCase]) -> list[tuple[UseCase, WeekFigures]]:
     """This ISO week's figures per use case.
 
-    One `use_case_weeks` call per use case (three small range queries each, a week of one use
-    case): the public selector, so the numbers are the pages' numbers by construction. Without
-    the claim-level share, which /metrics does not export (its query is a third of the cost).
+    The weekly figures' own selector for all use cases at once (`use_cases_weeks`: each table
+    read once), so the numbers are the pages' numbers by construction. Without the claim-level
+    share, which /metrics does not export (its query is a third of the cost).
     """
-    return [(u, use_case_weeks(use_case=u, weeks=1, claims=False)[-1]) for u in use_cases]
+    chosen = list(use_cases)
+    weeks = use_cases_weeks(use_cases=chosen, weeks=1)
+    return [(u, weeks[u.pk][-1]) for u in chosen]
 
 
 @dataclass(frozen=True)
