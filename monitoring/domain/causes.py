@@ -276,9 +276,8 @@ def adjusted_effects(
         sizes = (counted[0], counted[1])
     elif any(size < seen for size, seen in zip(sizes, counted, strict=True)):
         raise ValueError(f"stratum sizes {sizes} are smaller than the rows given {counted}")
-    empty = tuple(Effect(name, None, None, None, None, None, False) for name in CAUSES)
     if n < MIN_FOR_REGRESSION:
-        return Adjusted(empty, n, True)
+        return Adjusted(_EMPTY, n, True)
     data = np.array(judged)
     stratum = data[:, 0].astype(int)
     counts = np.bincount(stratum, minlength=2)
@@ -293,11 +292,7 @@ def adjusted_effects(
     # taken anyway (rounding makes one) gives numbers of no meaning. A cause is estimable only
     # if its column adds to the rank; the pseudo-inverse then gives the estimable ones their
     # unique estimate and variance, and the others none.
-    rank = int(np.linalg.matrix_rank(x))
-    estimable = [
-        j for column, j in enumerate(varying, start=1)
-        if np.linalg.matrix_rank(np.delete(x, column, axis=1)) < rank
-    ]
+    rank, estimable = _estimable(x, varying)
     bread = np.linalg.pinv(xtwx)
     beta = bread @ (x.T @ (weights * y))
     scores = (weights * (y - x @ beta))[:, None] * x  # each answer's estimating-equation term
@@ -308,7 +303,32 @@ def adjusted_effects(
         if k > 1:
             centred = part - part.mean(axis=0)
             meat += k / (k - 1) * centred.T @ centred
-    covariance = bread @ meat @ bread
+    return _effects(beta, bread @ meat @ bread, varying, estimable, n, rank, confidence)
+
+
+_EMPTY = tuple(Effect(name, None, None, None, None, None, False) for name in CAUSES)
+
+
+def _estimable(x: np.ndarray, varying: list[int]) -> tuple[int, list[int]]:
+    """The rank of the design (or Gram) matrix `x`, and the causes whose column adds to it."""
+    rank = int(np.linalg.matrix_rank(x))
+    return rank, [
+        j for column, j in enumerate(varying, start=1)
+        if np.linalg.matrix_rank(_without(x, column)) < rank
+    ]
+
+
+def _without(x: np.ndarray, column: int) -> np.ndarray:
+    if x.shape[0] == x.shape[1]:  # a Gram matrix: its row and its column go
+        return np.delete(np.delete(x, column, axis=0), column, axis=1)
+    return np.delete(x, column, axis=1)
+
+
+def _effects(
+    beta: np.ndarray, covariance: np.ndarray, varying: list[int], estimable: list[int], n: int,
+    rank: int, confidence: float,
+) -> Adjusted:
+    """Estimates, Bonferroni intervals and Holm p-values of the estimable causes."""
     df = n - rank
     fitted = len(estimable)
     alpha = 1 - confidence
@@ -371,3 +391,115 @@ def held_out_cutoff(
         not test.too_few and traffic_light(test, action_threshold) == "red"
     )
     return HeldOutCutoff(cutoff, test, holds)
+
+
+# --- the same regression from per-stratum power sums (weekly rollups, issue 22) -------------
+
+# Fixed centres for the covariates in the power sums: the slopes and their covariance do not
+# depend on them (only the intercept, which is not reported), and centred sums of 4th powers
+# lose fewer digits to cancellation.
+S_CENTRE = 7.0  # similarity / SIMILARITY_UNIT
+C_CENTRE = 0.5  # chunks / CHUNK_UNIT
+# Exponents (i, j, k, p) of s^i c^j m^k y^p kept: x-only up to degree 4, times y up to 3,
+# times y² up to 2 (m is 0/1, so k is 0 or 1).
+MOMENT_KEYS = tuple(
+    (i, j, k, p)
+    for p, degree in ((0, 4), (1, 3), (2, 2))
+    for i in range(degree + 1) for j in range(degree + 1 - i) for k in (0, 1)
+    if i + j + k <= degree
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Moments:
+    """The judged answers of one stratum (with a similarity) as the regression needs them:
+    how many, the range of each covariate (does it vary?), and the power sums MOMENT_KEYS of
+    the centred covariates s − S_CENTRE, c − C_CENTRE, m and the score y."""
+
+    n: int
+    s_min: float
+    s_max: float
+    c_min: float
+    c_max: float
+    m_sum: int
+    sums: Mapping[tuple[int, int, int, int], float]
+
+    def __add__(self, other: Moments) -> Moments:
+        if not self.n:
+            return other
+        if not other.n:
+            return self
+        return Moments(
+            self.n + other.n, min(self.s_min, other.s_min), max(self.s_max, other.s_max),
+            min(self.c_min, other.c_min), max(self.c_max, other.c_max),
+            self.m_sum + other.m_sum,
+            {key: self.sums[key] + other.sums[key] for key in MOMENT_KEYS},
+        )
+
+
+NO_MOMENTS = Moments(0, math.inf, -math.inf, math.inf, -math.inf, 0,
+                     dict.fromkeys(MOMENT_KEYS, 0.0))
+
+
+def moments_of(similarity: float, chunks: int, multi_part: bool, score: float) -> Moments:
+    """One judged answer's moments (add them up with +)."""
+    s, c = similarity / SIMILARITY_UNIT, chunks / CHUNK_UNIT
+    sc, cc, m = s - S_CENTRE, c - C_CENTRE, 1.0 if multi_part else 0.0
+    return Moments(1, s, s, c, c, int(multi_part), {
+        (i, j, k, p): sc**i * cc**j * m**k * score**p for i, j, k, p in MOMENT_KEYS
+    })
+
+
+def adjusted_effects_from_moments(
+    moments: tuple[Moments, Moments], *, sizes: tuple[int, int], confidence: float = 0.95,
+) -> Adjusted:
+    """`adjusted_effects` from each stratum's (flagged, unflagged) moments and sizes: the same
+    estimates, intervals and p-values up to rounding (the meat comes from expanded sums)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence!r}")
+    n = moments[0].n + moments[1].n
+    if n < MIN_FOR_REGRESSION:
+        return Adjusted(_EMPTY, n, True)
+    if any(size < m.n for size, m in zip(sizes, moments, strict=True)):
+        raise ValueError(f"stratum sizes {sizes} are smaller than the answers judged")
+    every = moments[0] + moments[1]
+    varies = (every.s_min < every.s_max, every.c_min < every.c_max, 0 < every.m_sum < n)
+    varying = [j for j in range(3) if varies[j]]
+    # Each column of x as exponents (s, c, m): the intercept, then the varying causes.
+    columns = [(0, 0, 0)] + [((1, 0, 0), (0, 1, 0), (0, 0, 1))[j] for j in varying]
+
+    def sum_of(m: Moments, *parts: tuple[int, int, int], y: int = 0) -> float:
+        i = sum(e[0] for e in parts)
+        j = sum(e[1] for e in parts)
+        k = min(1, sum(e[2] for e in parts))
+        return m.sums[(i, j, k, y)]
+
+    size = len(columns)
+    gram = [np.array([[sum_of(m, a, b) for b in columns] for a in columns]) for m in moments]
+    weights = [s / m.n if m.n else 0.0 for s, m in zip(sizes, moments, strict=True)]
+    xtwx = sum(w * g for w, g in zip(weights, gram, strict=True))
+    xtwy = sum(
+        w * np.array([sum_of(m, a, y=1) for a in columns])
+        for w, m in zip(weights, moments, strict=True)
+    )
+    rank, estimable = _estimable(gram[0] + gram[1], varying)
+    bread = np.linalg.pinv(xtwx)
+    beta = bread @ xtwy
+    meat = np.zeros((size, size))
+    for w, m in zip(weights, moments, strict=True):
+        if m.n < 2:
+            continue
+        total = w * (np.array([sum_of(m, a, y=1) for a in columns])
+                     - np.array([[sum_of(m, a, b) for b in columns] for a in columns]) @ beta)
+        cross = np.zeros((size, size))
+        for a in range(size):
+            for b in range(size):
+                value = sum_of(m, columns[a], columns[b], y=2)
+                for q in range(size):
+                    value -= 2 * beta[q] * sum_of(m, columns[q], columns[a], columns[b], y=1)
+                    for r in range(size):
+                        value += beta[q] * beta[r] * sum_of(
+                            m, columns[q], columns[r], columns[a], columns[b])
+                cross[a, b] = w * w * value
+        meat += m.n / (m.n - 1) * (cross - np.outer(total, total) / m.n)
+    return _effects(beta, bread @ meat @ bread, varying, estimable, n, rank, confidence)

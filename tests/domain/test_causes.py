@@ -9,11 +9,14 @@ import pytest
 from monitoring.domain.causes import (
     CAUSES,
     MIN_FOR_REGRESSION,
+    NO_MOMENTS,
     Bucket,
     adjusted_effects,
+    adjusted_effects_from_moments,
     chunk_count_buckets,
     held_out_cutoff,
     holm,
+    moments_of,
     multi_part_split,
     no_passing_chunk,
     similarity_buckets,
@@ -339,3 +342,61 @@ def test_held_out_cutoff_drops_a_dip_seen_only_where_it_was_chosen():
     assert not got.holds
     none = held_out_cutoff([week_rows(1.0)] * 4, 0.85)
     assert (none.cutoff, none.test, none.holds) == (None, None, False)
+
+
+def _moments_and_sizes(rows):
+    """Per-stratum moments of the judged answers with a similarity, and the strata's sizes."""
+    parts = [NO_MOMENTS, NO_MOMENTS]
+    sizes = [0, 0]
+    for s, c, m, flagged, y in rows:
+        h = 0 if flagged else 1
+        sizes[h] += 1
+        if y is not None and s is not None:
+            parts[h] = parts[h] + moments_of(s, c, m, y)
+    return (parts[0], parts[1]), (sizes[0], sizes[1])
+
+
+def _same_effects(got, want, rel=1e-7, abs_=1e-12):
+    assert (got.n, got.too_few) == (want.n, want.too_few)
+    for g, w in zip(got.effects, want.effects, strict=True):
+        assert g.name == w.name and g.holds == w.holds
+        for field in ("estimate", "low", "high", "p_value", "p_adjusted"):
+            a, b = getattr(g, field), getattr(w, field)
+            if b is None:
+                assert a is None, (g.name, field)
+            else:
+                assert a == pytest.approx(b, rel=rel, abs=abs_), (g.name, field)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_regression_from_power_sums_is_the_regression_from_rows(seed):
+    # Simulated answers: similarity drives the score, chunks follow similarity, multi-part
+    # lowers it a little; flagged (poorly retrieved) answers all judged, the rest at 30 %.
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(2000):
+        s = float(rng.uniform(0.3, 1.0))
+        c = int(max(0, round(30 * (1 - s) + rng.normal(0, 3))))
+        m = bool(rng.random() < 0.3)
+        score = float(np.clip(round((0.3 + 0.7 * s - 0.05 * m + rng.normal(0, 0.15)) * 6) / 6,
+                              0, 1))
+        flagged = s < 0.5
+        judged = flagged or rng.random() < 0.3
+        rows.append((s, c, m, flagged, score if judged else None))
+    moments, sizes = _moments_and_sizes(rows)
+    _same_effects(adjusted_effects_from_moments(moments, sizes=sizes), adjusted_effects(rows))
+
+
+def test_power_sums_agree_at_the_edges():
+    # Too few; a cause that does not vary; causes that always go together.
+    few = [(0.5 + 0.01 * i, i % 7, False, False, 0.5) for i in range(MIN_FOR_REGRESSION - 1)]
+    constant = [(0.5 + 0.01 * i, i % 7, False, i % 3 == 0, 0.3 + 0.01 * i + 0.02 * (i * 7 % 5))
+                for i in range(40)]
+    together = [(0.45, 12, True, True, 0.25)] * 10 + [(0.85, 2, False, False, 1.0)] * 22
+    for rows in (few, constant, together):
+        moments, sizes = _moments_and_sizes(rows)
+        _same_effects(adjusted_effects_from_moments(moments, sizes=sizes),
+                      adjusted_effects(rows))
+    moments, sizes = _moments_and_sizes(constant)
+    with pytest.raises(ValueError, match="smaller"):
+        adjusted_effects_from_moments(moments, sizes=(0, 0))
