@@ -88,6 +88,51 @@ def threshold_table(
     random-sample answers; unfaithful means score < ``unfaithful_below`` (the action line).
     O((n + m) log(n + m)) for n answers and m sample answers: one sort each, then bisection.
     """
+    if any(p != p for p in min_probabilities if p is not None):
+        # A NaN has no order to search in: counted one by one on the plain sorted list.
+        return _table(
+            sorted(p for p in min_probabilities if p is not None), None,
+            len(min_probabilities), Counter(random_sample), rate=rate, weeks=weeks,
+            calls_per_answer=calls_per_answer, unfaithful_below=unfaithful_below,
+            thresholds=thresholds,
+        )
+    return threshold_table_from_counts(
+        answers=Counter(min_probabilities), random_sample=Counter(random_sample), rate=rate,
+        weeks=weeks, calls_per_answer=calls_per_answer, unfaithful_below=unfaithful_below,
+        thresholds=thresholds,
+    )
+
+
+def threshold_table_from_counts(
+    *,
+    answers: Mapping[float | None, int],
+    random_sample: Mapping[tuple[float | None, float], int],
+    rate: float,
+    weeks: float,
+    calls_per_answer: float,
+    unfaithful_below: float,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+) -> list[TunerRow]:
+    """`threshold_table` from counts: answers per min probability (a window holds ~100k
+    answers but, as weekly rollups keep them, few distinct values) and judged random-sample
+    answers per (min probability, score). The same rows."""
+    tally = {p: k for p, k in answers.items() if p is not None and k}
+    flaggable = sorted(tally)
+    below = list(accumulate((tally[p] for p in flaggable), initial=0))
+    return _table(
+        flaggable, below, sum(answers.values()), random_sample, rate=rate, weeks=weeks,
+        calls_per_answer=calls_per_answer, unfaithful_below=unfaithful_below,
+        thresholds=thresholds,
+    )
+
+
+def _table(
+    flaggable: list[float], below: Sequence[int] | None, total: int,
+    random_sample: Mapping[tuple[float | None, float], int], *, rate: float, weeks: float,
+    calls_per_answer: float, unfaithful_below: float, thresholds: Sequence[float],
+) -> list[TunerRow]:
+    """The rows, from the sorted flaggable values and how many answers lie below each (None:
+    one answer per value), the number of answers, and the sample's counts."""
     if not 0 < rate <= 1:
         raise ValueError(f"rate must be in (0, 1], not {rate!r}")
     if not weeks > 0:
@@ -96,33 +141,23 @@ def threshold_table(
         raise ValueError(f"calls_per_answer must be at least 0, not {calls_per_answer!r}")
     if any(math.isnan(t) for t in thresholds):
         raise ValueError("a threshold is NaN")
-    total = len(min_probabilities)
-    # How many answers lie below each distinct value: a window holds ~100k answers but few
-    # distinct values (the dashboard hands in one stand-in per bucket). Counted at C speed;
-    # with a NaN among them (no order to search in) the plain sorted list instead.
-    tally = Counter(min_probabilities)
-    tally.pop(None, None)
-    flaggable: list[float]
-    below: Sequence[int]
-    if all(p == p for p in tally):
-        flaggable = sorted(p for p in tally if p is not None)
-        below = list(accumulate((tally[p] for p in flaggable), initial=0))
-    else:
-        flaggable = sorted(p for p in min_probabilities if p is not None)
-        below = range(len(flaggable) + 1)
+    counted = below if below is not None else range(len(flaggable) + 1)
 
-    # Random-sample answers ordered by min probability (never-flaggable ones last), with a
-    # running count of the unfaithful ones: at threshold t the flagged ones are a prefix.
+    # Random-sample answers ordered by min probability (never-flaggable ones last), with
+    # running counts of all and of the unfaithful ones: at threshold t the flagged ones are a
+    # prefix.
     sample = sorted(
-        (math.inf if p is None else p, score < unfaithful_below) for p, score in random_sample
+        ((math.inf if p is None else p, score < unfaithful_below), k)
+        for (p, score), k in random_sample.items() if k
     )
-    sample_keys = [p for p, _ in sample]
-    bad_prefix = list(accumulate((bad for _, bad in sample), initial=0))
-    sample_n, sample_bad = len(sample), bad_prefix[-1]
+    sample_keys = [p for (p, _), _ in sample]
+    n_prefix = list(accumulate((k for _, k in sample), initial=0))
+    bad_prefix = list(accumulate((k if bad else 0 for (_, bad), k in sample), initial=0))
+    sample_n, sample_bad = n_prefix[-1], bad_prefix[-1]
 
     rows = []
     for t in thresholds:
-        flagged = below[bisect_left(flaggable, t)]  # strictly below t, as logprobs flags
+        flagged = counted[bisect_left(flaggable, t)]  # strictly below t, as logprobs flags
         judged = (flagged + rate * (total - flagged)) / weeks
         k = bisect_left(sample_keys, t)
         rows.append(
@@ -133,7 +168,7 @@ def threshold_table(
                 judge_calls_per_week=judged * calls_per_answer,
                 lift=lift(
                     flagged_bad=bad_prefix[k],
-                    flagged_n=k,
+                    flagged_n=n_prefix[k],
                     random_bad=sample_bad,
                     random_n=sample_n,
                     nested=True,

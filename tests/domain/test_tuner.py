@@ -21,6 +21,7 @@ from monitoring.domain.tuner import (
     TunerRow,
     min_content_probability,
     threshold_table,
+    threshold_table_from_counts,
 )
 
 SURE = 0.0
@@ -388,3 +389,26 @@ def test_a_population_share_is_for_a_nested_lift_in_0_to_1_only():
     assert lift(flagged_bad=2, flagged_n=3, random_bad=4, random_n=10, nested=True,
                 population_share=0.3).lift == pytest.approx(
         lift(flagged_bad=2, flagged_n=3, random_bad=4, random_n=10, nested=True).lift)
+
+
+def test_the_table_from_counts_is_the_table_from_lists():
+    """What weekly rollups will hand in (answers per stand-in probability, the sample per
+    (probability, score)) gives the rows the lists give."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(5)
+    grid = [None] + [i / 100 for i in range(100)]
+    probabilities = [rng.choice(grid) for _ in range(5000)]
+    sample = [(rng.choice(grid), rng.choice([0.0, 0.5, 2 / 3, 1.0])) for _ in range(300)]
+    thresholds = (0.1, 0.25, 0.5, 0.73, 0.9)
+    kwargs = dict(rate=0.05, weeks=8, calls_per_answer=4.5, unfaithful_below=0.85,
+                  thresholds=thresholds)
+    from_lists = threshold_table(min_probabilities=probabilities, random_sample=sample, **kwargs)
+    from_counts = threshold_table_from_counts(
+        answers=Counter(probabilities), random_sample=Counter(sample), **kwargs)
+    assert from_counts == from_lists
+    assert [r.flagged_share for r in from_counts] == [
+        sum(1 for p in probabilities if p is not None and p < t) / 5000 for t in thresholds]
+    assert from_counts[2].lift.flagged_n == sum(
+        1 for p, _ in sample if p is not None and p < 0.5)
