@@ -14,7 +14,15 @@ from monitoring.models.judging import (
     JudgeRun,
     JudgeUsage,
 )
-from monitoring.models.rollups import RollupDay, RollupScore, RollupState, RollupUsage
+from monitoring.models.rollups import (
+    RollupCause,
+    RollupCauseScore,
+    RollupDay,
+    RollupMoments,
+    RollupScore,
+    RollupState,
+    RollupUsage,
+)
 from monitoring.models.use_cases import (
     JudgeMode,
     Service,
@@ -34,7 +42,10 @@ __all__ = [
     "JudgeProgress",
     "JudgeRun",
     "JudgeUsage",
+    "RollupCause",
+    "RollupCauseScore",
     "RollupDay",
+    "RollupMoments",
     "RollupScore",
     "RollupState",
     "RollupUsage",

@@ -8,11 +8,15 @@ says a complete rebuild made them whole; until then, and for a definition they w
 with, the pages read the raw rows as before.
 """
 
+from bisect import bisect_right
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+
+from monitoring.domain import causes
 
 
 class RollupDay(models.Model):
@@ -109,6 +113,101 @@ USAGE_SUMS = ("runs", "succeeded_runs", "failed_runs", "calls", "succeeded_calls
               "priced_runs", "unpriced_runs")
 
 
+class RollupCause(models.Model):
+    """Answers per use case, week and stratum in each bucket of the diagnosis' causes: one row
+    per dimension (`Dim`) and bucket, so that each cause's groups and the tuner's answers per
+    content-word probability come out of a few hundred rows a week."""
+
+    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
+                                 related_name="+")
+    week = models.DateField()
+    flagged = models.BooleanField()
+    dim = models.SmallIntegerField()
+    bucket = models.SmallIntegerField()  # NO_BUCKET: no similarity, multi-part unknown, ...
+    answers = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("Wochensumme nach Ursachen")
+        verbose_name_plural = _("Wochensummen nach Ursachen")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "week", "flagged", "dim", "bucket"],
+                                    name="rollupcause_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket}: {self.answers}"
+
+
+class RollupCauseScore(models.Model):
+    """Judged answers per use case, week, stratum, cause bucket and score: the diagnosis'
+    estimates per bucket. Similarity, chunks and multi-part for every judged answer; the
+    content-word probability only for the random sample (the tuner's lift rests on it)."""
+
+    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
+                                 related_name="+")
+    week = models.DateField()
+    flagged = models.BooleanField()
+    in_random_sample = models.BooleanField()
+    dim = models.SmallIntegerField()
+    bucket = models.SmallIntegerField()
+    score = models.FloatField()
+    answers = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("Wochensumme der Bewertungen nach Ursachen")
+        verbose_name_plural = _("Wochensummen der Bewertungen nach Ursachen")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["use_case", "week", "flagged", "in_random_sample", "dim", "bucket",
+                        "score"],
+                name="rollupcausescore_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket} {self.score}"
+
+
+class RollupMoments(models.Model):
+    """The power sums of the causes' regression (`causes.Moments`) per use case, week and
+    stratum, over the judged answers with a similarity. A rescore moves the score's sums (a
+    float subtraction: equal to a recount up to rounding, not bit for bit)."""
+
+    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
+                                 related_name="+")
+    week = models.DateField()
+    flagged = models.BooleanField()
+    n = models.BigIntegerField(default=0)
+    s_min = models.FloatField(null=True)
+    s_max = models.FloatField(null=True)
+    c_min = models.FloatField(null=True)
+    c_max = models.FloatField(null=True)
+    m_sum = models.BigIntegerField(default=0)
+    sums = models.JSONField(default=list)  # in the order of causes.MOMENT_KEYS
+
+    class Meta:
+        verbose_name = _("Wochensumme der Regression")
+        verbose_name_plural = _("Wochensummen der Regression")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "week", "flagged"],
+                                    name="rollupmoments_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.week} {'flagged' if self.flagged else ''}: {self.n}"
+
+    @property
+    def moments(self) -> causes.Moments:
+        if not self.n:
+            return causes.NO_MOMENTS
+        assert None not in (self.s_min, self.s_max, self.c_min, self.c_max)
+        return causes.Moments(
+            int(self.n), float(self.s_min), float(self.s_max),  # type: ignore[arg-type]  # asserted
+            float(self.c_min), float(self.c_max),  # type: ignore[arg-type]  # asserted above
+            int(self.m_sum), dict(zip(causes.MOMENT_KEYS, map(float, self.sums), strict=True)),
+        )
+
+
 class RollupState(models.Model):
     """One row: the definition the rollups were built with, and since when they are whole."""
 
@@ -126,8 +225,8 @@ class RollupState(models.Model):
 # --- keys, one definition for the writers, the rebuild and the readers ----------------------
 
 # Bumped when what a rollup row means changes: rollups built under another definition are not
-# read until rebuilt. 2: judge usage per week.
-DEFINITION = "2"
+# read until rebuilt. 2: judge usage per week. 3: the diagnosis' causes, tuner and regression.
+DEFINITION = "3"
 
 
 def definition() -> str:
@@ -163,3 +262,58 @@ def rollups_ready() -> bool:
     return state is not None and state.ready_at is not None and (
         state.definition == definition()
     )
+
+
+# --- the diagnosis' buckets -----------------------------------------------------------------
+
+
+class Dim:
+    """What a RollupCause / RollupCauseScore row's bucket is a bucket of."""
+
+    SIMILARITY = 1  # best chunk similarity, causes.DEFAULT_SIMILARITY_EDGES
+    CHUNKS = 2  # number of chunks, causes.DEFAULT_CHUNK_EDGES (every answer has one)
+    MULTI_PART = 3  # 0 single, 1 multi-part
+    PROBABILITY = 4  # lowest content-word probability, PROBABILITY_GRID
+
+
+NO_BUCKET = -1  # None: no chunk score, multi-part not known, no log-probabilities
+# The tuner's thresholds and a use case's logprob_threshold on a grid of hundredths: an answer
+# is kept by the number of grid points at or below its probability, which answers "below t?"
+# exactly for every t on the grid (i/100 is the same double as the literal 0.i).
+PROBABILITY_GRID = tuple(i / 100 for i in range(1, 101))
+
+
+def bucket_of(value: float | None, edges: Sequence[float]) -> int:
+    """The number of edges at or below the value (NaN: 0, as no edge is at or below it);
+    NO_BUCKET for None."""
+    if value is None:
+        return NO_BUCKET
+    if value != value:
+        return 0
+    return bisect_right(edges, value)
+
+
+def cause_buckets(
+    best_chunk_score: float | None, chunk_count: int, multi_part: bool | None,
+    min_content_probability: float | None,
+) -> tuple[tuple[int, int], ...]:
+    """An answer's (dim, bucket) in each of the four dimensions."""
+    return (
+        (Dim.SIMILARITY, bucket_of(best_chunk_score, causes.DEFAULT_SIMILARITY_EDGES)),
+        (Dim.CHUNKS, bucket_of(chunk_count, causes.DEFAULT_CHUNK_EDGES)),
+        (Dim.MULTI_PART, NO_BUCKET if multi_part is None else int(multi_part)),
+        (Dim.PROBABILITY, bucket_of(min_content_probability, PROBABILITY_GRID)),
+    )
+
+
+def grid_probability(bucket: int) -> float | None:
+    """The lower grid point of a probability bucket: the probability the tuner uses in its
+    place (None for NO_BUCKET)."""
+    if bucket == NO_BUCKET:
+        return None
+    return PROBABILITY_GRID[bucket - 1] if bucket else 0.0
+
+
+def on_grid(threshold: float) -> bool:
+    """The tuner's counts from the rollups are exact at this threshold."""
+    return threshold == 0.0 or threshold in PROBABILITY_GRID

@@ -31,7 +31,15 @@ from monitoring.judging.services.runs import (
     judge_runs_create,
     judge_runs_enqueue_on_commit,
 )
-from monitoring.models import Answer, Chunk, JudgeMode, JudgeRun, RollupDay, Service, UseCase
+from monitoring.models import (
+    Answer,
+    Chunk,
+    JudgeMode,
+    JudgeRun,
+    RollupDay,
+    Service,
+    UseCase,
+)
 from monitoring.models.rollups import day_of
 from monitoring.schemas import AnswerIn
 from monitoring.services import rollups
@@ -290,10 +298,11 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
 
 def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     """Insert one new answer with its chunks and, when it is sampled, its pending judge run, and
-    count it in the rollups (`rollups.answers_added`: the shared lock, then +1 on its day), in
-    one PostgreSQL statement: one round trip, and no ORM query building, which cost more CPU
-    than the statement itself. The columns are the models' own; a unique violation surfaces as
-    IntegrityError as with save(). The run is enqueued once the transaction commits."""
+    count it in its day's rollup (`rollups.answers_added`: the shared lock, then +1 on its
+    day), in one PostgreSQL statement: one round trip, and no ORM query building, which cost
+    more CPU than the statement itself; its causes' buckets follow in a second. The columns are
+    the models' own; a unique violation surfaces as IntegrityError as with save(). The run is
+    enqueued once the transaction commits."""
     answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql()
     run = judge_run_new(answer=answer) if answer.sampled else None
     params: list[Any] = [
@@ -313,6 +322,9 @@ def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         answer.pk, run_id = cursor.fetchone()
+    # Its causes' buckets after its day, as every writer orders the rollups (the parts of one
+    # statement run in no set order: two there could deadlock with a batch).
+    rollups.answers_added([answer], days=False)
     answer._state.adding = False
     answer._state.db = connection.alias
     for chunk in chunks:

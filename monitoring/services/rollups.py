@@ -1,8 +1,10 @@
 """Keeping the weekly rollups (monitoring/models/rollups.py) equal to what they count.
 
-- `answers_added`: an ingest's new answers, in the ingest's transaction (`RollupDay`).
-- `answer_judged`: a judge run's completion moves its answer's judged state (`RollupScore`):
-  the state it had is subtracted (a rescore), the new one added, in the run's transaction.
+- `answers_added`: an ingest's new answers, in the ingest's transaction (`RollupDay`,
+  `RollupCause`).
+- `answer_judged`: a judge run's completion moves its answer's judged state (`RollupScore`,
+  `RollupCauseScore`, `RollupMoments`): the state it had is subtracted (a rescore), the new one
+  added, in the run's transaction.
 - `rollups_rebuild`: recompute from the raw rows (after a COPY, a restore, a change of
   definition); `rollups_check`: where the stored rollups differ from a recount.
 
@@ -15,8 +17,10 @@ rebuild never misses nor counts twice an answer a writer is adding meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections import Counter
+import math
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -29,19 +33,28 @@ from django.db.models import Case, Count, IntegerField, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from monitoring.domain import causes
 from monitoring.models import (
     Answer,
     Claim,
     JudgeRun,
+    RollupCause,
+    RollupCauseScore,
     RollupDay,
+    RollupMoments,
     RollupScore,
     RollupState,
     RollupUsage,
     UseCase,
 )
+from monitoring.models.buckets import Bucket
 from monitoring.models.rollups import (
+    NO_BUCKET,
     POINTS2,
+    PROBABILITY_GRID,
     USAGE_SUMS,
+    Dim,
+    cause_buckets,
     day_of,
     definition,
     rollups_ready,
@@ -62,6 +75,37 @@ class Judged:
     abstention: bool
     points2: int  # twice the supported points of its readable claims
     claims: int  # its readable claims
+
+
+@dataclass(frozen=True, slots=True)
+class Traits:
+    """What the diagnosis groups an answer by; set at ingest, never changed."""
+
+    best_chunk_score: float | None
+    chunk_count: int
+    multi_part: bool | None
+    min_content_probability: float | None
+
+    @classmethod
+    def of(cls, answer: Any) -> Traits:
+        """Of an Answer or a dict of its fields."""
+        fields = answer if isinstance(answer, Mapping) else vars(answer)
+        return cls(fields["best_chunk_score"], int(fields["chunk_count"]),
+                   fields["multi_part"], fields["min_content_probability"])
+
+    def buckets(self) -> tuple[tuple[int, int], ...]:
+        return cause_buckets(self.best_chunk_score, self.chunk_count, self.multi_part,
+                             self.min_content_probability)
+
+    def moments(self, score: float) -> causes.Moments | None:
+        """The answer's part of its week's regression sums (None: no similarity, left out)."""
+        if self.best_chunk_score is None or math.isnan(self.best_chunk_score):
+            return None
+        return causes.moments_of(self.best_chunk_score, self.chunk_count,
+                                 bool(self.multi_part), score)
+
+
+TRAITS = ("best_chunk_score", "chunk_count", "multi_part", "min_content_probability")
 
 
 def judged_state(
@@ -85,37 +129,95 @@ def run_labels(run_id: int | None) -> list[str]:
 # --- writers --------------------------------------------------------------------------------
 
 
-def answers_added(answers: Iterable[Answer]) -> None:
-    """Count new answers (just inserted in this transaction) in their days."""
-    counts = Counter(
-        (a.use_case_id, day_of(a.created_at), bool(a.flagged)) for a in answers
-    )
+def answers_added(answers: Iterable[Answer], *, days: bool = True) -> None:
+    """Count new answers (just inserted in this transaction) in their days (unless `days` is
+    False: already counted) and their weeks' cause buckets."""
+    counts: Counter[tuple[Any, ...]] = Counter()
+    buckets: Counter[tuple[Any, ...]] = Counter()
+    for a in answers:
+        counts[a.use_case_id, day_of(a.created_at), bool(a.flagged)] += 1
+        week = week_of(a.created_at)
+        for dim, bucket in Traits.of(a).buckets():
+            buckets[a.use_case_id, week, bool(a.flagged), dim, bucket] += 1
     if not counts:
         return
     _lock_shared({uc for uc, _, _ in counts})
-    _add(RollupDay, ("use_case", "day", "flagged"), counts)
+    if days:
+        _add(RollupDay, _DAY_KEY, counts)
+    _add(RollupCause, _CAUSE_KEY, buckets)
 
 
 def answer_judged(
     *, use_case_id: int, created_at: datetime, flagged: bool, in_random_sample: bool,
-    before: Judged | None, after: Judged | None,
+    traits: Traits, before: Judged | None, after: Judged | None,
 ) -> None:
     """Move one answer from its judged state `before` (None: it was not judged) to `after`."""
     week = week_of(created_at)
+    flagged, in_random_sample = bool(flagged), bool(in_random_sample)
     delta: Counter[tuple[Any, ...]] = Counter()
+    by_cause: Counter[tuple[Any, ...]] = Counter()
     for state, sign in ((before, -1), (after, +1)):
-        if state is not None:
-            delta[(use_case_id, week, bool(flagged), bool(in_random_sample), state.abstention,
-                   state.score, state.points2, state.claims)] += sign
+        if state is None:
+            continue
+        delta[(use_case_id, week, flagged, in_random_sample, state.abstention,
+               state.score, state.points2, state.claims)] += sign
+        for dim, bucket in traits.buckets():
+            if dim != Dim.PROBABILITY or in_random_sample:
+                by_cause[(use_case_id, week, flagged, in_random_sample, dim, bucket,
+                          state.score)] += sign
     delta = Counter({k: v for k, v in delta.items() if v})
     if not delta:
         return
     _lock_shared({use_case_id})
     _add(RollupScore, _SCORE_KEY, delta)
+    _add(RollupCauseScore, _CAUSE_SCORE_KEY, {k: v for k, v in by_cause.items() if v})
+    _moments_move(
+        (use_case_id, week, flagged),
+        add=None if after is None else traits.moments(after.score),
+        sub=None if before is None else traits.moments(before.score),
+    )
+
+
+def _moments_move(
+    key: tuple[int, date, bool], *, add: causes.Moments | None, sub: causes.Moments | None
+) -> None:
+    """Add one answer's moments to its week's row and take away those it had (a rescore: the
+    same answer, so the count and the covariates' range stay)."""
+    if add is None and sub is None:
+        return
+    use_case_id, week, flagged = key
+    RollupMoments.objects.bulk_create(
+        [RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged)],
+        ignore_conflicts=True,
+    )
+    row = RollupMoments.objects.select_for_update().get(
+        use_case_id=use_case_id, week=week, flagged=flagged
+    )
+    moments = row.moments
+    if add is not None:
+        moments = moments + add
+    if sub is not None:
+        moments = dataclasses.replace(
+            moments, n=moments.n - sub.n, m_sum=moments.m_sum - sub.m_sum,
+            sums={k: moments.sums[k] - sub.sums[k] for k in causes.MOMENT_KEYS},
+        )
+    _moments_store(row, moments)
+    row.save()
+
+
+def _moments_store(row: RollupMoments, moments: causes.Moments) -> None:
+    row.n, row.m_sum = moments.n, moments.m_sum
+    ranges = (moments.s_min, moments.s_max, moments.c_min, moments.c_max)
+    row.s_min, row.s_max, row.c_min, row.c_max = (
+        (None,) * 4 if not moments.n else ranges
+    )
+    row.sums = [moments.sums[k] for k in causes.MOMENT_KEYS] if moments.n else []
 
 
 _SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "abstention", "score",
               "points2", "claims")
+_CAUSE_KEY = ("use_case", "week", "flagged", "dim", "bucket")
+_CAUSE_SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "dim", "bucket", "score")
 
 
 _USAGE_KEY = ("use_case", "week", "judge_model", "prompt_version")
@@ -206,6 +308,8 @@ _TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], s
     "day": (RollupDay, _DAY_KEY, ("answers",), "day"),
     "score": (RollupScore, _SCORE_KEY, ("answers",), "week"),
     "usage": (RollupUsage, _USAGE_KEY, USAGE_SUMS, "week"),
+    "cause": (RollupCause, _CAUSE_KEY, ("answers",), "week"),
+    "cause_score": (RollupCauseScore, _CAUSE_SCORE_KEY, ("answers",), "week"),
 }
 
 Rows = dict[str, dict[tuple[Any, ...], tuple[int, ...]]]
@@ -219,14 +323,26 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
     if since is not None:
         answers = answers.filter(created_at__gte=_local_midnight(since))
     days: Counter[tuple[Any, ...]] = Counter()
-    for uc, day, flagged, n in (
-        answers
-        .annotate(day=TruncDate("created_at", tzinfo=zone))
-        .values_list("use_case_id", "day", "flagged")
-        .annotate(n=Count("*"))
-        .order_by()
+    buckets: Counter[tuple[Any, ...]] = Counter()
+    # One pass per cause (all four at once would group by nearly every answer).
+    for dim, expression in (
+        (Dim.CHUNKS, Bucket("chunk_count", causes.DEFAULT_CHUNK_EDGES)),
+        (Dim.SIMILARITY, Bucket("best_chunk_score", causes.DEFAULT_SIMILARITY_EDGES)),
+        (Dim.MULTI_PART, models.F("multi_part")),
+        (Dim.PROBABILITY, Bucket("min_content_probability", PROBABILITY_GRID)),
     ):
-        days[(uc, day, bool(flagged))] += n
+        for uc, day, flagged, b, n in (
+            answers
+            .annotate(day=TruncDate("created_at", tzinfo=zone), b=expression)
+            .values_list("use_case_id", "day", "flagged", "b")
+            .annotate(n=Count("*"))
+            .order_by()
+        ):
+            if dim == Dim.CHUNKS:  # every answer has a chunk count: the days from here
+                days[(uc, day, bool(flagged))] += n
+            week = date.fromordinal(day.toordinal() - day.weekday())
+            buckets[(uc, week, bool(flagged), dim,
+                     NO_BUCKET if b is None else int(b))] += n
     points = Case(
         *[When(label=label, then=Value(p)) for label, p in POINTS2.items()],
         output_field=IntegerField(),
@@ -239,17 +355,28 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         ).values_list("run_id").annotate(p2=Sum(points), m=Count("*")).order_by()
     }
     scores: Counter[tuple[Any, ...]] = Counter()
-    for uc, created_at, flagged, in_random, abstention, score, run_id in (
+    by_cause: Counter[tuple[Any, ...]] = Counter()
+    regressed: dict[tuple[Any, ...], list[tuple[float, int, bool, float]]] = defaultdict(list)
+    for uc, created_at, flagged, in_random, abstention, score, run_id, *traits in (
         answers.filter(status=Answer.Status.JUDGED, score__isnull=False)
         .values_list("use_case_id", "created_at", "flagged", "in_random_sample", "abstention",
-                     "score", "current_run_id")
+                     "score", "current_run_id", *TRAITS)
         .order_by()
         .iterator(chunk_size=5000)
     ):
         p2, m = readable.get(run_id, (0, 0))
         assert score is not None  # filtered above
-        scores[(uc, week_of(created_at), bool(flagged), bool(in_random), bool(abstention),
-                float(score), int(p2), int(m))] += 1
+        week, flagged, in_random, score = week_of(created_at), bool(flagged), bool(in_random), (
+            float(score))
+        scores[(uc, week, flagged, in_random, bool(abstention), score, int(p2), int(m))] += 1
+        of = Traits(*traits)
+        for dim, bucket in of.buckets():
+            if dim != Dim.PROBABILITY or in_random:
+                by_cause[(uc, week, flagged, in_random, dim, bucket, score)] += 1
+        if of.moments(score) is not None:
+            assert of.best_chunk_score is not None
+            regressed[(uc, week, flagged)].append(
+                (of.best_chunk_score, of.chunk_count, bool(of.multi_part), score))
     usage: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for run in (
         JudgeRun.objects.filter(
@@ -266,7 +393,17 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         "day": {k: (n,) for k, n in days.items()},
         "score": {k: (n,) for k, n in scores.items()},
         "usage": usage,
+        "cause": {k: (n,) for k, n in buckets.items()},
+        "cause_score": {k: (n,) for k, n in by_cause.items()},
+        "moments": {k: _moment_values(causes.moments_of_many(rows))
+                    for k, rows in regressed.items()},
     }
+
+
+def _moment_values(m: causes.Moments) -> tuple[Any, ...]:
+    """A stratum's moments as one row of numbers, to compare."""
+    return (m.n, m.s_min, m.s_max, m.c_min, m.c_max, m.m_sum,
+            *(m.sums[k] for k in causes.MOMENT_KEYS))
 
 
 def _plus(a: tuple[int, ...] | None, b: tuple[int, ...]) -> tuple[int, ...]:
@@ -283,6 +420,10 @@ def _stored(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
             if any(values):
                 rows[tuple(row[:len(fields)])] = _plus(rows.get(row[:len(fields)]), values)
         out[name] = rows
+    out["moments"] = {
+        (row.use_case_id, row.week, row.flagged): _moment_values(row.moments)
+        for row in _rows(RollupMoments, "week", use_case_ids, since) if row.n
+    }
     return out
 
 
@@ -328,7 +469,7 @@ def rollups_rebuild(
     whole = use_cases is None and weeks is None
     since = since_weeks(weeks)
     ids = _use_case_ids(use_cases)
-    written = dict.fromkeys(_TABLES, 0)
+    written = dict.fromkeys([*_TABLES, "moments"], 0)
     for pk in ids:
         with transaction.atomic():
             if connection.vendor == "postgresql":
@@ -339,6 +480,11 @@ def rollups_rebuild(
                 _rows(model, dated_by, [pk], since).delete()
                 _add(model, key, expected[name], sums)
                 written[name] += len(expected[name])
+            _rows(RollupMoments, "week", [pk], since).delete()
+            RollupMoments.objects.bulk_create([
+                _moments_row(key, values) for key, values in expected["moments"].items()
+            ])
+            written["moments"] += len(expected["moments"])
     if whole:
         RollupState.objects.all().delete()
         RollupState.objects.create(definition=definition(), ready_at=timezone.now())
@@ -353,14 +499,37 @@ def rollups_check(
     since = since_weeks(weeks)
     expected, stored = _expected(ids, since), _stored(ids, since)
     out = []
-    for name in _TABLES:
+    for name in [*_TABLES, "moments"]:
         want, have = expected[name], stored[name]
+        same = _close if name == "moments" else _equal
         for key in sorted(set(want) | set(have), key=lambda k: tuple(map(_sortable, k))):
             a, b = want.get(key), have.get(key)
-            if a != b:
+            if not same(a, b):
                 shown = [None if x is None else (x[0] if len(x) == 1 else x) for x in (a, b)]
                 out.append(f"{name} {key}: counted {shown[0] or 0}, stored {shown[1] or 0}")
     return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return bool(a == b)
+
+
+def _close(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+    """Moments agree: counts and ranges equal, sums up to the rounding of a rescore's
+    subtraction."""
+    if a is None or b is None:
+        return a is b
+    return a[:6] == b[:6] and all(
+        math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-6) for x, y in zip(a[6:], b[6:], strict=True)
+    )
+
+
+def _moments_row(key: tuple[Any, ...], values: tuple[Any, ...]) -> RollupMoments:
+    use_case_id, week, flagged = key
+    n, s_min, s_max, c_min, c_max, m_sum, *sums = values
+    return RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged, n=n,
+                         s_min=s_min, s_max=s_max, c_min=c_min, c_max=c_max, m_sum=m_sum,
+                         sums=list(sums))
 
 
 # The nightly check recounts the last weeks, where answers arrive and runs finish; the

@@ -352,3 +352,132 @@ def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, 
                      "calls": sum(ended.values_list("calls", flat=True))}
     assert total["calls"] >= 2 + 4  # the abandoned run's 2 and the scored run's (1 + 3)
     assert rollups.rollups_check() == []
+
+
+def _diagnosis_world(world_builder: Any) -> tuple[UseCase, Any, list[Answer]]:
+    """Answers of the last ten weeks that differ in everything the diagnosis groups by:
+    similarity, number of chunks, one or two questions, the lowest content-word probability
+    (flagged below 0.5, none without log-probabilities), and judged scores; half of the
+    unflagged ones drawn at random."""
+    import math
+    import random
+
+    from monitoring.schemas import AnswerIn
+    from tests.support.judged import GENERATOR, Judge
+
+    judge = world_builder.judge(Judge())
+    use_case = world_builder.use_case("diagnose", "Diagnose", sample_rate=0.5,
+                                      action_threshold=0.8)
+    service, _ = world_builder.service("diagnose-bot", use_case)
+    rng = random.Random(22)
+    now = timezone.localtime()
+    verdicts = ["GEDECKT", "GEDECKT", "GEDECKT", "TEILWEISE", "UNGEDECKT"]
+    answers = []
+    for i in range(90):
+        text = f"Antwort {i}: Der Behälter wird alle 5 Jahre geprüft."
+        judge.script(text, [(f"Aussage {i}.{k}", rng.choice(verdicts))
+                            for k in range(rng.choice([1, 2, 3]))])
+        p = rng.choice([0.05, 0.095, 0.15, 0.25, 0.35, 0.45, 0.499, 0.5, 0.55, 0.75, 0.95, None])
+        body: dict[str, Any] = {
+            "external_id": f"d-{i}",
+            "use_case": use_case.slug,
+            "question": rng.choice(["Wie oft muss der Behälter geprüft werden?",
+                                    "Wie oft wird geprüft und wer prüft?"]),
+            "answer": text,
+            "model": GENERATOR,
+            "chunks": [{"text": f"Abschnitt {k}", "score": round(rng.uniform(0.3, 0.98), 3)}
+                       for k in range(rng.choice([1, 2, 4, 8, 12]))],
+            "logprobs": None if p is None else {"content": [
+                {"token": piece, "logprob": math.log(p if piece.strip() == "5" else 1.0),
+                 "bytes": list(piece.encode())}
+                for piece in text.replace(" ", "\0 ").split("\0")
+            ]},
+            "created_at": (now - timedelta(days=rng.randrange(0, 70), hours=i % 5)).isoformat(),
+        }
+        result = services.answer_ingest(service=service, payload=AnswerIn.model_validate(body),
+                                        raw=body)
+        assert result.answer is not None, result.errors
+        for run in result.answer.judge_runs.filter(status=JudgeRun.Status.PENDING):
+            assert execute(run) == "scored"
+        answers.append(result.answer)
+    return use_case, judge, answers
+
+
+def _diagnosis(use_case: UseCase) -> Any:
+    from monitoring.selectors.dashboard import use_case_diagnosis, use_case_page
+
+    page = use_case_page(use_case=use_case, weeks=26).diagnosis
+    alone = use_case_diagnosis(use_case=use_case)
+    assert alone == page
+    return page
+
+
+def _assert_same_diagnosis(raw: Any, from_rollups: Any) -> None:
+    import dataclasses
+
+    assert from_rollups.tuner == raw.tuner
+    assert from_rollups.worth == raw.worth
+    assert dataclasses.replace(from_rollups.causes, adjusted=None) == dataclasses.replace(
+        raw.causes, adjusted=None
+    )
+    a, b = raw.causes.adjusted, from_rollups.causes.adjusted
+    assert (b.n, b.too_few) == (a.n, a.too_few)
+    for x, y in zip(a.effects, b.effects, strict=True):
+        assert (y.name, y.holds) == (x.name, x.holds)
+        for field in ("estimate", "low", "high", "p_value", "p_adjusted"):
+            assert getattr(y, field) == pytest.approx(getattr(x, field), rel=1e-7, abs=1e-9)
+
+
+@pytest.mark.django_db
+def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder):
+    """Causes, worth, tuner and the adjusted regression: from the raw rows and from the rollups
+    (kept by ingest and the judge, then rebuilt), also after rescores that change scores."""
+    from monitoring.judging.services import rescoring  # noqa: F401  (the rescore trigger)
+
+    use_case, judge, answers = _diagnosis_world(world_builder)
+    assert rollups.rollups_check() == []  # the writers kept every table, moments included
+    raw = _diagnosis(use_case)
+    judged = [a for a in answers if JudgeRun.objects.filter(answer=a).exists()]
+    assert raw.causes.adjusted.n >= 30 and not raw.causes.adjusted.too_few, raw.causes.adjusted
+    assert any(e.estimate is not None for e in raw.causes.adjusted.effects)
+    assert raw.tuner.random_sample > 5 and raw.worth.flagged_n > 5
+    assert {b.estimate.n for b in raw.causes.chunks} != {0}
+    assert raw.causes.multi.n and raw.causes.single.n
+
+    call_command("rebuild_rollups", stdout=StringIO())
+    assert rollup_reads.rollups_ready()
+    _assert_same_diagnosis(raw, _diagnosis(use_case))
+
+    # Rescores with other verdicts: the writers move scores and moments (a subtraction).
+    for answer in judged[::3]:
+        text = answer.text
+        judge.script(text, [(claim, "UNGEDECKT") for claim in judge.claims[text]])
+        (run,) = judging.judge_runs_create(
+            answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-x"
+        )
+        assert execute(run) == "scored"
+    assert rollups.rollups_check() == []
+    from_rollups = _diagnosis(use_case)
+    RollupState.objects.all().delete()  # the raw rows again
+    raw_after = _diagnosis(use_case)
+    assert raw_after.causes.adjusted != raw.causes.adjusted  # the rescores changed the fit
+    _assert_same_diagnosis(raw_after, from_rollups)
+
+
+@pytest.mark.django_db
+def test_a_threshold_off_the_grid_reads_the_tuner_from_the_raw_rows(world_builder):
+    """The rollups keep probabilities by hundredths: a use case whose threshold lies between
+    two gets its whole diagnosis from the raw rows, the same as before."""
+    use_case, _, _ = _diagnosis_world(world_builder)
+    use_case.logprob_threshold = 0.555
+    use_case.save()
+    raw = _diagnosis(use_case)
+    assert 0.555 in [row.threshold for row in raw.tuner.rows]
+    call_command("rebuild_rollups", stdout=StringIO())
+    _assert_same_diagnosis(raw, _diagnosis(use_case))
+    use_case.logprob_threshold = 0.55  # on the grid: from the rollups, the same
+    use_case.save()
+    RollupState.objects.all().delete()
+    raw = _diagnosis(use_case)
+    call_command("rebuild_rollups", stdout=StringIO())
+    _assert_same_diagnosis(raw, _diagnosis(use_case))

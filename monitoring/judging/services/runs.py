@@ -325,7 +325,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             Answer.objects.select_for_update()
             .filter(pk=run.answer_id)
             .values("use_case_id", "created_at", "flagged", "in_random_sample", "status",
-                    "score", "abstention", "current_run_id")
+                    "score", "abstention", "current_run_id", *rollups.TRAITS)
             .get()
         )
         done = jobs.finish(
@@ -389,7 +389,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             rollups.answer_judged(
                 use_case_id=answer["use_case_id"], created_at=answer["created_at"],
                 flagged=answer["flagged"], in_random_sample=answer["in_random_sample"],
-                before=before,
+                traits=rollups.Traits.of(answer), before=before,
                 after=rollups.judged_state(
                     result.score, result.abstention, (c.label.value for c in judgement.claims)
                 ),

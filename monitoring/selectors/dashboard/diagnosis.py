@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple
@@ -23,6 +23,8 @@ from monitoring.domain import causes, statistics, tuner
 from monitoring.domain.statistics import Estimate, Lift
 from monitoring.judging.domain import cost
 from monitoring.models import UseCase
+from monitoring.models.rollups import Dim, on_grid
+from monitoring.selectors.dashboard import rollup_reads
 from monitoring.selectors.dashboard.reads import JudgedRow, Usage, _answers_in, _judged_rows, _usage
 from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, Week, _Bucket, _week_of, iso_weeks
 
@@ -87,7 +89,7 @@ def _grouped(
     counts: dict[tuple[Any, bool], int], judged: Mapping[tuple[Any, bool], Mapping[float, int]]
 ) -> dict[Any, Estimate]:
     """A stratified estimate per group from (group, flagged) counts of all answers and of the
-    judged answers' scores (score → answers), as `_score_counts` makes of the rows. As a
+    judged answers' scores (score → answers), as `Window` gives them. As a
     week's: a stratum is never smaller than what was judged of it, the flagged one is judged
     in full and the unflagged one drawn at random."""
     keys = {key for key, _ in counts} | {key for key, _ in judged}
@@ -99,16 +101,6 @@ def _grouped(
             size = max(counts.get((key, flagged), 0), sum(scores.values()))
             strata.append(statistics.sums_from_counts(scores, size=size, drawn=not flagged))
         out[key] = statistics.mean_from_sums(strata)
-    return out
-
-
-def _score_counts(
-    rows: Iterable[tuple[Any, JudgedRow]],
-) -> dict[tuple[Any, bool], Counter[float]]:
-    """The judged rows' scores per (group, flagged): score → answers."""
-    out: dict[tuple[Any, bool], Counter[float]] = defaultdict(Counter)
-    for key, row in rows:
-        out[key, bool(row.flagged)][row.score] += 1
     return out
 
 
@@ -136,36 +128,126 @@ def _index(value: float | None, edges: Sequence[float]) -> int | None:
     return bisect_right(edges, value)  # the edges <= value; the edges are sorted
 
 
-def _held_out_cutoff(
-    counts: Callable[..., dict[tuple[Any, bool], int]], rows: Sequence[JudgedRow],
-    threshold: float, first: int,
-) -> bool:
+# What a bucket is of: the rollups' dimensions (an answer is in one bucket of each). A bucket
+# is an index for similarity and chunks (None: no similarity), a bool or None for multi-part,
+# and for the tuner the probability that stands in for the answer's (None: no log-probs).
+SIMILARITY, CHUNKS, MULTI_PART, PROBABILITY = (
+    Dim.SIMILARITY, Dim.CHUNKS, Dim.MULTI_PART, Dim.PROBABILITY
+)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The window's answers as the diagnosis reads them, from the raw rows or the rollups:
+    answers per (dim, week, bucket, flagged), the judged answers' scores per (dim, week,
+    bucket, flagged, in the random sample) - the probability only for the random sample - and
+    the causes' regression, fitted by the source (rows or power sums)."""
+
+    answers: Mapping[tuple[int, int, Any, bool], int]
+    judged: Mapping[tuple[int, int, Any, bool, bool], Mapping[float, int]]
+    adjusted: causes.Adjusted
+
+    def counts(
+        self, dim: int, pick: Callable[[Any], Any] = lambda b: b,
+        weeks: Callable[[int], bool] = lambda wk: True,
+    ) -> dict[tuple[Any, bool], int]:
+        """Answers by (pick(bucket), flagged), of the weeks `weeks` accepts."""
+        out: dict[tuple[Any, bool], int] = defaultdict(int)
+        for (d, wk, bucket, flagged), n in self.answers.items():
+            if d == dim and weeks(wk):
+                out[pick(bucket), flagged] += n
+        return out
+
+    def scores(
+        self, dim: int, pick: Callable[[Any], Any] = lambda b: b,
+        weeks: Callable[[int], bool] = lambda wk: True, random_only: bool = False,
+    ) -> dict[tuple[Any, bool], Counter[float]]:
+        """Judged answers' scores by (pick(bucket), flagged): score → answers."""
+        out: dict[tuple[Any, bool], Counter[float]] = defaultdict(Counter)
+        for (d, wk, bucket, flagged, in_random), scores in self.judged.items():
+            if d == dim and weeks(wk) and (in_random or not random_only):
+                out[pick(bucket), flagged].update(scores)
+        return out
+
+    def sizes(self) -> tuple[int, int]:
+        return _sizes(self.answers)
+
+
+def _sizes(answers: Mapping[tuple[int, int, Any, bool], int]) -> tuple[int, int]:
+    """(flagged, unflagged) answers of the window: every answer has a chunk count."""
+    out = [0, 0]
+    for (dim, _, _, flagged), n in answers.items():
+        if dim == CHUNKS:
+            out[0 if flagged else 1] += n
+    return out[0], out[1]
+
+
+def _window_from_rows(
+    cells: Sequence[_Cell], rows: Sequence[JudgedRow], first: int,
+    thresholds: Sequence[float],
+) -> Window:
+    """The window from the raw reads: the cells' counts and the judged rows (whose weeks count
+    from `first`)."""
+    answers: dict[tuple[int, int, Any, bool], int] = defaultdict(int)
+    for c in cells:
+        stand_in = None if c.low_p is None else (thresholds[c.low_p - 1] if c.low_p else 0.0)
+        for dim, bucket in ((SIMILARITY, c.sim), (CHUNKS, c.chunk_bucket),
+                            (MULTI_PART, c.multi_part), (PROBABILITY, stand_in)):
+            answers[dim, c.wk, bucket, bool(c.flagged)] += c.n
+    judged: dict[tuple[int, int, Any, bool, bool], Counter[float]] = defaultdict(Counter)
+    for r in rows:
+        wk, flagged, in_random = r.week - first, bool(r.flagged), bool(r.in_random_sample)
+        for dim, bucket in ((SIMILARITY, _index(r.best_chunk_score, SIMILARITY_EDGES)),
+                            (CHUNKS, _index(r.chunk_count, CHUNK_EDGES)),
+                            (MULTI_PART, r.multi_part)):
+            judged[dim, wk, bucket, flagged, in_random][r.score] += 1
+        if in_random:
+            judged[PROBABILITY, wk, r.min_content_probability, flagged, True][r.score] += 1
+    return Window(answers, judged, causes.adjusted_effects(
+        [(r.best_chunk_score, r.chunk_count, bool(r.multi_part), r.flagged, r.score)
+         for r in rows],
+        sizes=_sizes(answers),
+    ))
+
+
+def _window_from_rollups(use_case: UseCase, span: Sequence[Week]) -> Window:
+    answers, judged, moments = rollup_reads.causes_from_rollups(use_case.pk, span)
+    return Window(answers, judged, causes.adjusted_effects_from_moments(
+        moments, sizes=_sizes(answers)
+    ))
+
+
+def _held_out_cutoff(window: Window, threshold: float) -> bool:
     """`causes.held_out_cutoff` on the grouped counts: the cut-off is chosen on the even weeks
-    of the window and holds only if the odd weeks' answers below it are red as well. `first`:
-    the window's first week as the rows count weeks (the cells count from 0)."""
+    of the window and holds only if the odd weeks' answers below it are red as well."""
     def even(wk: int) -> bool:
         return wk % 2 == 0
 
+    def odd(wk: int) -> bool:
+        return not even(wk)
+
     chosen = _with_estimates(
         causes.similarity_buckets([], edges=SIMILARITY_EDGES),
-        _grouped(counts(lambda c: c.sim, even), _score_counts(
-            (_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows
-            if even(r.week - first))),
+        _grouped(window.counts(SIMILARITY, weeks=even), window.scores(SIMILARITY, weeks=even)),
     )
     cutoff = causes.similarity_cutoff(chosen, threshold)
     if cutoff is None:
         return False
     index = _index(cutoff, SIMILARITY_EDGES)
+    below = _below(index)
     test = _grouped(
-        counts(lambda c: c.sim is not None and c.sim < index, lambda wk: not even(wk)),
-        _score_counts(
-            (r.best_chunk_score is not None and r.best_chunk_score < cutoff, r) for r in rows
-            if not even(r.week - first)),
+        window.counts(SIMILARITY, below, odd), window.scores(SIMILARITY, below, odd)
     ).get(True)
     return bool(
         test is not None and not test.too_few
         and statistics.traffic_light(test, threshold) == "red"
     )
+
+
+def _below(index: int | None) -> Callable[[Any], bool]:
+    """Is a similarity bucket below the one of this index? (A cut-off is an edge, so "below
+    the cut-off" is whole buckets.)"""
+    return lambda b: b is not None and index is not None and b < index
 
 
 class _Cell(NamedTuple):
@@ -198,46 +280,21 @@ def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float])
     return [_Cell(*row) for row in rows]
 
 
-def _counter(cells: Sequence[_Cell]) -> Callable[..., dict[tuple[Any, bool], int]]:
-    """counts(pick, weeks): the answers of the cells of `weeks` (a test on the week index) by
-    (pick(cell), flagged)."""
-    def counts(
-        pick: Callable[[_Cell], Any], weeks: Callable[[int], bool] = lambda wk: True
-    ) -> dict[tuple[Any, bool], int]:
-        out: dict[tuple[Any, bool], int] = defaultdict(int)
-        for cell in cells:
-            if weeks(cell.wk):
-                out[pick(cell), cell.flagged] += cell.n
-        return out
-
-    return counts
-
-
-def _causes(
-    cells: Sequence[_Cell], rows: Sequence[JudgedRow], threshold: float, first: int
-) -> Causes:
+def _causes(window: Window, threshold: float) -> Causes:
     """Faithfulness by the causes' buckets, each a stratified estimate over the window."""
-    counts = _counter(cells)
     similarity = _with_estimates(
         causes.similarity_buckets([], edges=SIMILARITY_EDGES),
-        _grouped(counts(lambda c: c.sim), _score_counts(
-            (_index(r.best_chunk_score, SIMILARITY_EDGES), r) for r in rows)),
+        _grouped(window.counts(SIMILARITY), window.scores(SIMILARITY)),
     )
     cutoff = causes.similarity_cutoff(similarity, threshold)
     passing = cutoff if cutoff is not None else DEFAULT_SIMILARITY_THRESHOLD
-    passing_index = _index(passing, SIMILARITY_EDGES)
-    below_passing = _grouped(
-        counts(lambda c: c.sim is not None and c.sim < passing_index),
-        _score_counts(
-            (r.best_chunk_score is not None and r.best_chunk_score < passing, r) for r in rows),
-    )
+    below = _below(_index(passing, SIMILARITY_EDGES))
+    below_passing = _grouped(window.counts(SIMILARITY, below), window.scores(SIMILARITY, below))
     chunks = _with_estimates(
         causes.chunk_count_buckets([], edges=CHUNK_EDGES),
-        _grouped(counts(lambda c: c.chunk_bucket), _score_counts(
-            (_index(r.chunk_count, CHUNK_EDGES), r) for r in rows)),
+        _grouped(window.counts(CHUNKS), window.scores(CHUNKS)),
     )
-    multi = _grouped(counts(lambda c: c.multi_part),
-                     _score_counts((r.multi_part, r) for r in rows))
+    multi = _grouped(window.counts(MULTI_PART), window.scores(MULTI_PART))
     empty = statistics.stratified_mean([])
     return Causes(
         similarity=similarity,
@@ -247,49 +304,48 @@ def _causes(
         single=multi.get(False, empty),
         multi=multi.get(True, empty),
         no_passing_chunk=below_passing.get(True, empty),
-        unclassified=sum(c.n for c in cells if c.multi_part is None),
-        cutoff_held_out=_held_out_cutoff(counts, rows, threshold, first),
-        adjusted=causes.adjusted_effects(
-            [(r.best_chunk_score, r.chunk_count, bool(r.multi_part), r.flagged, r.score)
-             for r in rows],
-            sizes=(sum(c.n for c in cells if c.flagged), sum(c.n for c in cells if not c.flagged)),
-        ),
+        unclassified=sum(window.counts(MULTI_PART, lambda b: b is None).get((True, f), 0)
+                         for f in (True, False)),
+        cutoff_held_out=_held_out_cutoff(window, threshold),
+        adjusted=window.adjusted,
     )
 
 
-def _worth(rows: Sequence[JudgedRow], threshold: float) -> Lift:
+def _worth(window: Window, threshold: float) -> Lift:
     """How much more often a flagged answer is unfaithful than one drawn at random."""
-    flagged = [r for r in rows if r.flagged]
-    random = [r for r in rows if r.in_random_sample]
+    every = lambda b: None  # noqa: E731  (every judged answer has a chunk bucket)
+    flagged = window.scores(CHUNKS, every).get((None, True), Counter())
+    random = window.scores(CHUNKS, every, random_only=True)
+    drawn = random.get((None, True), Counter()) + random.get((None, False), Counter())
     return statistics.lift(
-        flagged_bad=sum(1 for r in flagged if r.score < threshold),
-        flagged_n=len(flagged),
-        random_bad=sum(1 for r in random if r.score < threshold),
-        random_n=len(random),
+        flagged_bad=sum(n for score, n in flagged.items() if score < threshold),
+        flagged_n=sum(flagged.values()),
+        random_bad=sum(n for score, n in drawn.items() if score < threshold),
+        random_n=sum(drawn.values()),
     )
 
 
 def _tuner(
-    use_case: UseCase, cells: Sequence[_Cell], rows: Sequence[JudgedRow],
-    usage: dict[tuple[int, int], Usage], *, first: int, weeks: int,
-    thresholds: tuple[float, ...],
+    use_case: UseCase, window: Window, usage: dict[tuple[int, int], Usage], *, first: int,
+    weeks: int, thresholds: tuple[float, ...],
 ) -> Tuner:
     """What each tier-1 threshold would flag, catch and cost over the window."""
     # Each answer's lowest content-word probability, represented by the lower edge of its
-    # bucket between two thresholds: the tuner only asks "below t?" for these thresholds.
-    probabilities: list[float | None] = []
-    for cell in cells:
-        stand_in = None if cell.low_p is None else (
-            thresholds[cell.low_p - 1] if cell.low_p else 0.0
-        )
-        probabilities.extend([stand_in] * cell.n)
-    sample = [(r.min_content_probability, r.score) for r in rows if r.in_random_sample]
+    # bucket (between two thresholds, or two hundredths): the tuner only asks "below t?" for
+    # these thresholds.
+    answers: Counter[float | None] = Counter()
+    for (p, _), n in window.counts(PROBABILITY).items():
+        answers[p] += n
+    sample: Counter[tuple[float | None, float]] = Counter()
+    for (p, _), scores in window.scores(PROBABILITY, random_only=True).items():
+        for score, n in scores.items():
+            sample[p, score] += n
     recent = [u for (_, wk), u in usage.items() if wk >= first]
     ok_runs = sum(u.succeeded_runs for u in recent)
     ok_calls = sum(u.succeeded_calls for u in recent)
     calls_per_answer = ok_calls / ok_runs if ok_runs else cost.ASSUMED_CALLS_PER_ANSWER
-    table = tuner.threshold_table(
-        min_probabilities=probabilities,
+    table = tuner.threshold_table_from_counts(
+        answers=answers,
         random_sample=sample,
         rate=use_case.sample_rate,
         weeks=weeks,
@@ -300,7 +356,7 @@ def _tuner(
     return Tuner(
         rows=table,
         current=use_case.logprob_threshold,
-        random_sample=len(sample),
+        random_sample=sum(sample.values()),
         calls_per_answer=calls_per_answer,
         calls_measured=bool(ok_runs),
     )
@@ -314,24 +370,32 @@ def use_case_diagnosis(
     """Causes, the trigger's worth and the tuner over the last CAUSES_WEEKS weeks.
 
     `weeks` with `judged` and `usage` hand over what the weekly figures already read for these
-    weeks (their last CAUSES_WEEKS are used), so the page reads each table once.
+    weeks (their last CAUSES_WEEKS are used), so the page reads each table once. Without
+    `judged`, the window comes from the rollups once they are whole (and the tuner's thresholds
+    lie on their grid of hundredths), else from the raw rows.
     """
     span = list(weeks) if weeks is not None else iso_weeks(weeks=CAUSES_WEEKS, until=until)
     first = max(0, len(span) - CAUSES_WEEKS)
     span = span[first:]
-    if judged is None or usage is None:
-        ids = [use_case.pk]
-        judged, usage, first = _judged_rows(ids, span), _usage(ids, span), 0
-    rows = [r for r in judged if r.use_case_id == use_case.pk and r.week >= first]
+    ids = [use_case.pk]
     thresholds = tuple(sorted({*TUNER_THRESHOLDS, use_case.logprob_threshold}))
-    cells = _cells(use_case, span, thresholds)
+    ready = rollup_reads.rollups_ready()
+    if usage is None:
+        usage = rollup_reads.usage_from_rollups(ids, span) if ready else _usage(ids, span)
+        first = 0
+    if judged is None and ready and all(map(on_grid, thresholds)):
+        window = _window_from_rollups(use_case, span)
+    else:
+        if judged is None:
+            judged, first = _judged_rows(ids, span), 0
+        rows = [r for r in judged if r.use_case_id == use_case.pk and r.week >= first]
+        window = _window_from_rows(_cells(use_case, span, thresholds), rows, first, thresholds)
     threshold = use_case.action_threshold
     return Diagnosis(
         weeks=len(span),
-        causes=_causes(cells, rows, threshold, first),
-        worth=_worth(rows, threshold),
+        causes=_causes(window, threshold),
+        worth=_worth(window, threshold),
         unfaithful_below=threshold,
-        tuner=_tuner(
-            use_case, cells, rows, usage, first=first, weeks=len(span), thresholds=thresholds
-        ),
+        tuner=_tuner(use_case, window, usage, first=first, weeks=len(span),
+                     thresholds=thresholds),
     )

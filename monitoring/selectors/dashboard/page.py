@@ -50,11 +50,11 @@ def use_case_page(
     recent = len(span) - CAUSES_WEEKS
     if rollup_reads.rollups_ready():
         usage = rollup_reads.usage_from_rollups(ids, span)
-        # The weeks from the rollups; the diagnosis reads its weeks' judged answers row by row.
+        # The weeks and the diagnosis from the rollups.
         counts = rollup_reads.counts_from_rollups(ids, span)
         judged_weeks = rollup_reads.judged_from_rollups(ids, span, claims_from=recent)
         causes_span = span[recent:]
-        judged = _judged_rows(ids, causes_span)
+        judged = None
         causes_usage = {(uc, wk - recent): u for (uc, wk), u in usage.items() if wk >= recent}
     else:
         usage = _usage(ids, span)

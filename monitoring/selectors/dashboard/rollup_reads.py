@@ -14,7 +14,17 @@ from typing import Any
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from monitoring.models import JudgeRun, RollupDay, RollupScore, RollupUsage
+from monitoring.domain import causes
+from monitoring.models import (
+    JudgeRun,
+    RollupCause,
+    RollupCauseScore,
+    RollupDay,
+    RollupMoments,
+    RollupScore,
+    RollupUsage,
+)
+from monitoring.models.rollups import NO_BUCKET, Dim, grid_probability
 from monitoring.models.rollups import rollups_ready as rollups_ready  # the readers ask here
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged
 from monitoring.selectors.dashboard.reads import (
@@ -89,6 +99,46 @@ def judged_from_rollups(
                                         pairs if with_claims else None))
         out[use_case_id, wk] = WeekJudged(strata[0], strata[1])
     return out
+
+
+def _bucket(dim: int, bucket: int) -> Any:
+    """A rollup's bucket as the diagnosis names it: an index (None: no similarity), a bool or
+    None for multi-part, the grid probability standing in for the tuner's."""
+    if dim == Dim.PROBABILITY:
+        return grid_probability(bucket)
+    if bucket == NO_BUCKET:
+        return None
+    return bool(bucket) if dim == Dim.MULTI_PART else bucket
+
+
+def causes_from_rollups(
+    use_case_id: int, weeks: Sequence[Week]
+) -> tuple[dict[tuple[int, int, Any, bool], int],
+           dict[tuple[int, int, Any, bool, bool], Counter[float]],
+           tuple[causes.Moments, causes.Moments]]:
+    """The diagnosis' window (diagnosis.Window): answers per (dim, week index, bucket,
+    flagged), judged scores per (dim, week index, bucket, flagged, in the random sample), and
+    the regression's moments of the flagged and the unflagged stratum."""
+    mondays = _mondays(weeks)
+    answers: dict[tuple[int, int, Any, bool], int] = defaultdict(int)
+    for week, flagged, dim, bucket, n in (
+        RollupCause.objects.filter(use_case_id=use_case_id, week__in=list(mondays), answers__gt=0)
+        .values_list("week", "flagged", "dim", "bucket", "answers")
+    ):
+        answers[dim, mondays[week], _bucket(dim, bucket), bool(flagged)] += n
+    judged: dict[tuple[int, int, Any, bool, bool], Counter[float]] = defaultdict(Counter)
+    for week, flagged, in_random, dim, bucket, score, n in (
+        RollupCauseScore.objects.filter(use_case_id=use_case_id, week__in=list(mondays),
+                                        answers__gt=0)
+        .values_list("week", "flagged", "in_random_sample", "dim", "bucket", "score", "answers")
+    ):
+        judged[dim, mondays[week], _bucket(dim, bucket), bool(flagged), bool(in_random)][
+            float(score)] += n
+    moments = [causes.NO_MOMENTS, causes.NO_MOMENTS]
+    for row in RollupMoments.objects.filter(use_case_id=use_case_id, week__in=list(mondays)):
+        h = 0 if row.flagged else 1
+        moments[h] = moments[h] + row.moments
+    return answers, judged, (moments[0], moments[1])
 
 
 _OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
