@@ -97,9 +97,14 @@ class Traits:
         return cause_buckets(self.best_chunk_score, self.chunk_count, self.multi_part,
                              self.min_content_probability)
 
+    @property
+    def in_regression(self) -> bool:
+        """The causes' regression counts the answer: it has a similarity."""
+        return self.best_chunk_score is not None and not math.isnan(self.best_chunk_score)
+
     def moments(self, score: float) -> causes.Moments | None:
         """The answer's part of its week's regression sums (None: no similarity, left out)."""
-        if self.best_chunk_score is None or math.isnan(self.best_chunk_score):
+        if not self.in_regression or self.best_chunk_score is None:
             return None
         return causes.moments_of(self.best_chunk_score, self.chunk_count,
                                  bool(self.multi_part), score)
@@ -324,25 +329,29 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         answers = answers.filter(created_at__gte=_local_midnight(since))
     days: Counter[tuple[Any, ...]] = Counter()
     buckets: Counter[tuple[Any, ...]] = Counter()
-    # One pass per cause (all four at once would group by nearly every answer).
-    for dim, expression in (
-        (Dim.CHUNKS, Bucket("chunk_count", causes.DEFAULT_CHUNK_EDGES)),
-        (Dim.SIMILARITY, Bucket("best_chunk_score", causes.DEFAULT_SIMILARITY_EDGES)),
-        (Dim.MULTI_PART, models.F("multi_part")),
-        (Dim.PROBABILITY, Bucket("min_content_probability", PROBABILITY_GRID)),
-    ):
-        for uc, day, flagged, b, n in (
+    # Two passes: the causes together, then the probability (its hundred buckets times the
+    # others would group by nearly every answer).
+    joint = {
+        Dim.CHUNKS: Bucket("chunk_count", causes.DEFAULT_CHUNK_EDGES),
+        Dim.SIMILARITY: Bucket("best_chunk_score", causes.DEFAULT_SIMILARITY_EDGES),
+        Dim.MULTI_PART: models.F("multi_part"),
+    }
+    for dims in (joint, {Dim.PROBABILITY: Bucket("min_content_probability", PROBABILITY_GRID)}):
+        names = [f"b{dim}" for dim in dims]
+        for uc, day, flagged, *found, n in (
             answers
-            .annotate(day=TruncDate("created_at", tzinfo=zone), b=expression)
-            .values_list("use_case_id", "day", "flagged", "b")
+            .annotate(day=TruncDate("created_at", tzinfo=zone),
+                      **{name: e for name, e in zip(names, dims.values(), strict=True)})
+            .values_list("use_case_id", "day", "flagged", *names)
             .annotate(n=Count("*"))
             .order_by()
         ):
-            if dim == Dim.CHUNKS:  # every answer has a chunk count: the days from here
+            if Dim.CHUNKS in dims:  # every answer has a chunk count: the days from here
                 days[(uc, day, bool(flagged))] += n
             week = date.fromordinal(day.toordinal() - day.weekday())
-            buckets[(uc, week, bool(flagged), dim,
-                     NO_BUCKET if b is None else int(b))] += n
+            for dim, b in zip(dims, found, strict=True):
+                buckets[(uc, week, bool(flagged), dim,
+                         NO_BUCKET if b is None else int(b))] += n
     points = Case(
         *[When(label=label, then=Value(p)) for label, p in POINTS2.items()],
         output_field=IntegerField(),
@@ -373,7 +382,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         for dim, bucket in of.buckets():
             if dim != Dim.PROBABILITY or in_random:
                 by_cause[(uc, week, flagged, in_random, dim, bucket, score)] += 1
-        if of.moments(score) is not None:
+        if of.in_regression:
             assert of.best_chunk_score is not None
             regressed[(uc, week, flagged)].append(
                 (of.best_chunk_score, of.chunk_count, bool(of.multi_part), score))

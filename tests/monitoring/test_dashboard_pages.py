@@ -42,7 +42,7 @@ from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, 
 from monitoring.schemas import AnswerIn
 from monitoring.selectors import dashboard
 from monitoring.selectors.dashboard import Week, iso_weeks
-from monitoring.services import IngestOutcome
+from monitoring.services import IngestOutcome, rollups
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -689,13 +689,18 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
     assert (second.min_content_probability, second.multi_part) == (None, True)
     assert not first.flagged and first.min_content_probability >= first.logprob_threshold
 
-    # Answers from before the fields existed: NULL, until the backfill computes them.
+    # Answers from before the fields existed: NULL, until the backfill computes them (and
+    # rebuilds the rollups that counted them without).
     Answer.objects.filter(pk__in=[single.pk, first.pk]).update(
         min_content_probability=None, multi_part=None
     )
+    rollups.rollups_rebuild()
     out = StringIO()
     call_command("backfill_dashboard_fields", "--batch-size", "1", stdout=out)
-    assert out.getvalue().strip() == "updated 2 answers"
+    assert out.getvalue().strip().splitlines() == [
+        "updated 2 answers", "rebuilt the rollups of 1 use cases"
+    ]
+    assert rollups.rollups_check() == []
     single.refresh_from_db()
     first.refresh_from_db()
     assert (single.min_content_probability, single.multi_part) == (pytest.approx(0.05), True)

@@ -4,7 +4,8 @@
 ingest since migration 0004. Answers from before carry NULL in `multi_part`, which ingest never
 leaves NULL, so that marks the rows still to do; running the command again does no harm and
 resumes where it stopped. A command rather than a data migration: a million rows take minutes,
-and a deploy should not wait for them.
+and a deploy should not wait for them. The rollups of the use cases it changed are rebuilt at
+the end (the diagnosis counts answers by these figures).
 """
 
 from typing import Any
@@ -13,7 +14,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from monitoring.domain import questions, tuner
-from monitoring.models import Answer
+from monitoring.models import Answer, UseCase
+from monitoring.services import rollups
 
 BATCH = 1000
 
@@ -32,13 +34,15 @@ class Command(BaseCommand):
         if not opts["all"]:
             answers = answers.filter(multi_part__isnull=True)
         done, last = 0, 0
+        touched: set[int] = set()
         while True:
             # Keyset pagination: each batch starts after the last primary key, so updated rows
             # dropping out of the filter do not shift the pages.
             batch = list(
                 answers.filter(pk__gt=last)
                 .select_related("use_case")
-                .only("pk", "question", "text", "token_data", "use_case__language")[:batch_size]
+                .only("pk", "question", "text", "token_data", "use_case_id",
+                      "use_case__language")[:batch_size]
             )
             if not batch:
                 break
@@ -53,4 +57,10 @@ class Command(BaseCommand):
                 Answer.objects.bulk_update(batch, ["min_content_probability", "multi_part"])
             done += len(batch)
             last = batch[-1].pk
+            touched.update(a.use_case_id for a in batch)
         self.stdout.write(f"updated {done} answers")
+        if touched:
+            rebuilt = rollups.rollups_rebuild(
+                use_cases=UseCase.objects.filter(pk__in=touched).order_by("pk")
+            )
+            self.stdout.write(f"rebuilt the rollups of {rebuilt.use_cases} use cases")
