@@ -83,7 +83,8 @@ class Question(LeasedJob):
         verbose_name=_("Konsistenzprüfung"),
     )
     answer = models.ForeignKey(
-        Answer, on_delete=models.CASCADE, related_name="+", verbose_name=_("Antwort")
+        Answer, on_delete=models.CASCADE, related_name="+", verbose_name=_("Antwort"),
+        db_constraint=False,  # answers are partitioned by month on PostgreSQL
     )
     position = models.PositiveIntegerField(_("Position"))
     status = models.CharField(

@@ -70,7 +70,8 @@ class ReviewItem(models.Model):
         verbose_name=_("Wochenprüfung"),
     )
     answer = models.ForeignKey(
-        Answer, on_delete=models.PROTECT, related_name="review_items", verbose_name=_("Antwort")
+        Answer, on_delete=models.PROTECT, related_name="review_items", verbose_name=_("Antwort"),
+        db_constraint=False,  # answers are partitioned by month on PostgreSQL
     )
     # The judge run whose claims the expert labels and whose score the manual one is set against.
     judge_run = models.ForeignKey(

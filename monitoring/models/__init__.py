@@ -5,7 +5,7 @@ is importable from here, as before the split: migrations name
 `monitoring.models._validate_finite` and `monitoring.models.CompactTokensField`.
 """
 
-from monitoring.models.answers import Answer, Chunk, CompactTokensField
+from monitoring.models.answers import Answer, AnswerKey, Chunk, CompactTokensField
 from monitoring.models.health import WorkerHeartbeat
 from monitoring.models.judging import (
     Claim,
@@ -34,6 +34,7 @@ from monitoring.models.use_cases import (
 
 __all__ = [
     "Answer",
+    "AnswerKey",
     "Chunk",
     "Claim",
     "CompactTokensField",

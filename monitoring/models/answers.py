@@ -117,12 +117,11 @@ class Answer(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name = _("Antwort")
         verbose_name_plural = _("Antworten")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["service", "external_id"], name="answer_unique_external_id"
-            ),
-        ]
+        # (service, external_id) is unique through AnswerKey: PostgreSQL partitions answers by
+        # month (monitoring/services/partitions.py), and a partitioned table has no unique
+        # index without the month in it.
         indexes = [
+            models.Index(fields=["service", "external_id"], name="answer_external_id"),
             models.Index(fields=["use_case", "created_at"], name="answer_use_case_time"),
             models.Index(fields=["use_case", "flagged", "created_at"], name="answer_flagged_time"),
             models.Index(fields=["use_case", "status", "created_at"], name="answer_status_time"),
@@ -170,12 +169,42 @@ class Answer(models.Model):
         return f"{self.service_id}/{self.external_id}"
 
 
+class AnswerKey(models.Model):
+    """The one answer a service stored under an external id: what makes ingest idempotent, a
+    small table of its own because answers are partitioned by month on PostgreSQL. Written in
+    the transaction that stores the answer; a unique violation here is a replay (or a race)."""
+
+    service = models.ForeignKey(Service, on_delete=models.PROTECT, related_name="+")
+    external_id = models.CharField(max_length=200)
+    answer_id = models.BigIntegerField()
+    answer_created_at = models.DateTimeField()  # the answer's month: retention drops by it
+
+    class Meta:
+        verbose_name = _("Antwortschlüssel")
+        verbose_name_plural = _("Antwortschlüssel")
+        constraints = [
+            models.UniqueConstraint(fields=["service", "external_id"],
+                                    name="answerkey_unique_external_id"),
+        ]
+        indexes = [models.Index(fields=["answer_created_at"], name="answerkey_month")]
+
+    def __str__(self) -> str:
+        return f"{self.service_id}/{self.external_id}"
+
+
+# Tables that point at answers do so without a database constraint: a foreign key into a
+# partitioned table must name its partition key too. Django keeps the relation (joins, the
+# cascade on delete), and answers are never deleted but by retention, which removes what
+# points at them first.
 class Chunk(models.Model):
     """A retrieved chunk, in the rank order the RAG service used."""
 
     answer = models.ForeignKey(
-        Answer, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("Antwort")
+        Answer, on_delete=models.CASCADE, related_name="chunks", verbose_name=_("Antwort"),
+        db_constraint=False,
     )
+    # The answer's created_at: chunks are partitioned by the answer's month along with it.
+    answer_created_at = models.DateTimeField(_("Zeitpunkt der Antwort"))
     rank = models.PositiveIntegerField(_("Rang"))
     text = models.TextField(_("Text"))
     score = models.FloatField(_("Ähnlichkeit"), null=True, blank=True)
@@ -187,7 +216,8 @@ class Chunk(models.Model):
         verbose_name = _("Abschnitt")
         verbose_name_plural = _("Abschnitte")
         constraints = [
-            models.UniqueConstraint(fields=["answer", "rank"], name="chunk_unique_rank"),
+            models.UniqueConstraint(fields=["answer", "answer_created_at", "rank"],
+                                    name="chunk_unique_rank"),
         ]
 
     def __str__(self) -> str:

@@ -52,7 +52,8 @@ class JudgeRun(LeasedJob, JudgeUsage):
         RESCORE = "rescore", _("Neubewertung")
 
     answer = models.ForeignKey(
-        Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort")
+        Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort"),
+        db_constraint=False,  # answers are partitioned (see Chunk)
     )
     status = models.CharField(
         _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING

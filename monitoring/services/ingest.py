@@ -33,6 +33,7 @@ from monitoring.judging.services.runs import (
 )
 from monitoring.models import (
     Answer,
+    AnswerKey,
     Chunk,
     JudgeMode,
     JudgeRun,
@@ -210,6 +211,7 @@ def _build(
     chunks = [
         Chunk(
             answer=answer,
+            answer_created_at=answer.created_at,
             rank=rank,
             text=c.text,
             score=c.score,
@@ -280,6 +282,10 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
                 _insert_with_chunks(answer, chunks)  # counts it in the rollups too
             else:
                 answer.save(force_insert=True)
+                AnswerKey.objects.create(
+                    service_id=answer.service_id, external_id=answer.external_id,
+                    answer_id=answer.pk, answer_created_at=answer.created_at,
+                )
                 Chunk.objects.bulk_create(chunks)
                 if answer.sampled:
                     judge_runs_create(answers=[answer])
@@ -287,7 +293,7 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
     except DatabaseError as e:
         if not _row_refused(e):
             raise
-        # The unique constraint on (service, external_id) decides races, not a prior lookup.
+        # The unique (service, external_id) of AnswerKey decides races, not a prior lookup.
         if not isinstance(e, IntegrityError) or not Answer.objects.filter(
             service=answer.service, external_id=answer.external_id
         ).exists():
@@ -312,6 +318,7 @@ def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
         [f.get_db_prep_save(getattr(c, f.attname), connection) for c in chunks]
         for f in chunk_fields
     ]
+    params += [answer.service_id, answer.external_id, answer.created_at]
     params += [
         None if run is None else f.get_db_prep_save(f.pre_save(run, add=True), connection)
         for f in run_fields
@@ -367,6 +374,10 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f", c AS (INSERT INTO {q(Chunk._meta.db_table)}"
         f" ({q(chunk_link.column)}, {columns(chunk_fields)})"
         f" SELECT a.{q('id')}, x.* FROM a, unnest({arrays}) AS x)"
+        # Its key: the unique (service, external id), a violation here is a replay.
+        f", k AS (INSERT INTO {q(AnswerKey._meta.db_table)}"
+        f" ({q('service_id')}, {q('external_id')}, {q('answer_id')}, {q('answer_created_at')})"
+        f" SELECT %s, %s, a.{q('id')}, %s::timestamptz FROM a)"
         f", r AS (INSERT INTO {q(JudgeRun._meta.db_table)}"
         f" ({q(run_link.column)}, {columns(run_fields)})"
         f" SELECT a.{q('id')}, {placeholders(run_fields)} FROM a WHERE %s"
@@ -490,6 +501,11 @@ def answer_ingest_batch(
     try:
         with transaction.atomic():
             _bulk_insert(Answer, [a for _, a, _ in new], with_ids=True)
+            _bulk_insert(AnswerKey, [
+                AnswerKey(service_id=a.service_id, external_id=a.external_id, answer_id=a.pk,
+                          answer_created_at=a.created_at)
+                for _, a, _ in new
+            ], with_ids=False)
             for _, answer, chunks in new:
                 for chunk in chunks:
                     chunk.answer_id = answer.pk
@@ -520,7 +536,9 @@ def answer_ingest_batch(
     return [r if r is not None else IngestResult(IngestOutcome.INVALID) for r in results]
 
 
-def _bulk_insert(model: type[Answer] | type[Chunk], rows: list, *, with_ids: bool) -> None:
+def _bulk_insert(
+    model: type[Answer] | type[Chunk] | type[AnswerKey], rows: list, *, with_ids: bool
+) -> None:
     """Insert many new rows: by COPY on PostgreSQL, else by bulk_create.
 
     Django's bulk_create sends each column as an array parameter (UNNEST), which psycopg
