@@ -11,6 +11,11 @@ class Migration(migrations.Migration):
         ('review', '0004_judge_comparison'),
     ]
 
+    # Before answers are partitioned: a foreign key into a partitioned table cannot stay.
+    run_before = [
+        ('monitoring', '0023_partition_answers'),
+    ]
+
     operations = [
         migrations.AlterField(
             model_name='reviewitem',
