@@ -73,7 +73,8 @@ FILL = textwrap.dedent("""
     now = timezone.now()
     text = "Der Behälter wird alle 5 Jahre von einer Fachkraft geprüft."
     tokens = {"content": [{"token": t, "logprob": math.log(0.3 if t.strip() == "5" else 0.97),
-                           "bytes": list(t.encode())} for t in text.replace(" ", "\\0 ").split("\\0")]}
+                           "bytes": list(t.encode())}
+                          for t in text.replace(" ", "\\0 ").split("\\0")]}
     N = %(n)d
     for first in range(0, N, 500):
         items = [{
@@ -99,7 +100,8 @@ STATE = textwrap.dedent("""
         months = c.fetchall()
         c.execute("SELECT count(*), sum(answer_id), max(id) FROM monitoring_chunk")
         chunks = c.fetchone()
-        c.execute("SELECT count(*), count(*) FILTER (WHERE status = 'pending') FROM monitoring_judgerun")
+        c.execute("SELECT count(*), count(*) FILTER (WHERE status = 'pending') "
+                  "FROM monitoring_judgerun")
         runs = c.fetchone()
         c.execute("SELECT count(*) FROM monitoring_answerkey")
         keys = c.fetchone()[0]
@@ -118,14 +120,16 @@ AFTER = textwrap.dedent("""
     from monitoring.schemas import AnswerIn
     from monitoring.services import partitions
     service = Service.objects.get(name="bot")
-    new = {"external_id": "neu", "use_case": "fall", "question": "Wie oft?", "answer": "Alle 5 Jahre.",
+    new = {"external_id": "neu", "use_case": "fall", "question": "Wie oft?",
+           "answer": "Alle 5 Jahre.",
            "model": "gpt-4o-mini", "chunks": [{"text": "Abschnitt", "score": 0.9}]}
     created = services.answer_ingest(service=service, payload=AnswerIn.model_validate(new), raw=new)
     old = Answer.objects.get(external_id="a1")
     replay = services.answer_ingest_batch(service=service, items=[{
         "external_id": "a1", "use_case": "fall", "question": old.question, "answer": old.text,
         "model": old.model, "created_at": old.created_at.isoformat(),
-        "logprobs": None, "chunks": [{"text": c.text, "score": c.score} for c in old.chunks.all()]}])
+        "logprobs": None,
+        "chunks": [{"text": c.text, "score": c.score} for c in old.chunks.all()]}])
     with connection.cursor() as c:
         c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'monitoring_answer'")
         indexes = sorted(r[0] for r in c.fetchall())
