@@ -3,6 +3,7 @@
 re-asked answers at retention. Registered by InvestigationsConfig.ready()."""
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from investigations.domain.retention import scrub_samples
@@ -46,6 +47,13 @@ def answers_investigations_scrub(*, answer_ids: Sequence[int]) -> None:
     )
 
 
+def questions_of_answers_in(*, start: datetime, end: datetime) -> bool:
+    """An investigation's questions are its record: their answers' month is kept."""
+    return Question.objects.filter(
+        answer__created_at__gte=start, answer__created_at__lt=end
+    ).exists()
+
+
 def register() -> None:
     extensions.record_part_register(name="investigations", part=answer_investigations_record)
     extensions.retention_hold_register(
@@ -55,3 +63,4 @@ def register() -> None:
     extensions.retention_scrubber_register(
         name="investigations", scrub=answers_investigations_scrub
     )
+    extensions.retention_keeps_register(name="investigations", keeps=questions_of_answers_in)

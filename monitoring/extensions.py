@@ -64,6 +64,13 @@ class RetentionScrubber(Protocol):
     def __call__(self, *, answer_ids: Sequence[int]) -> None: ...
 
 
+class RetentionKeeps(Protocol):
+    """Whether the contributing app keeps rows that point at answers created in [start, end):
+    such a month is anonymised, never dropped."""
+
+    def __call__(self, *, start: datetime, end: datetime) -> bool: ...
+
+
 class BlindAnswers(Protocol):
     """The answers whose judge results this person must not see yet."""
 
@@ -83,6 +90,7 @@ class Registry:
     record_parts: dict[str, RecordPart] = field(default_factory=dict)
     retention_holds: dict[str, tuple[Hold, RetentionHold]] = field(default_factory=dict)
     retention_scrubbers: dict[str, RetentionScrubber] = field(default_factory=dict)
+    retention_keeps: dict[str, RetentionKeeps] = field(default_factory=dict)
     blind_answers: dict[str, BlindAnswers] = field(default_factory=dict)
     expert_reviews: dict[str, ExpertReviews] = field(default_factory=dict)
 
@@ -103,6 +111,10 @@ def retention_hold_register(*, name: str, hold: Hold, answers_held: RetentionHol
 
 def retention_scrubber_register(*, name: str, scrub: RetentionScrubber) -> None:
     registry.retention_scrubbers[name] = scrub
+
+
+def retention_keeps_register(*, name: str, keeps: RetentionKeeps) -> None:
+    registry.retention_keeps[name] = keeps
 
 
 def blind_answers_register(*, name: str, answers: BlindAnswers) -> None:

@@ -31,6 +31,16 @@ def check_rollups() -> int:
     return rollups.rollups_repair()
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             soft_time_limit=600, time_limit=660)
+def ensure_partitions() -> list[str]:
+    """Daily: the months ahead of answers and chunks partitioned by month (PostgreSQL); rows
+    that arrived in the default partition move into their month. Returns the names made."""
+    from monitoring.services import partitions
+
+    return partitions.partitions_ensure()
+
+
 # The first run after a retention period is set may have a million answers to go through, about
 # a second per batch of 1,000: longer than the default limit. Each batch commits on its own, so
 # a run cut short loses at most one batch's work, and the next day's run goes on from there.
@@ -42,7 +52,9 @@ RETENTION_SOFT_TIME_LIMIT = 3600
     soft_time_limit=RETENTION_SOFT_TIME_LIMIT, time_limit=RETENTION_SOFT_TIME_LIMIT + 60,
 )
 def apply_retention() -> int:
-    """Daily: anonymise answers older than their use case's retention (idempotent, batched)."""
+    """Daily: drop whole months where retention allows it, anonymise answers older than their
+    use case's retention (idempotent, batched). Returns the answers dropped or anonymised."""
     from monitoring.services import retention
 
-    return sum(r.anonymised for r in retention.retention_apply_all())
+    dropped = sum(m.answers for m in retention.months_drop())
+    return dropped + sum(r.anonymised for r in retention.retention_apply_all())

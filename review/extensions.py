@@ -4,6 +4,7 @@ blind-review rule and the experts' reviews the dashboard corrects its estimate b
 ReviewConfig.ready()."""
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from monitoring import extensions
@@ -74,11 +75,19 @@ def answers_reviews_scrub(*, answer_ids: Sequence[int]) -> None:
     ShadowRun.objects.bulk_update(shadows, ["verdicts"], batch_size=500)
 
 
+def reviews_of_answers_in(*, start: datetime, end: datetime) -> bool:
+    """Expert reviews are records: a month of answers that one of them points at is kept."""
+    return ReviewItem.objects.filter(
+        answer__created_at__gte=start, answer__created_at__lt=end
+    ).exists()
+
+
 def register() -> None:
     extensions.record_part_register(name="reviews", part=answer_reviews_record)
     extensions.retention_hold_register(
         name="review", hold=extensions.Hold.IN_REVIEW, answers_held=answers_in_open_review
     )
     extensions.retention_scrubber_register(name="review", scrub=answers_reviews_scrub)
+    extensions.retention_keeps_register(name="review", keeps=reviews_of_answers_in)
     extensions.blind_answers_register(name="review", answers=selectors.blind_answer_ids)
     extensions.expert_reviews_register(name="review", reviews=selectors.expert_reviews_latest)

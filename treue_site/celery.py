@@ -112,6 +112,11 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.check_rollups",
         "schedule": crontab(minute=0, hour=4),
     },
+    # Answers are partitioned by month on PostgreSQL: the months ahead, made a night early.
+    "ensure-partitions": {
+        "task": "monitoring.tasks.ensure_partitions",
+        "schedule": crontab(minute=45, hour=2),
+    },
     # Retention: anonymise answers past their use case's retention_days, at night.
     "apply-retention": {
         "task": "monitoring.tasks.apply_retention",

@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('external_id', models.CharField(max_length=200)),
-                ('answer_id', models.BigIntegerField()),
+                ('answer', models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='monitoring.answer')),
                 ('answer_created_at', models.DateTimeField()),
                 ('service', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='monitoring.service')),
             ],

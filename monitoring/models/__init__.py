@@ -20,6 +20,7 @@ from monitoring.models.rollups import (
     RollupDay,
     RollupMoments,
     RollupScore,
+    RollupSealed,
     RollupState,
     RollupUsage,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RollupDay",
     "RollupMoments",
     "RollupScore",
+    "RollupSealed",
     "RollupState",
     "RollupUsage",
     "Service",

@@ -176,7 +176,8 @@ class AnswerKey(models.Model):
 
     service = models.ForeignKey(Service, on_delete=models.PROTECT, related_name="+")
     external_id = models.CharField(max_length=200)
-    answer_id = models.BigIntegerField()
+    answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+",
+                               db_constraint=False)  # answers are partitioned (see Chunk)
     answer_created_at = models.DateTimeField()  # the answer's month: retention drops by it
 
     class Meta:

@@ -208,6 +208,26 @@ class RollupMoments(models.Model):
         )
 
 
+class RollupSealed(models.Model):
+    """A week of a use case whose raw answers are (partly) gone: retention dropped their month.
+    Its rollups are the record now; a rebuild or check leaves them as they are."""
+
+    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
+                                 related_name="+")
+    week = models.DateField()
+    sealed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("versiegelte Woche")
+        verbose_name_plural = _("versiegelte Wochen")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "week"], name="rollupsealed_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.week}"
+
+
 class RollupState(models.Model):
     """One row: the definition the rollups were built with, and since when they are whole."""
 

@@ -111,6 +111,19 @@ class UseCase(models.Model):
             "damit die Wochenprüfung ihre Antworten behält."
         ),
     )
+    # What happens past the retention period where answers are partitioned by month
+    # (PostgreSQL): a month whose every use case allows it is dropped whole (rows, chunks,
+    # judge runs; the dashboards' rollups keep its figures); otherwise answers are anonymised.
+    retention_deletes = models.BooleanField(
+        _("Alte Monate löschen"),
+        default=False,
+        help_text=_(
+            "Statt zu anonymisieren: Monate, deren Antworten alle älter als die Aufbewahrung "
+            "sind, werden ganz gelöscht, sofern jeder Anwendungsfall mit Antworten in dem Monat "
+            "das erlaubt und keine Fachprüfung oder Untersuchung auf sie verweist. Die Zahlen "
+            "der Übersichten bleiben."
+        ),
+    )
     active = models.BooleanField(_("aktiv"), default=True)
     created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
 

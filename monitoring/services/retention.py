@@ -37,15 +37,16 @@ Each batch of BATCH_SIZE answers is its own transaction; running twice does noth
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from monitoring import extensions
 from monitoring.domain.retention import BATCH_SIZE, retention_cutoff, scrub_call_log
-from monitoring.models import Answer, Chunk, Claim, JudgeRun, UseCase
+from monitoring.models import Answer, AnswerKey, Chunk, Claim, JudgeRun, UseCase
+from monitoring.services import partitions, rollups
 
 # A run in these states still reads the answer's text.
 _OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
@@ -170,7 +171,8 @@ def use_case_retention_apply(
 def retention_apply_all(
     *, now: datetime | None = None, dry_run: bool = False, slug: str | None = None
 ) -> list[RetentionResult]:
-    """Retention for every use case with a retention period (or the one named by `slug`)."""
+    """Retention for every use case with a retention period (or the one named by `slug`). Run
+    `months_drop` first where months may be dropped whole."""
     use_cases = UseCase.objects.filter(retention_days__isnull=False).order_by("slug")
     if slug is not None:
         use_cases = UseCase.objects.filter(slug=slug)
@@ -178,3 +180,83 @@ def retention_apply_all(
         use_case_retention_apply(use_case=use_case, now=now, dry_run=dry_run)
         for use_case in use_cases
     ]
+
+
+# --- whole months (answers partitioned by month, PostgreSQL) ---------------------------------
+
+
+@dataclass
+class MonthResult:
+    month: date
+    answers: int  # dropped (or that would be, on a dry run)
+    runs: int
+    dry_run: bool = False
+
+
+def months_drop(*, now: datetime | None = None, dry_run: bool = False) -> list[MonthResult]:
+    """Drop the monthly partitions that retention allows to delete whole: every use case with
+    answers in the month deletes past its retention (`retention_deletes`), the whole month
+    lies before each one's cutoff, and nothing holds it (a judge run waiting or running, an
+    answer not yet scored, an expert review or investigation pointing at one of its answers).
+    Its weeks' rollups are sealed first: the dashboards keep the month's figures. The judge
+    runs and keys of its answers go in the same transaction; a replay of a dropped answer's
+    external id is then a new answer. Months that do not qualify are anonymised as before."""
+    if not partitions.enabled():
+        return []
+    now = now or timezone.now()
+    deleting = {
+        u.pk: retention_cutoff(now=now, days=u.retention_days)
+        for u in UseCase.objects.filter(retention_deletes=True, retention_days__isnull=False)
+        if u.retention_days is not None
+    }
+    if not deleting:
+        return []
+    out = []
+    for part in partitions.partitions("monitoring_answer"):
+        if part.month is None:
+            continue
+        start = partitions.month_start(part.month)
+        end = partitions.month_start(partitions.next_month(part.month))
+        answers = Answer.objects.filter(created_at__gte=start, created_at__lt=end)
+        use_cases = set(answers.values_list("use_case_id", flat=True).distinct())
+        if not use_cases or any(
+            uc not in deleting or deleting[uc] < end for uc in use_cases
+        ) or _month_held(answers, start, end):
+            continue
+        runs = JudgeRun.objects.filter(answer__created_at__gte=start, answer__created_at__lt=end)
+        result = MonthResult(part.month, answers.count(), runs.count(), dry_run)
+        if not dry_run:
+            _month_drop(part.month, start, end, runs)
+        out.append(result)
+    return out
+
+
+def _month_held(answers: QuerySet[Answer], start: datetime, end: datetime) -> bool:
+    if answers.filter(status__in=_UNSCORED).exists() or JudgeRun.objects.filter(
+        answer__created_at__gte=start, answer__created_at__lt=end, status__in=_OPEN_RUNS
+    ).exists():
+        return True
+    return any(keeps(start=start, end=end)
+               for keeps in extensions.registry.retention_keeps.values())
+
+
+def _month_drop(month: date, start: datetime, end: datetime, runs: QuerySet[JudgeRun]) -> None:
+    q = connection.ops.quote_name
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '5s'")
+        rollups.rollups_seal(start=start, end=end)
+        # Claims and progress go with their runs (Django's cascade); the answers' pointer to
+        # their current run is checked at commit, when the month is gone.
+        ids = list(runs.values_list("pk", flat=True))
+        for first in range(0, len(ids), BATCH_SIZE):
+            JudgeRun.objects.filter(pk__in=ids[first:first + BATCH_SIZE]).delete()
+        AnswerKey.objects.filter(answer_created_at__gte=start, answer_created_at__lt=end).delete()
+        with connection.cursor() as cursor:
+            # The deferred checks of what was just changed (the answers' current run set to
+            # null) run now: a table with checks still pending cannot be dropped.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            for table, _ in reversed(partitions.PARTITIONED):  # chunks first
+                name = partitions.partition_name(table, month)
+                cursor.execute(f"ALTER TABLE {q(table)} DETACH PARTITION {q(name)}")
+                cursor.execute(f"DROP TABLE {q(name)}")

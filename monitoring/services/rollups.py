@@ -43,6 +43,7 @@ from monitoring.models import (
     RollupDay,
     RollupMoments,
     RollupScore,
+    RollupSealed,
     RollupState,
     RollupUsage,
     UseCase,
@@ -484,12 +485,13 @@ def rollups_rebuild(
             if connection.vendor == "postgresql":
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK, pk])
-            expected = _expected([pk], since)
+            sealed = _sealed([pk])
+            expected = _without_sealed(_expected([pk], since), sealed)
             for name, (model, key, sums, dated_by) in _TABLES.items():
-                _rows(model, dated_by, [pk], since).delete()
+                _unsealed(_rows(model, dated_by, [pk], since), dated_by, sealed).delete()
                 _add(model, key, expected[name], sums)
                 written[name] += len(expected[name])
-            _rows(RollupMoments, "week", [pk], since).delete()
+            _unsealed(_rows(RollupMoments, "week", [pk], since), "week", sealed).delete()
             RollupMoments.objects.bulk_create([
                 _moments_row(key, values) for key, values in expected["moments"].items()
             ])
@@ -506,7 +508,9 @@ def rollups_check(
     """Where the stored rollups differ from a recount of the raw rows (empty: they agree)."""
     ids = _use_case_ids(use_cases)
     since = since_weeks(weeks)
-    expected, stored = _expected(ids, since), _stored(ids, since)
+    sealed = _sealed(ids)
+    expected = _without_sealed(_expected(ids, since), sealed)
+    stored = _without_sealed(_stored(ids, since), sealed)
     out = []
     for name in [*_TABLES, "moments"]:
         want, have = expected[name], stored[name]
@@ -517,6 +521,61 @@ def rollups_check(
                 shown = [None if x is None else (x[0] if len(x) == 1 else x) for x in (a, b)]
                 out.append(f"{name} {key}: counted {shown[0] or 0}, stored {shown[1] or 0}")
     return out
+
+
+def _sealed(use_case_ids: Sequence[int]) -> set[tuple[int, date]]:
+    """(use case, week) whose raw rows retention dropped: their rollups are the record."""
+    return set(
+        RollupSealed.objects.filter(use_case_id__in=use_case_ids).values_list("use_case_id",
+                                                                                "week")
+    )
+
+
+def _monday(day: date) -> date:
+    return day - timedelta(days=day.weekday())
+
+
+def _without_sealed(rows: Rows, sealed: set[tuple[int, date]]) -> Rows:
+    """The rows of weeks that are not sealed (every table's key is (use case, day or week,
+    ...))."""
+    if not sealed:
+        return rows
+    return {
+        name: {k: v for k, v in table.items() if (k[0], _monday(k[1])) not in sealed}
+        for name, table in rows.items()
+    }
+
+
+def _unsealed(rows: Any, dated_by: str, sealed: set[tuple[int, date]]) -> Any:
+    """A queryset of rollup rows without those of sealed weeks."""
+    weeks: dict[int, list[date]] = defaultdict(list)
+    for use_case_id, week in sealed:
+        weeks[use_case_id].append(week)
+    for use_case_id, mondays in weeks.items():
+        dates = mondays if dated_by == "week" else [
+            monday + timedelta(days=d) for monday in mondays for d in range(7)
+        ]
+        rows = rows.exclude(use_case_id=use_case_id, **{f"{dated_by}__in": dates})
+    return rows
+
+
+def rollups_seal(*, start: datetime, end: datetime) -> int:
+    """Seal every week of every use case with answers created in [start, end) (a month that
+    retention is about to drop): from then on no rebuild or check touches them. Returns how
+    many weeks were sealed."""
+    use_case_ids = set(
+        Answer.objects.filter(created_at__gte=start, created_at__lt=end)
+        .values_list("use_case_id", flat=True).distinct()
+    )
+    first, last = week_of(start), week_of(end - timedelta(microseconds=1))
+    weeks = []
+    week = first
+    while week <= last:
+        weeks.append(week)
+        week += timedelta(days=7)
+    rows = [RollupSealed(use_case_id=uc, week=w) for uc in sorted(use_case_ids) for w in weeks]
+    RollupSealed.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
 
 
 def _equal(a: Any, b: Any) -> bool:

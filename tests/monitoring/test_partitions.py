@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from monitoring import services
-from monitoring.models import Answer, AnswerKey, Chunk
+from monitoring.models import Answer, AnswerKey, Chunk, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services import IngestOutcome, partitions
 
@@ -140,3 +140,96 @@ def test_the_beat_creates_months_ahead_and_moves_early_arrivals(world):
     # Run again: nothing to do.
     assert partitions.partitions_ensure(now=long_ago, ahead=1) == []
     assert partitions.partitions_ensure() == []  # the months ahead exist since the migration
+
+
+def test_the_command_lists_and_makes_months_back_for_history(world):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from monitoring import tasks
+
+    first = partitions.partitions("monitoring_answer")[0].month
+    assert first is not None
+    back = first
+    for _ in range(2):
+        back = partitions.month_of(partitions.month_start(back) - timedelta(days=1))
+    out = StringIO()
+    call_command("answer_partitions", "--from", f"{back:%Y-%m}", stdout=out)
+    made = [line for line in out.getvalue().splitlines() if line.startswith("created")]
+    assert made == [f"created {partitions.partition_name(t, m)}"
+                    for m in (back, partitions.next_month(back))
+                    for t, _ in partitions.PARTITIONED]
+    assert "monitoring_answer: " in out.getvalue() and "default partition" in out.getvalue()
+    with pytest.raises(CommandError, match="not a month"):
+        call_command("answer_partitions", "--from", "2024-13", stdout=StringIO())
+    with pytest.raises(CommandError, match="future"):
+        call_command("answer_partitions", "--from", "2999-01", stdout=StringIO())
+    assert tasks.ensure_partitions() == []  # the beat's job: every month ahead is there
+
+
+def _months_back(n: int) -> datetime:
+    """The middle of the local month n months before this one."""
+    month = partitions.month_of(timezone.now())
+    for _ in range(n):
+        month = partitions.month_of(partitions.month_start(month) - timedelta(days=1))
+    return partitions.month_start(month) + timedelta(days=14)
+
+
+def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_builder, monkeypatch):
+    from monitoring import extensions
+    from monitoring.models import Claim, JudgeRun, RollupSealed
+    from monitoring.selectors.dashboard import use_case_weeks
+    from monitoring.services import retention, rollups
+    from tests.support.judged import Judge, judged
+
+    judge = world_builder.judge(Judge())
+    deletes = world_builder.use_case("loeschen", "Löschen", sample_rate=1.0)
+    keeps = world_builder.use_case("behalten", "Behalten", sample_rate=1.0)
+    UseCase.objects.filter(pk=deletes.pk).update(retention_days=60, retention_deletes=True)
+    UseCase.objects.filter(pk=keeps.pk).update(retention_days=60)
+    service, _ = world_builder.service("bot", deletes, keeps)
+    only_deleting, shared, held = (_months_back(n) for n in (6, 5, 4))
+    recent = timezone.now() - timedelta(hours=1)
+    for i in range(3):
+        judged(judge, service, deletes, f"alt-{i}", [("A ist belegt.", "GEDECKT")],
+               created_at=only_deleting + timedelta(hours=i))
+        judged(judge, service, deletes, f"geteilt-{i}", [("B ist erfunden.", "UNGEDECKT")],
+               created_at=shared)
+        judged(judge, service, deletes, f"gehalten-{i}", [("C ist belegt.", "GEDECKT")],
+               created_at=held)
+    judged(judge, service, keeps, "anderer", [("D ist belegt.", "GEDECKT")], created_at=shared)
+    judged(judge, service, deletes, "neu", [("E ist belegt.", "GEDECKT")], created_at=recent)
+    rollups.rollups_rebuild()
+    before = use_case_weeks(use_case=deletes, weeks=30)
+    assert sum(w.volume for w in before) == 10 and sum(w.judged for w in before) == 10
+
+    # An expert review (say) points at an answer of the "held" month: that month stays.
+    month_held = partitions.month_of(held)
+    monkeypatch.setitem(extensions.registry.retention_keeps, "test", lambda *, start, end: (
+        partitions.month_of(start) == month_held))
+    plan = retention.months_drop(dry_run=True)
+    assert [(m.month, m.answers, m.runs) for m in plan] == [
+        (partitions.month_of(only_deleting), 3, 3)]
+    assert Answer.objects.count() == 11  # a dry run drops nothing
+
+    dropped = retention.months_drop()
+    assert [m.month for m in dropped] == [partitions.month_of(only_deleting)]
+    gone = partitions.partition_name("monitoring_answer", partitions.month_of(only_deleting))
+    assert gone not in {p.name for p in partitions.partitions("monitoring_answer")}
+    assert not Answer.objects.filter(external_id__startswith="alt-").exists()
+    assert not JudgeRun.objects.filter(answer__external_id__startswith="alt-").exists()
+    assert Claim.objects.count() == JudgeRun.objects.count() == 8
+    assert not AnswerKey.objects.filter(external_id__startswith="alt-").exists()
+    assert Answer.objects.count() == 8
+    # The dashboards keep the month's figures: its weeks are sealed, the rollups agree.
+    assert use_case_weeks(use_case=deletes, weeks=30) == before
+    assert RollupSealed.objects.filter(use_case=deletes).exists()
+    assert rollups.rollups_check() == []
+    rollups.rollups_rebuild()
+    assert use_case_weeks(use_case=deletes, weeks=30) == before
+    # Nothing more to drop; the months that stay are anonymised as before.
+    assert retention.months_drop() == []
+    # A replay of a dropped answer is a new answer.
+    again = ingest((service, deletes), "alt-0", only_deleting)
+    assert again.outcome == IngestOutcome.CREATED

@@ -23,6 +23,11 @@ class Command(BaseCommand):
         if slug is not None and not UseCase.objects.filter(slug=str(slug)).exists():
             raise CommandError(f"no use case {slug!r}")
         dry_run = bool(opts["dry_run"])
+        if slug is None:  # whole months belong to every use case in them
+            for month in retention.months_drop(dry_run=dry_run):
+                verb = "would drop" if dry_run else "dropped"
+                self.stdout.write(f"{verb} the month {month.month:%Y-%m}: {month.answers} "
+                                  f"answers, {month.runs} judge runs (its figures stay)")
         results = retention.retention_apply_all(
             dry_run=dry_run, slug=str(slug) if slug is not None else None
         )
