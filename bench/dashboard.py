@@ -436,7 +436,8 @@ def _secondary_objects(cur: psycopg.Cursor) -> tuple[list[str], list[str], list[
             for table, name, definition, kind in constraints if kind == "u"]
     fks = [f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}'
            for table, name, definition, kind in constraints if kind == "f"]
-    return drops, [definition for _, definition in indexes] + adds, fks
+    # A partitioned table's index reads "ON ONLY parent": made so, it would cover no partition.
+    return drops, [d.replace(" ON ONLY ", " ON ") for _, d in indexes] + adds, fks
 
 
 def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:

@@ -733,7 +733,7 @@ class Setup:
     service_id: int
     use_case_id: int
     sample_rate: float
-    chunk_columns: tuple[str, ...] = ("answer_id", *CHUNK_COLUMNS)
+    chunk_columns: tuple[str, ...] = ("answer_id", "answer_created_at", *CHUNK_COLUMNS)
 
 JSON_COLUMNS = {"messages", "metadata", "uncertain_tokens"}
 # Printed by `manage.py shell -c`: the models' defaults, for NOT NULL columns that the bench does
@@ -823,7 +823,7 @@ def direct_rows(payloads: Sequence[dict[str, Any]], setup: Setup) -> list[Direct
         return rows
     extra = extra_columns(setup, {
         "monitoring_answer": {"id", "created_at", "received_at", *rows[0].answer},
-        "monitoring_chunk": {"id", "answer_id", *CHUNK_COLUMNS},
+        "monitoring_chunk": {"id", "answer_id", "answer_created_at", *CHUNK_COLUMNS},
     })
     chunk_extra = tuple(extra["monitoring_chunk"].values())
     for table, columns in extra.items():
@@ -832,7 +832,8 @@ def direct_rows(payloads: Sequence[dict[str, Any]], setup: Setup) -> list[Direct
     for row in rows:
         row.answer.update(extra["monitoring_answer"])
         row.chunks = [(*chunk, *chunk_extra) for chunk in row.chunks]
-    setup.chunk_columns = ("answer_id", *CHUNK_COLUMNS, *extra["monitoring_chunk"])
+    setup.chunk_columns = ("answer_id", "answer_created_at", *CHUNK_COLUMNS,
+                           *extra["monitoring_chunk"])
     return rows
 
 
@@ -862,7 +863,11 @@ def _insert_copy(
     with cur.copy(query) as copy:
         for answer_id, row in zip(ids, batch, strict=True):
             for chunk in row.chunks:
-                copy.write_row((answer_id, *chunk))
+                copy.write_row((answer_id, now, *chunk))
+    with cur.copy(sql.SQL("COPY monitoring_answerkey ({}) FROM STDIN").format(
+            _columns(KEY_COLUMNS))) as copy:
+        for answer_id, row in zip(ids, batch, strict=True):
+            copy.write_row(_key(answer_id, row, now))
 
 
 def _insert_executemany(
@@ -881,8 +886,22 @@ def _insert_executemany(
     query = sql.SQL("INSERT INTO monitoring_chunk ({}) VALUES ({})").format(
         _columns(chunk_columns), sql.SQL(", ").join(sql.Placeholder() * len(chunk_columns))
     )
-    cur.executemany(query, [(answer_id, *chunk) for answer_id, row in zip(ids, batch, strict=True)
+    cur.executemany(query, [(answer_id, now, *chunk)
+                            for answer_id, row in zip(ids, batch, strict=True)
                             for chunk in row.chunks])
+    query = sql.SQL("INSERT INTO monitoring_answerkey ({}) VALUES ({})").format(
+        _columns(KEY_COLUMNS), sql.SQL(", ").join(sql.Placeholder() * len(KEY_COLUMNS))
+    )
+    cur.executemany(query, [_key(answer_id, row, now)
+                            for answer_id, row in zip(ids, batch, strict=True)])
+
+
+# Ingest's idempotency key, written beside each answer as the product does.
+KEY_COLUMNS = ("service_id", "external_id", "answer_id", "answer_created_at")
+
+
+def _key(answer_id: int, row: DirectRow, now: Any) -> tuple[Any, ...]:
+    return (row.answer["service_id"], row.answer["external_id"], answer_id, now)
 
 
 def phase_direct(

@@ -137,6 +137,7 @@ class ChunkInline(admin.TabularInline):
     extra = 0
     can_delete = False
     readonly_fields = ("rank", "score", "source", "source_chunk_id", "text")
+    exclude = ("answer_created_at",)  # the answer's own time, for partitioning
 
 
 @admin.register(Answer)

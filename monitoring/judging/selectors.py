@@ -10,11 +10,11 @@ from decimal import Decimal
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Min, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from monitoring.judging.domain import cost
-from monitoring.models import Answer, JudgePrice, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
 
 # The weekly cost estimate looks back this far: long enough to average out a quiet week, short
 # enough to follow a use case that grows.
@@ -273,7 +273,13 @@ def rescore_estimate_for_week(
     """
     answers = week_judged_answers(use_case=use_case, year=year, week=week)
     open_ids = answers_with_open_runs(answers=answers)
-    rows = answers.annotate(claim_count=Count("current_run__claims")).values_list(
+    # A subquery, not a GROUP BY over answers: partitioned answers have no primary key of
+    # their id alone, which PostgreSQL would need to group by it.
+    claims = (
+        Claim.objects.filter(run_id=OuterRef("current_run_id")).order_by()
+        .values("run_id").annotate(n=Count("*")).values("n")
+    )
+    rows = answers.annotate(claim_count=Coalesce(Subquery(claims), 0)).values_list(
         "pk", "model", "claim_count", "current_run__calls", "current_run__prompt_tokens",
         "current_run__completion_tokens", "current_run__cached_tokens",
     )

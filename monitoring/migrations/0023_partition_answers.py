@@ -53,10 +53,11 @@ def _months(oldest, now):
     return months
 
 
-def _partition(cursor, table, key):
-    """Rebuild one table as partitioned by `key`; returns (rows, seconds)."""
+def _rebuild(cursor, table, key, *, partition=True):
+    """Rebuild one table as partitioned by `key` (or, undoing it, as a plain table); returns
+    (rows, seconds)."""
     began = clock.monotonic()
-    old = f"{table}_unpartitioned"
+    old = f"{table}_old"
     cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
     cursor.execute(
         "SELECT conrelid::regclass::text, conname FROM pg_constraint "
@@ -91,21 +92,34 @@ def _partition(cursor, table, key):
 
     cursor.execute(f"ALTER TABLE {table} RENAME TO {old}")
     cursor.execute(
-        f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS) PARTITION BY RANGE ({key})"
+        "SELECT attidentity FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'id'",
+        [old],
     )
-    for month in _months(oldest, datetime.now(ZoneInfo("UTC"))):
+    if not cursor.fetchone()[0]:
+        # A sequence of ours (not Django's identity): the copy must not take its default, or
+        # the old table could not be dropped with it. A new one is made below.
+        cursor.execute(f"ALTER TABLE {old} ALTER id DROP DEFAULT")
+    if partition:
         cursor.execute(
-            f"CREATE TABLE {table}_p{month:%Y_%m} PARTITION OF {table} FOR VALUES FROM "
-            f"('{_start(month).isoformat()}') TO ('{_start(_next(month)).isoformat()}')"
+            f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS) PARTITION BY RANGE ({key})"
         )
-    cursor.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
+        for month in _months(oldest, datetime.now(ZoneInfo("UTC"))):
+            cursor.execute(
+                f"CREATE TABLE {table}_p{month:%Y_%m} PARTITION OF {table} FOR VALUES FROM "
+                f"('{_start(month).isoformat()}') TO ('{_start(_next(month)).isoformat()}')"
+            )
+        cursor.execute(f"CREATE TABLE {table}_default PARTITION OF {table} DEFAULT")
+    else:
+        cursor.execute(f"CREATE TABLE {table} (LIKE {old} INCLUDING DEFAULTS)")
     cursor.execute(f"INSERT INTO {table} SELECT * FROM {old}")
     rows = cursor.rowcount
     cursor.execute(f"DROP TABLE {old}")
+    cursor.execute(f"DROP SEQUENCE IF EXISTS {table}_id_seq")
     cursor.execute(f"CREATE SEQUENCE {table}_id_seq OWNED BY {table}.id")
     cursor.execute(f"SELECT setval('{table}_id_seq', %s, false)", [next_id])
     cursor.execute(f"ALTER TABLE {table} ALTER id SET DEFAULT nextval('{table}_id_seq')")
-    cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY (id, {key})")
+    primary = f"id, {key}" if partition else "id"
+    cursor.execute(f"ALTER TABLE {table} ADD CONSTRAINT {table}_pkey PRIMARY KEY ({primary})")
     for definition, _ in indexes:
         cursor.execute(definition)
     for name, _, definition, _ in constraints:
@@ -132,10 +146,26 @@ def partition(apps, schema_editor):
             return
         answers = None
         for table, key in TABLES:
-            rows, seconds = _partition(cursor, table, key)
+            rows, seconds = _rebuild(cursor, table, key)
             answers = rows if answers is None else answers
             per = f", {seconds / answers * 100_000:.1f} s per 100,000 answers" if answers else ""
             logger.warning("partitioned %s: %d rows in %.1f s%s", table, rows, seconds, per)
+
+
+def unpartition(apps, schema_editor):
+    """Back to plain tables (for migrating backwards: tests that go back to earlier states)."""
+    connection = schema_editor.connection
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table "
+            "WHERE partrelid = to_regclass('monitoring_answer'))"
+        )
+        if not cursor.fetchone()[0]:
+            return
+        for table, key in TABLES:
+            _rebuild(cursor, table, key, partition=False)
 
 
 class Migration(migrations.Migration):
@@ -145,5 +175,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(partition, migrations.RunPython.noop, elidable=False),
+        migrations.RunPython(partition, unpartition, elidable=False),
     ]
