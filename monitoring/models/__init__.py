@@ -15,6 +15,7 @@ from monitoring.models.judging import (
     JudgeUsage,
 )
 from monitoring.models.rollups import (
+    DroppedMonth,
     RollupCause,
     RollupCauseScore,
     RollupDay,
@@ -35,6 +36,7 @@ from monitoring.models.use_cases import (
 
 __all__ = [
     "Answer",
+    "DroppedMonth",
     "AnswerKey",
     "Chunk",
     "Claim",

@@ -228,6 +228,22 @@ class RollupSealed(models.Model):
         return f"{self.use_case_id} {self.week}"
 
 
+class DroppedMonth(models.Model):
+    """A local month whose answers retention dropped (their partitions are gone): what counts
+    answers from the day rollups leaves its days out."""
+
+    month = models.DateField(unique=True)  # its first day
+    answers = models.BigIntegerField()
+    dropped_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("gelöschter Monat")
+        verbose_name_plural = _("gelöschte Monate")
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} ({self.answers})"
+
+
 class RollupState(models.Model):
     """One row: the definition the rollups were built with, and since when they are whole."""
 

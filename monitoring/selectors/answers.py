@@ -16,7 +16,7 @@ from django.utils import timezone
 from monitoring import extensions
 from monitoring.domain.csv_export import csv_text
 from monitoring.judging.selectors import iso_week_bounds
-from monitoring.models import Answer, RollupDay, Service, UseCase
+from monitoring.models import Answer, DroppedMonth, RollupDay, Service, UseCase
 from monitoring.models.rollups import rollups_ready
 
 
@@ -164,6 +164,10 @@ def answer_count(*, user: User | AnonymousUser, **filters: Any) -> int | None:
         days = days.filter(day__gte=filters["date_from"])
     if filters.get("date_to"):
         days = days.filter(day__lte=filters["date_to"])
+    # Months retention dropped keep their figures in the rollups, not their answers.
+    for month in DroppedMonth.objects.values_list("month", flat=True):
+        following = date(month.year + month.month // 12, month.month % 12 + 1, 1)
+        days = days.exclude(day__gte=month, day__lt=following)
     return days.aggregate(n=Sum("answers"))["n"] or 0
 
 

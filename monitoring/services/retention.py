@@ -45,7 +45,7 @@ from django.utils import timezone
 
 from monitoring import extensions
 from monitoring.domain.retention import BATCH_SIZE, retention_cutoff, scrub_call_log
-from monitoring.models import Answer, AnswerKey, Chunk, Claim, JudgeRun, UseCase
+from monitoring.models import Answer, AnswerKey, Chunk, Claim, DroppedMonth, JudgeRun, UseCase
 from monitoring.services import partitions, rollups
 
 # A run in these states still reads the answer's text.
@@ -226,7 +226,7 @@ def months_drop(*, now: datetime | None = None, dry_run: bool = False) -> list[M
         runs = JudgeRun.objects.filter(answer__created_at__gte=start, answer__created_at__lt=end)
         result = MonthResult(part.month, answers.count(), runs.count(), dry_run)
         if not dry_run:
-            _month_drop(part.month, start, end, runs)
+            _month_drop(part.month, start, end, runs, result.answers)
         out.append(result)
     return out
 
@@ -240,12 +240,15 @@ def _month_held(answers: QuerySet[Answer], start: datetime, end: datetime) -> bo
                for keeps in extensions.registry.retention_keeps.values())
 
 
-def _month_drop(month: date, start: datetime, end: datetime, runs: QuerySet[JudgeRun]) -> None:
+def _month_drop(
+    month: date, start: datetime, end: datetime, runs: QuerySet[JudgeRun], answers: int
+) -> None:
     q = connection.ops.quote_name
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL lock_timeout = '5s'")
         rollups.rollups_seal(start=start, end=end)
+        DroppedMonth.objects.create(month=month, answers=answers)
         # Claims and progress go with their runs (Django's cascade); the answers' pointer to
         # their current run is checked at commit, when the month is gone.
         ids = list(runs.values_list("pk", flat=True))

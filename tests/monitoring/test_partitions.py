@@ -228,6 +228,11 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     assert rollups.rollups_check() == []
     rollups.rollups_rebuild()
     assert use_case_weeks(use_case=deletes, weeks=30) == before
+    # The explorer's count (from the day rollups) leaves the dropped month out.
+    from monitoring.selectors.answers import answer_count, answer_list
+
+    lead = world_builder.user("leitung", lead_of=[deletes, keeps])
+    assert answer_count(user=lead) == answer_list(user=lead).count() == 8
     # Nothing more to drop; the months that stay are anonymised as before.
     assert retention.months_drop() == []
     # A replay of a dropped answer is a new answer.
