@@ -5,7 +5,7 @@
 at local midnight on the 1st), named `<table>_pYYYY_MM`, and a DEFAULT partition
 (`<table>_default`) for what no month holds: answers from before the first monthly partition
 (history older than HISTORY_MONTHS when the table was converted) or, if the beat stopped for
-months, after the last. The migration `0023_partition_answers` converts the tables; the beat
+months, after the last. The migration `0024_partition_answers` converts the tables; the beat
 job `ensure-partitions` creates the months ahead (`partitions_ensure`); retention drops a whole
 month where every use case in it allows (`services/retention.py`).
 
@@ -52,7 +52,7 @@ def partition_name(table: str, month: date) -> str:
 
 
 def enabled() -> bool:
-    """Answers are partitioned here (PostgreSQL after migration 0023)."""
+    """Answers are partitioned here (PostgreSQL after migration 0024)."""
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
 
     # Before answers are partitioned: a foreign key into a partitioned table cannot stay.
     run_before = [
-        ('monitoring', '0023_partition_answers'),
+        ('monitoring', '0024_partition_answers'),
     ]
 
     operations = [

@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, **opts: object) -> None:
         if not partitions.enabled():
             raise CommandError("answers are not partitioned here (SQLite, or PostgreSQL before "
-                               "migration 0023)")
+                               "migration 0024)")
         ahead, since = opts.get("ahead"), opts.get("since")
         created: list[str] = []
         if since is not None:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitoring', '0023_partition_answers'),
+        ('monitoring', '0022_answer_keys'),
     ]
 
     operations = [

@@ -148,7 +148,8 @@ def partition(apps, schema_editor):
         for table, key in TABLES:
             rows, seconds = _rebuild(cursor, table, key)
             answers = rows if answers is None else answers
-            per = f", {seconds / answers * 100_000:.1f} s per 100,000 answers" if answers else ""
+            per = (f", {seconds / answers * 100_000:.1f} s per 100,000 answers"
+                   if answers >= 1000 else "")
             logger.warning("partitioned %s: %d rows in %.1f s%s", table, rows, seconds, per)
 
 
@@ -171,7 +172,7 @@ def unpartition(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("monitoring", "0022_answer_keys"),
+        ("monitoring", "0023_retention_by_month"),
     ]
 
     operations = [
