@@ -40,7 +40,8 @@ class UseCaseAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ("name",)}
     fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
               "logprob_threshold", "action_threshold", "judge_mode", "leaves_unreviewed",
-              "review_batch_size", "retention_days", "experts", "team_leads", "active")
+              "review_batch_size", "retention_days", "retention_deletes", "experts",
+              "team_leads", "active")
     readonly_fields = ("expected_weekly_cost",)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:

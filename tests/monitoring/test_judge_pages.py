@@ -1099,6 +1099,9 @@ def test_admin_use_case_form_shows_the_estimate_next_to_the_rate(
     # The add form has nothing to estimate yet, and says so.
     add = client.get("/admin/monitoring/usecase/add/").content.decode()
     assert "wird nach dem Anlegen aus den Antworten der letzten 4 Wochen geschätzt" in add
+    # Retention by month is set here, beside the retention period.
+    assert html.index('name="retention_days"') < html.index('name="retention_deletes"')
+    assert "Alte Monate löschen" in html
 
 
 def test_estimate_without_price_or_runs_says_what_is_missing(world: World, judge: Any) -> None:
