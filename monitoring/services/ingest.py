@@ -37,11 +37,12 @@ from monitoring.models import (
     Chunk,
     JudgeMode,
     JudgeRun,
+    RollupCause,
     RollupDay,
     Service,
     UseCase,
 )
-from monitoring.models.rollups import day_of
+from monitoring.models.rollups import day_of, week_of
 from monitoring.schemas import AnswerIn
 from monitoring.services import rollups
 
@@ -304,9 +305,9 @@ def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
 
 def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     """Insert one new answer with its chunks and, when it is sampled, its pending judge run, and
-    count it in its day's rollup (`rollups.answers_added`: the shared lock, then +1 on its
-    day), in one PostgreSQL statement: one round trip, and no ORM query building, which cost
-    more CPU than the statement itself; its causes' buckets follow in a second. The columns are
+    count it in the rollups (`rollups.answers_added`: the shared lock, then +1 on its day and
+    in its causes' buckets), in one PostgreSQL statement: one round trip, and no ORM query
+    building, which cost more CPU than the statement itself. The columns are
     the models' own; a unique violation surfaces as IntegrityError as with save(). The run is
     enqueued once the transaction commits."""
     answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql()
@@ -326,12 +327,12 @@ def _insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     params.append(run is not None)
     params += [rollups.ROLLUP_LOCK, answer.use_case_id,
                answer.use_case_id, day_of(answer.created_at), bool(answer.flagged)]
+    week = week_of(answer.created_at)
+    for dim, bucket in rollups.Traits.of(answer).buckets():  # sorted, as a batch sorts them
+        params += [answer.use_case_id, week, bool(answer.flagged), dim, bucket]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         answer.pk, run_id = cursor.fetchone()
-    # Its causes' buckets after its day, as every writer orders the rollups (the parts of one
-    # statement run in no set order: two there could deadlock with a batch).
-    rollups.answers_added([answer], days=False)
     answer._state.adding = False
     answer._state.db = connection.alias
     for chunk in chunks:
@@ -368,6 +369,14 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     day_fields = [RollupDay._meta.get_field(name) for name in ("use_case", "day", "flagged")]
     day_columns = ", ".join(q(_column(f)) for f in day_fields if isinstance(f, models.Field))
     answers = q("answers")
+    cause_table = q(RollupCause._meta.db_table)
+    cause_columns = ", ".join(
+        q(_column(f)) for f in (RollupCause._meta.get_field(name) for name in
+                                ("use_case", "week", "flagged", "dim", "bucket"))
+        if isinstance(f, models.Field)
+    )
+    cause_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::smallint, %s::smallint)"]
+                           * len(rollups.TRAITS))
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
         f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"
@@ -388,7 +397,14 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f", d AS (INSERT INTO {day_table} ({day_columns}, {answers})"
         f" SELECT %s, %s::date, %s, 1 FROM lk, a"
         f" ON CONFLICT ({day_columns}) DO UPDATE SET"
-        f" {answers} = {day_table}.{answers} + excluded.{answers})"
+        f" {answers} = {day_table}.{answers} + excluded.{answers} RETURNING 1 AS ok)"
+        # ... then its week's bucket of each cause. The parts of one statement run in no set
+        # order, unless one reads another's result: these rows are made from the day's, so the
+        # day's row is locked first, as every writer orders them (else a deadlock with a batch).
+        f", b AS (INSERT INTO {cause_table} ({cause_columns}, {answers})"
+        f" SELECT v.*, 1 FROM d, (VALUES {cause_rows}) AS v"
+        f" ON CONFLICT ({cause_columns}) DO UPDATE SET"
+        f" {answers} = {cause_table}.{answers} + excluded.{answers})"
         f" SELECT a.{q('id')}, (SELECT r.{q('id')} FROM r) FROM a"
     )
     return answer_fields, chunk_fields, run_fields, sql

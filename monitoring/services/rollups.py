@@ -135,9 +135,9 @@ def run_labels(run_id: int | None) -> list[str]:
 # --- writers --------------------------------------------------------------------------------
 
 
-def answers_added(answers: Iterable[Answer], *, days: bool = True) -> None:
-    """Count new answers (just inserted in this transaction) in their days (unless `days` is
-    False: already counted) and their weeks' cause buckets."""
+def answers_added(answers: Iterable[Answer]) -> None:
+    """Count new answers (just inserted in this transaction) in their days and their weeks'
+    cause buckets (the day first: every writer locks the rollups' rows in one order)."""
     counts: Counter[tuple[Any, ...]] = Counter()
     buckets: Counter[tuple[Any, ...]] = Counter()
     for a in answers:
@@ -148,8 +148,7 @@ def answers_added(answers: Iterable[Answer], *, days: bool = True) -> None:
     if not counts:
         return
     _lock_shared({uc for uc, _, _ in counts})
-    if days:
-        _add(RollupDay, _DAY_KEY, counts)
+    _add(RollupDay, _DAY_KEY, counts)
     _add(RollupCause, _CAUSE_KEY, buckets)
 
 
