@@ -44,7 +44,6 @@ class Migration(migrations.Migration):
                 'verbose_name': 'Antwortschlüssel',
                 'verbose_name_plural': 'Antwortschlüssel',
                 'constraints': [models.UniqueConstraint(fields=('service', 'external_id'), name='answerkey_unique_external_id')],
-                'indexes': [models.Index(fields=['answer_created_at'], name='answerkey_month')],
             },
         ),
         migrations.AddIndex(

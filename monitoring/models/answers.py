@@ -178,7 +178,9 @@ class AnswerKey(models.Model):
     external_id = models.CharField(max_length=200)
     answer = models.ForeignKey(Answer, on_delete=models.CASCADE, related_name="+",
                                db_constraint=False)  # answers are partitioned (see Chunk)
-    answer_created_at = models.DateTimeField()  # the answer's month: retention drops by it
+    # The answer's month: retention deletes a dropped month's keys by it (a scan, once a month;
+    # an index would cost every ingest).
+    answer_created_at = models.DateTimeField()
 
     class Meta:
         verbose_name = _("Antwortschlüssel")
@@ -187,7 +189,6 @@ class AnswerKey(models.Model):
             models.UniqueConstraint(fields=["service", "external_id"],
                                     name="answerkey_unique_external_id"),
         ]
-        indexes = [models.Index(fields=["answer_created_at"], name="answerkey_month")]
 
     def __str__(self) -> str:
         return f"{self.service_id}/{self.external_id}"
