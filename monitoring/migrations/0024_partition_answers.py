@@ -133,16 +133,20 @@ def _sequence(cursor, table):
     return cursor.fetchone()[0]
 
 
+def _partitioned(cursor):
+    cursor.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table "
+        "WHERE partrelid = to_regclass('monitoring_answer'))"
+    )
+    return cursor.fetchone()[0]
+
+
 def partition(apps, schema_editor):
     connection = schema_editor.connection
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table "
-            "WHERE partrelid = to_regclass('monitoring_answer'))"
-        )
-        if cursor.fetchone()[0]:
+        if _partitioned(cursor):
             return
         answers = None
         for table, key in TABLES:
@@ -159,11 +163,7 @@ def unpartition(apps, schema_editor):
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table "
-            "WHERE partrelid = to_regclass('monitoring_answer'))"
-        )
-        if not cursor.fetchone()[0]:
+        if not _partitioned(cursor):
             return
         for table, key in TABLES:
             _rebuild(cursor, table, key, partition=False)

@@ -15,10 +15,10 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
+
+from tests.support.postgres import admin_connection, database_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
 
@@ -26,26 +26,16 @@ ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = int(os.environ.get("TREUE_PARTITION_TEST_ANSWERS", "20000"))
 
 
-def _admin() -> psycopg.Connection:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return psycopg.connect(
-        host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
-        user=parts.username or "postgres", password=parts.password or None,
-        dbname="postgres", autocommit=True,
-    )
-
-
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[str]:
     name = f"treue_partition_{os.getpid()}"
-    with _admin() as admin:
+    with admin_connection() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(os.environ["DATABASE_URL"])
     try:
-        yield urlunsplit(parts._replace(path="/" + name))
+        yield database_url(name)
     finally:
-        with _admin() as admin:
+        with admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

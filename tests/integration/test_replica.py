@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 from django.conf import settings as django_settings
 from django.db import connection, connections
@@ -22,18 +20,10 @@ from django.db import connection, connections
 from monitoring.models import Answer
 from monitoring.selectors.dashboard import use_case_weeks
 from tests.integration.test_faults import WebServer
+from tests.support.postgres import admin_connection, database_url
 from treue_site import db_router
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def _admin() -> psycopg.Connection:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return psycopg.connect(
-        host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
-        user=parts.username or "postgres", password=parts.password or None,
-        dbname="postgres", autocommit=True,
-    )
 
 
 @pytest.fixture
@@ -45,16 +35,15 @@ def replica_of_primary(transactional_db: None) -> Iterator[Callable]:
     def copy() -> str:
         for conn in connections.all():
             conn.close()  # a database being copied must have no other session
-        with _admin() as admin:
+        with admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
             admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{primary}"')
-        parts = urlsplit(os.environ["DATABASE_URL"])
-        return urlunsplit(parts._replace(path="/" + name))
+        return database_url(name)
 
     try:
         yield copy
     finally:
-        with _admin() as admin:
+        with admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
