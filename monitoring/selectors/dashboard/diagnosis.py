@@ -10,6 +10,7 @@ counted per group by one GROUP BY; only the judged ones are read row by row.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -147,14 +148,32 @@ class Window:
     judged: Mapping[tuple[int, int, Any, bool, bool], Mapping[float, int]]
     adjusted: causes.Adjusted
 
+    @functools.cached_property
+    def _answers_by_dim(self) -> dict[int, list[tuple[int, Any, bool, int]]]:
+        out: dict[int, list[tuple[int, Any, bool, int]]] = defaultdict(list)
+        for (dim, wk, bucket, flagged), n in self.answers.items():
+            out[dim].append((wk, bucket, flagged, n))
+        return out
+
+    @functools.cached_property
+    def _judged_by_dim(
+        self,
+    ) -> dict[int, list[tuple[int, Any, bool, bool, Mapping[float, int]]]]:
+        out: dict[int, list[tuple[int, Any, bool, bool, Mapping[float, int]]]] = (
+            defaultdict(list)
+        )
+        for (dim, wk, bucket, flagged, in_random), scores in self.judged.items():
+            out[dim].append((wk, bucket, flagged, in_random, scores))
+        return out
+
     def counts(
         self, dim: int, pick: Callable[[Any], Any] = lambda b: b,
         weeks: Callable[[int], bool] = lambda wk: True,
     ) -> dict[tuple[Any, bool], int]:
         """Answers by (pick(bucket), flagged), of the weeks `weeks` accepts."""
         out: dict[tuple[Any, bool], int] = defaultdict(int)
-        for (d, wk, bucket, flagged), n in self.answers.items():
-            if d == dim and weeks(wk):
+        for wk, bucket, flagged, n in self._answers_by_dim.get(dim, ()):
+            if weeks(wk):
                 out[pick(bucket), flagged] += n
         return out
 
@@ -164,8 +183,8 @@ class Window:
     ) -> dict[tuple[Any, bool], Counter[float]]:
         """Judged answers' scores by (pick(bucket), flagged): score → answers."""
         out: dict[tuple[Any, bool], Counter[float]] = defaultdict(Counter)
-        for (d, wk, bucket, flagged, in_random), scores in self.judged.items():
-            if d == dim and weeks(wk) and (in_random or not random_only):
+        for wk, bucket, flagged, in_random, scores in self._judged_by_dim.get(dim, ()):
+            if weeks(wk) and (in_random or not random_only):
                 out[pick(bucket), flagged].update(scores)
         return out
 

@@ -120,20 +120,26 @@ def causes_from_rollups(
     flagged), judged scores per (dim, week index, bucket, flagged, in the random sample), and
     the regression's moments of the flagged and the unflagged stratum."""
     mondays = _mondays(weeks)
+    named: dict[tuple[int, int], Any] = {}  # (dim, bucket) → the diagnosis' name of it
+
+    def name(dim: int, bucket: int) -> Any:
+        if (dim, bucket) not in named:
+            named[dim, bucket] = _bucket(dim, bucket)
+        return named[dim, bucket]
+
     answers: dict[tuple[int, int, Any, bool], int] = defaultdict(int)
     for week, flagged, dim, bucket, n in (
         RollupCause.objects.filter(use_case_id=use_case_id, week__in=list(mondays), answers__gt=0)
         .values_list("week", "flagged", "dim", "bucket", "answers")
     ):
-        answers[dim, mondays[week], _bucket(dim, bucket), bool(flagged)] += n
+        answers[dim, mondays[week], name(dim, bucket), flagged] += n
     judged: dict[tuple[int, int, Any, bool, bool], Counter[float]] = defaultdict(Counter)
     for week, flagged, in_random, dim, bucket, score, n in (
         RollupCauseScore.objects.filter(use_case_id=use_case_id, week__in=list(mondays),
                                         answers__gt=0)
         .values_list("week", "flagged", "in_random_sample", "dim", "bucket", "score", "answers")
     ):
-        judged[dim, mondays[week], _bucket(dim, bucket), bool(flagged), bool(in_random)][
-            float(score)] += n
+        judged[dim, mondays[week], name(dim, bucket), flagged, in_random][score] += n
     moments = [causes.NO_MOMENTS, causes.NO_MOMENTS]
     for row in RollupMoments.objects.filter(use_case_id=use_case_id, week__in=list(mondays)):
         h = 0 if row.flagged else 1
