@@ -19,11 +19,19 @@ from django.utils.translation import gettext_lazy as _
 from monitoring.domain import causes
 
 
-class RollupDay(models.Model):
-    """Answers received per use case, local day (Europe/Berlin) of `created_at`, and flag."""
+class _OfUseCase(models.Model):
+    """A rollup row of one use case."""
 
     use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
                                  related_name="+")
+
+    class Meta:
+        abstract = True
+
+
+class RollupDay(_OfUseCase):
+    """Answers received per use case, local day (Europe/Berlin) of `created_at`, and flag."""
+
     day = models.DateField()
     flagged = models.BooleanField()
     answers = models.BigIntegerField(default=0)
@@ -40,13 +48,11 @@ class RollupDay(models.Model):
         return f"{self.use_case_id} {self.day} {'flagged' if self.flagged else ''}: {self.answers}"
 
 
-class RollupScore(models.Model):
+class RollupScore(_OfUseCase):
     """Judged answers per use case, week (its local Monday), stratum and what was judged: the
     score, whether it abstained, and its readable claims (twice the supported points, and how
     many) - a histogram from which the weekly statistics come out exactly."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     flagged = models.BooleanField()
     in_random_sample = models.BooleanField()
@@ -71,13 +77,11 @@ class RollupScore(models.Model):
         return f"{self.use_case_id} {self.week} {self.score}: {self.answers}"
 
 
-class RollupUsage(models.Model):
+class RollupUsage(_OfUseCase):
     """Judge runs that ended (succeeded or failed) per use case, week of their ANSWER (as the
     weekly figures count a week's cost, rescores included), judge model and prompt version.
     Runs still open are read raw and added."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     judge_model = models.CharField(max_length=200)
     prompt_version = models.CharField(max_length=50)
@@ -113,13 +117,11 @@ USAGE_SUMS = ("runs", "succeeded_runs", "failed_runs", "calls", "succeeded_calls
               "priced_runs", "unpriced_runs")
 
 
-class RollupCause(models.Model):
+class RollupCause(_OfUseCase):
     """Answers per use case, week and stratum in each bucket of the diagnosis' causes: one row
     per dimension (`Dim`) and bucket, so that each cause's groups and the tuner's answers per
     content-word probability come out of a few hundred rows a week."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     flagged = models.BooleanField()
     dim = models.SmallIntegerField()
@@ -138,13 +140,11 @@ class RollupCause(models.Model):
         return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket}: {self.answers}"
 
 
-class RollupCauseScore(models.Model):
+class RollupCauseScore(_OfUseCase):
     """Judged answers per use case, week, stratum, cause bucket and score: the diagnosis'
     estimates per bucket. Similarity, chunks and multi-part for every judged answer; the
     content-word probability only for the random sample (the tuner's lift rests on it)."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     flagged = models.BooleanField()
     in_random_sample = models.BooleanField()
@@ -168,13 +168,11 @@ class RollupCauseScore(models.Model):
         return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket} {self.score}"
 
 
-class RollupMoments(models.Model):
+class RollupMoments(_OfUseCase):
     """The power sums of the causes' regression (`causes.Moments`) per use case, week and
     stratum, over the judged answers with a similarity. A rescore moves the score's sums (a
     float subtraction: equal to a recount up to rounding, not bit for bit)."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     flagged = models.BooleanField()
     n = models.BigIntegerField(default=0)
@@ -208,12 +206,10 @@ class RollupMoments(models.Model):
         )
 
 
-class RollupSealed(models.Model):
+class RollupSealed(_OfUseCase):
     """A week of a use case whose raw answers are (partly) gone: retention dropped their month.
     Its rollups are the record now; a rebuild or check leaves them as they are."""
 
-    use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
-                                 related_name="+")
     week = models.DateField()
     sealed_at = models.DateTimeField(auto_now_add=True)
 
@@ -279,8 +275,17 @@ def day_of(moment: datetime) -> date:
 
 def week_of(moment: datetime) -> date:
     """The local Monday of the ISO week of an answer's `created_at`."""
-    day = day_of(moment)
+    return monday_of(day_of(moment))
+
+
+def monday_of(day: date) -> date:
+    """The Monday of a day's ISO week."""
     return day - timedelta(days=day.weekday())
+
+
+def next_month(month: date) -> date:
+    """The first day of the month after this one."""
+    return date(month.year + month.month // 12, month.month % 12 + 1, 1)
 
 
 def points2_of(label: str) -> int | None:

@@ -17,7 +17,7 @@ from monitoring import extensions
 from monitoring.domain.csv_export import csv_text
 from monitoring.judging.selectors import iso_week_bounds
 from monitoring.models import Answer, DroppedMonth, RollupDay, Service, UseCase
-from monitoring.models.rollups import rollups_ready
+from monitoring.models.rollups import next_month, rollups_ready
 
 
 def use_cases_for_user(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
@@ -166,8 +166,7 @@ def answer_count(*, user: User | AnonymousUser, **filters: Any) -> int | None:
         days = days.filter(day__lte=filters["date_to"])
     # Months retention dropped keep their figures in the rollups, not their answers.
     for month in DroppedMonth.objects.values_list("month", flat=True):
-        following = date(month.year + month.month // 12, month.month % 12 + 1, 1)
-        days = days.exclude(day__gte=month, day__lt=following)
+        days = days.exclude(day__gte=month, day__lt=next_month(month))
     return days.aggregate(n=Sum("answers"))["n"] or 0
 
 

@@ -366,13 +366,13 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f"%s::{re.sub(r'[(].*[)]', '', _db_type(f))}[]" for f in chunk_fields
     )
     day_table = q(RollupDay._meta.db_table)
-    day_fields = [RollupDay._meta.get_field(name) for name in ("use_case", "day", "flagged")]
+    day_fields = [RollupDay._meta.get_field(name) for name in rollups.DAY_KEY]
     day_columns = ", ".join(q(_column(f)) for f in day_fields if isinstance(f, models.Field))
     answers = q("answers")
     cause_table = q(RollupCause._meta.db_table)
     cause_columns = ", ".join(
         q(_column(f)) for f in (RollupCause._meta.get_field(name) for name in
-                                ("use_case", "week", "flagged", "dim", "bucket"))
+                                rollups.CAUSE_KEY)
         if isinstance(f, models.Field)
     )
     cause_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::smallint, %s::smallint)"]

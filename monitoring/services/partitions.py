@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from monitoring.models.rollups import next_month as next_month  # the months' one rule
+
 logger = logging.getLogger(__name__)
 
 # (table, partition key): the chunks follow their answers' months.
@@ -36,10 +38,6 @@ def month_of(moment: datetime | date) -> date:
     """The first day of a moment's local month."""
     day = timezone.localtime(moment).date() if isinstance(moment, datetime) else moment
     return day.replace(day=1)
-
-
-def next_month(month: date) -> date:
-    return date(month.year + month.month // 12, month.month % 12 + 1, 1)
 
 
 def month_start(month: date) -> datetime:

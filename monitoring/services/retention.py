@@ -211,16 +211,22 @@ def months_drop(*, now: datetime | None = None, dry_run: bool = False) -> list[M
     }
     if not deleting:
         return []
+    latest = max(deleting.values())
+    everyone = list(UseCase.objects.values_list("pk", flat=True))
     out = []
     for part in partitions.partitions("monitoring_answer"):
         if part.month is None:
             continue
         start = partitions.month_start(part.month)
         end = partitions.month_start(partitions.next_month(part.month))
+        if end > latest:
+            break  # the months are in order: none later lies past every retention
         answers = Answer.objects.filter(created_at__gte=start, created_at__lt=end)
-        use_cases = set(answers.values_list("use_case_id", flat=True).distinct())
-        if not use_cases or any(
-            uc not in deleting or deleting[uc] < end for uc in use_cases
+        # A use case that keeps the month's answers holds it: one index probe each (not a
+        # pass over the month's answers).
+        keeping = [uc for uc in everyone if uc not in deleting or deleting[uc] < end]
+        if not answers.exists() or any(
+            answers.filter(use_case_id=uc).exists() for uc in keeping
         ) or _month_held(answers, start, end):
             continue
         runs = JudgeRun.objects.filter(answer__created_at__gte=start, answer__created_at__lt=end)

@@ -58,6 +58,7 @@ from monitoring.models.rollups import (
     cause_buckets,
     day_of,
     definition,
+    monday_of,
     rollups_ready,
     week_of,
 )
@@ -97,6 +98,12 @@ class Traits:
     def buckets(self) -> tuple[tuple[int, int], ...]:
         return cause_buckets(self.best_chunk_score, self.chunk_count, self.multi_part,
                              self.min_content_probability)
+
+    def judged_buckets(self, in_random_sample: bool) -> list[tuple[int, int]]:
+        """The buckets a judged answer's score counts in: the probability only for the random
+        sample (the tuner's lift rests on it; it would be the largest rollup)."""
+        return [(dim, bucket) for dim, bucket in self.buckets()
+                if dim != Dim.PROBABILITY or in_random_sample]
 
     @property
     def in_regression(self) -> bool:
@@ -148,8 +155,8 @@ def answers_added(answers: Iterable[Answer]) -> None:
     if not counts:
         return
     _lock_shared({uc for uc, _, _ in counts})
-    _add(RollupDay, _DAY_KEY, counts)
-    _add(RollupCause, _CAUSE_KEY, buckets)
+    _add(RollupDay, DAY_KEY, counts)
+    _add(RollupCause, CAUSE_KEY, buckets)
 
 
 def answer_judged(
@@ -166,10 +173,9 @@ def answer_judged(
             continue
         delta[(use_case_id, week, flagged, in_random_sample, state.abstention,
                state.score, state.points2, state.claims)] += sign
-        for dim, bucket in traits.buckets():
-            if dim != Dim.PROBABILITY or in_random_sample:
-                by_cause[(use_case_id, week, flagged, in_random_sample, dim, bucket,
-                          state.score)] += sign
+        for dim, bucket in traits.judged_buckets(in_random_sample):
+            by_cause[(use_case_id, week, flagged, in_random_sample, dim, bucket,
+                      state.score)] += sign
     delta = Counter({k: v for k, v in delta.items() if v})
     if not delta:
         return
@@ -221,7 +227,9 @@ def _moments_store(row: RollupMoments, moments: causes.Moments) -> None:
 
 _SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "abstention", "score",
               "points2", "claims")
-_CAUSE_KEY = ("use_case", "week", "flagged", "dim", "bucket")
+# The rollups' keys (ingest's single-answer statement names the same columns).
+DAY_KEY = ("use_case", "day", "flagged")
+CAUSE_KEY = ("use_case", "week", "flagged", "dim", "bucket")
 _CAUSE_SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "dim", "bucket", "score")
 
 
@@ -307,13 +315,12 @@ def _sortable(value: Any) -> Any:
 # --- rebuild and check ----------------------------------------------------------------------
 
 
-_DAY_KEY = ("use_case", "day", "flagged")
 # Each rollup: its model, key fields, summed fields, and the field its rows are dated by.
 _TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], str]] = {
-    "day": (RollupDay, _DAY_KEY, ("answers",), "day"),
+    "day": (RollupDay, DAY_KEY, ("answers",), "day"),
     "score": (RollupScore, _SCORE_KEY, ("answers",), "week"),
     "usage": (RollupUsage, _USAGE_KEY, USAGE_SUMS, "week"),
-    "cause": (RollupCause, _CAUSE_KEY, ("answers",), "week"),
+    "cause": (RollupCause, CAUSE_KEY, ("answers",), "week"),
     "cause_score": (RollupCauseScore, _CAUSE_SCORE_KEY, ("answers",), "week"),
 }
 
@@ -348,7 +355,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         ):
             if Dim.CHUNKS in dims:  # every answer has a chunk count: the days from here
                 days[(uc, day, bool(flagged))] += n
-            week = date.fromordinal(day.toordinal() - day.weekday())
+            week = monday_of(day)
             for dim, b in zip(dims, found, strict=True):
                 buckets[(uc, week, bool(flagged), dim,
                          NO_BUCKET if b is None else int(b))] += n
@@ -379,9 +386,8 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
             float(score))
         scores[(uc, week, flagged, in_random, bool(abstention), score, int(p2), int(m))] += 1
         of = Traits(*traits)
-        for dim, bucket in of.buckets():
-            if dim != Dim.PROBABILITY or in_random:
-                by_cause[(uc, week, flagged, in_random, dim, bucket, score)] += 1
+        for dim, bucket in of.judged_buckets(in_random):
+            by_cause[(uc, week, flagged, in_random, dim, bucket, score)] += 1
         if of.in_regression:
             assert of.best_chunk_score is not None
             regressed[(uc, week, flagged)].append(
@@ -530,17 +536,13 @@ def _sealed(use_case_ids: Sequence[int]) -> set[tuple[int, date]]:
     )
 
 
-def _monday(day: date) -> date:
-    return day - timedelta(days=day.weekday())
-
-
 def _without_sealed(rows: Rows, sealed: set[tuple[int, date]]) -> Rows:
     """The rows of weeks that are not sealed (every table's key is (use case, day or week,
     ...))."""
     if not sealed:
         return rows
     return {
-        name: {k: v for k, v in table.items() if (k[0], _monday(k[1])) not in sealed}
+        name: {k: v for k, v in table.items() if (k[0], monday_of(k[1])) not in sealed}
         for name, table in rows.items()
     }
 

@@ -24,7 +24,7 @@ from monitoring.models import (
     RollupScore,
     RollupUsage,
 )
-from monitoring.models.rollups import NO_BUCKET, Dim, grid_probability
+from monitoring.models.rollups import NO_BUCKET, Dim, grid_probability, monday_of
 from monitoring.models.rollups import rollups_ready as rollups_ready  # the readers ask here
 from monitoring.selectors.dashboard.judged import StratumJudged, WeekJudged
 from monitoring.selectors.dashboard.reads import (
@@ -55,7 +55,7 @@ def counts_from_rollups(
         .order_by()
     )
     for use_case_id, day, flagged, n in rows:
-        wk = mondays.get(date.fromordinal(day.toordinal() - day.weekday()))
+        wk = mondays.get(monday_of(day))
         if wk is None or not n:
             continue
         totals[use_case_id, wk][0] += n
