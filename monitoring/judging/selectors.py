@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
@@ -14,7 +15,16 @@ from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from monitoring.judging.domain import cost
-from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
+from monitoring.models import (
+    Answer,
+    Claim,
+    JudgePrice,
+    JudgeRun,
+    RollupDay,
+    RollupUsageDay,
+    UseCase,
+)
+from monitoring.models.rollups import day_of, rollups_ready
 
 # The weekly cost estimate looks back this far: long enough to average out a quiet week, short
 # enough to follow a use case that grows.
@@ -130,24 +140,49 @@ class JudgeMeans:
     cached_tokens_per_call: float | None = None  # of the prompt tokens
 
 
+def _next_midnight(moment: datetime) -> datetime:
+    """The local midnight after `moment`: where the whole days of a window that starts at
+    `moment` begin (the rollups count whole local days; the part before is read raw)."""
+    return datetime.combine(day_of(moment) + timedelta(days=1), time.min,
+                            tzinfo=timezone.get_current_timezone())
+
+
 def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
-    totals = JudgeRun.objects.filter(
-        answer__use_case=use_case,
-        status=JudgeRun.Status.SUCCEEDED,
-        trigger=JudgeRun.Trigger.SAMPLE,
+    """Calls and tokens of the use case's succeeded sample runs that finished since `since`."""
+    runs = JudgeRun.objects.filter(
+        use_case=use_case, status=JudgeRun.Status.SUCCEEDED, trigger=JudgeRun.Trigger.SAMPLE,
         finished_at__gte=since,
-    ).aggregate(
-        n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
     )
-    runs, calls = totals["n_runs"], totals["n_calls"] or 0
+    sums = {"runs": "id", "calls": "calls", "prompt_tokens": "prompt_tokens",
+            "completion_tokens": "completion_tokens", "cached_tokens": "cached_tokens"}
+    if rollups_ready():
+        # Whole days from the rollup, the first part-day raw.
+        whole = _next_midnight(since)
+        totals = _totals(runs.filter(finished_at__lt=whole).aggregate(
+            runs=Count("id"), **{name: Sum(f) for name, f in sums.items() if name != "runs"}
+        ))
+        days = RollupUsageDay.objects.filter(
+            use_case=use_case, status=JudgeRun.Status.SUCCEEDED, trigger=JudgeRun.Trigger.SAMPLE,
+            day__gte=day_of(whole),
+        ).aggregate(**{name: Sum(name) for name in sums})
+        totals = {name: totals[name] + (days[name] or 0) for name in sums}
+    else:
+        totals = _totals(runs.aggregate(
+            runs=Count("id"), **{name: Sum(f) for name, f in sums.items() if name != "runs"}
+        ))
+    n, calls = totals["runs"], totals["calls"]
     return JudgeMeans(
-        runs=runs,
-        calls_per_answer=calls / runs if runs else None,
-        prompt_tokens_per_call=totals["prompt"] / calls if calls else None,
-        completion_tokens_per_call=totals["completion"] / calls if calls else None,
-        cached_tokens_per_call=totals["cached"] / calls if calls else None,
+        runs=n,
+        calls_per_answer=calls / n if n else None,
+        prompt_tokens_per_call=totals["prompt_tokens"] / calls if calls else None,
+        completion_tokens_per_call=totals["completion_tokens"] / calls if calls else None,
+        cached_tokens_per_call=totals["cached_tokens"] / calls if calls else None,
     )
+
+
+def _totals(aggregated: dict[str, int | None]) -> dict[str, int]:
+    """Sums of no rows are 0, not None."""
+    return {name: value or 0 for name, value in aggregated.items()}
 
 
 @dataclass(frozen=True)
@@ -338,35 +373,13 @@ def judge_usage_by_day(
     run finished), today and the days before, newest first; and their total."""
     today = today or timezone.localdate()
     first = today - timedelta(days=days - 1)
-    zone = timezone.get_current_timezone()
-    grouped = (
-        JudgeRun.objects.filter(
-            answer__use_case=use_case,
-            finished_at__gte=datetime.combine(first, time.min, tzinfo=zone),
-            finished_at__lt=datetime.combine(today + timedelta(days=1), time.min, tzinfo=zone),
-        )
-        .annotate(day=TruncDate("finished_at", tzinfo=zone))
-        .values("day")
-        .annotate(
-            n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
-            total_cost=Sum("cost"),
-            unpriced=Count("id", filter=Q(cost__isnull=True, calls__gt=0)),
-        )
+    by_day = (_usage_days_rolled if rollups_ready() else _usage_days_raw)(
+        use_case=use_case, first=first, last=today
     )
-    by_day = {row["day"]: row for row in grouped}
     rows, total = [], UsageRow(day=None)
     for offset in range(days):
         day = today - timedelta(days=offset)
-        data = by_day.get(day)
-        row = UsageRow(day=day)
-        if data:
-            row = UsageRow(
-                day=day, runs=data["n_runs"], calls=data["n_calls"] or 0,
-                prompt_tokens=data["prompt"] or 0, completion_tokens=data["completion"] or 0,
-                cached_tokens=data["cached"] or 0, cost=Decimal(data["total_cost"] or 0),
-                unpriced_runs=data["unpriced"],
-            )
+        row = by_day.get(day, UsageRow(day=day))
         rows.append(row)
         for name in ("runs", "calls", "prompt_tokens", "completion_tokens", "cached_tokens",
                      "cost", "unpriced_runs"):
@@ -382,16 +395,77 @@ class RunCounts:
 
 
 def judge_run_counts(*, use_case: UseCase, days: int = USAGE_DAYS) -> RunCounts:
-    since = datetime.combine(
-        timezone.localdate() - timedelta(days=days - 1), time.min,
-        tzinfo=timezone.get_current_timezone(),
-    )
-    counts = JudgeRun.objects.filter(answer__use_case=use_case).aggregate(
+    first = timezone.localdate() - timedelta(days=days - 1)
+    runs = JudgeRun.objects.filter(use_case=use_case)
+    open_runs = runs.filter(status__in=OPEN_STATUSES).aggregate(
         pending=Count("id", filter=Q(status=JudgeRun.Status.PENDING)),
         running=Count("id", filter=Q(status=JudgeRun.Status.RUNNING)),
-        failed=Count("id", filter=Q(status=JudgeRun.Status.FAILED, finished_at__gte=since)),
     )
-    return RunCounts(**counts)
+    if rollups_ready():
+        failed = RollupUsageDay.objects.filter(
+            use_case=use_case, status=JudgeRun.Status.FAILED, day__gte=first
+        ).aggregate(n=Sum("runs"))["n"] or 0
+    else:
+        failed = runs.filter(
+            status=JudgeRun.Status.FAILED, finished_at__gte=_local_midnight(first)
+        ).count()
+    return RunCounts(failed=failed, **open_runs)
+
+
+def _local_midnight(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+
+
+def _usage_days_raw(*, use_case: UseCase, first: date, last: date) -> dict[date, UsageRow]:
+    """Usage per local day of the runs that finished from `first` to `last`, counted."""
+    grouped = (
+        JudgeRun.objects.filter(
+            use_case=use_case,
+            finished_at__gte=_local_midnight(first),
+            finished_at__lt=_local_midnight(last + timedelta(days=1)),
+        )
+        .annotate(day=TruncDate("finished_at", tzinfo=timezone.get_current_timezone()))
+        .values("day")
+        .annotate(
+            n_runs=Count("id"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
+            total_cost=Sum("cost"),
+            unpriced=Count("id", filter=Q(cost__isnull=True, calls__gt=0)),
+        )
+        .order_by()
+    )
+    return {
+        data["day"]: UsageRow(
+            day=data["day"], runs=data["n_runs"], calls=data["n_calls"] or 0,
+            prompt_tokens=data["prompt"] or 0, completion_tokens=data["completion"] or 0,
+            cached_tokens=data["cached"] or 0, cost=Decimal(data["total_cost"] or 0),
+            unpriced_runs=data["unpriced"],
+        )
+        for data in grouped
+    }
+
+
+def _usage_days_rolled(*, use_case: UseCase, first: date, last: date) -> dict[date, UsageRow]:
+    """The same from the rollup of ended runs per day."""
+    grouped = (
+        RollupUsageDay.objects.filter(use_case=use_case, day__gte=first, day__lte=last)
+        .values("day")
+        .annotate(
+            n_runs=Sum("runs"), n_calls=Sum("calls"), prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"), cached=Sum("cached_tokens"),
+            micros=Sum("cost_micros"), unpriced=Sum("unpriced_runs"),
+        )
+        .order_by()
+    )
+    return {
+        data["day"]: UsageRow(
+            day=data["day"], runs=data["n_runs"], calls=data["n_calls"],
+            prompt_tokens=data["prompt"], completion_tokens=data["completion"],
+            cached_tokens=data["cached"], cost=Decimal(data["micros"]).scaleb(-6),
+            unpriced_runs=data["unpriced"],
+        )
+        for data in grouped if data["n_runs"]
+    }
 
 
 def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
@@ -400,7 +474,7 @@ def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
     to judge an answer with its own model (a retry would be refused the same way)."""
     newest = (JudgeRun.objects.filter(answer=OuterRef("answer"))
               .order_by("-created_at", "-id").values("pk")[:1])
-    runs = (JudgeRun.objects.filter(answer__use_case=use_case, status=JudgeRun.Status.FAILED,
+    runs = (JudgeRun.objects.filter(use_case=use_case, status=JudgeRun.Status.FAILED,
                                     answer__anonymised_at__isnull=True)
             .filter(pk=Subquery(newest)).select_related("answer")
             .only("pk", "answer_id", "judge_model", "answer__model").order_by("pk"))
@@ -411,7 +485,7 @@ def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
 def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> QuerySet[JudgeRun]:
     """The use case's latest runs, for the per-run table of the judge page."""
     return (
-        JudgeRun.objects.filter(answer__use_case=use_case)
+        JudgeRun.objects.filter(use_case=use_case)
         .select_related("answer")
         .defer("call_log", "decomposition_raw", "answer__token_data", "answer__messages")
         .order_by("-created_at", "-id")[:limit]
@@ -468,10 +542,7 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
     """
     now = now or timezone.now()
     since = now - timedelta(days=COST_WINDOW_DAYS)
-    figures = Answer.objects.filter(use_case=use_case, created_at__gte=since).aggregate(
-        answers=Count("id"), flagged=Count("id", filter=Q(flagged=True)),
-        first=Min("created_at"),
-    )
+    figures = _answers_since(use_case=use_case, since=since)
     answers = figures["answers"]
     weeks = 1
     if figures["first"] is not None:
@@ -521,3 +592,29 @@ def use_case_weekly_cost(*, use_case: UseCase, now: datetime | None = None) -> W
             ComparedRate(rate, estimate(rate), rate == use_case.sample_rate) for rate in rates
         ],
     )
+
+
+def _answers_since(*, use_case: UseCase, since: datetime) -> dict[str, Any]:
+    """The use case's answers created since `since`: how many, how many flagged, and the first
+    one's time. With the rollups whole, the whole local days come from them and only the first
+    part-day is counted."""
+    answers = Answer.objects.filter(use_case=use_case, created_at__gte=since)
+    if not rollups_ready():
+        return answers.aggregate(
+            answers=Count("id"), flagged=Count("id", filter=Q(flagged=True)),
+            first=Min("created_at"),
+        )
+    whole = _next_midnight(since)
+    figures = answers.filter(created_at__lt=whole).aggregate(
+        answers=Count("id"), flagged=Count("id", filter=Q(flagged=True)),
+    )
+    for flagged, n in (
+        RollupDay.objects.filter(use_case=use_case, day__gte=day_of(whole))
+        .values_list("flagged").annotate(n=Sum("answers")).order_by()
+    ):
+        figures["answers"] += n
+        figures["flagged"] += n if flagged else 0
+    # The oldest by the (use case, created_at) index: one row, not a scan.
+    figures["first"] = answers.order_by("created_at").values_list(
+        "created_at", flat=True).first()
+    return figures

@@ -24,6 +24,7 @@ from monitoring.models.rollups import (
     RollupSealed,
     RollupState,
     RollupUsage,
+    RollupUsageDay,
 )
 from monitoring.models.use_cases import (
     JudgeMode,
@@ -54,6 +55,7 @@ __all__ = [
     "RollupSealed",
     "RollupState",
     "RollupUsage",
+    "RollupUsageDay",
     "Service",
     "SettingChange",
     "UseCase",

@@ -55,6 +55,12 @@ class JudgeRun(LeasedJob, JudgeUsage):
         Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort"),
         db_constraint=False,  # answers are partitioned (see Chunk)
     )
+    # The answer's use case, kept on the run: the judge page reads a use case's runs without
+    # joining the (partitioned) answers.
+    use_case = models.ForeignKey(
+        "monitoring.UseCase", on_delete=models.CASCADE, related_name="+",
+        verbose_name=_("Anwendungsfall"), db_index=False,  # judgerun_use_case_time leads with it
+    )
     status = models.CharField(
         _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING
     )
@@ -100,6 +106,12 @@ class JudgeRun(LeasedJob, JudgeUsage):
         indexes = [
             models.Index(fields=["status", "created_at"], name="judgerun_status_time"),
             models.Index(fields=["answer", "-created_at"], name="judgerun_answer"),
+            # The judge page: a use case's latest runs, and its runs finished in a window.
+            models.Index(fields=["use_case", "-created_at"], name="judgerun_use_case_time"),
+            models.Index(
+                fields=["use_case", "finished_at"], name="judgerun_use_case_finished",
+                condition=models.Q(finished_at__isnull=False),
+            ),
             # The dashboard's calls and cost per week of the judged answers: index-only per
             # answer (otherwise PostgreSQL reads the whole table, call logs and all).
             models.Index(

@@ -112,6 +112,41 @@ class RollupUsage(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.judge_model}: {self.runs}"
 
 
+class RollupUsageDay(_OfUseCase):
+    """Judge runs that ended per use case, local day (Europe/Berlin) of their END, trigger and
+    status: the judge page's usage per day, its failed runs and the cost estimate's calls and
+    tokens per call. Written when a run ends, as `RollupUsage`."""
+
+    day = models.DateField()
+    trigger = models.CharField(max_length=10)
+    status = models.CharField(max_length=10)
+    runs = models.BigIntegerField(default=0)
+    calls = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    cost_micros = models.BigIntegerField(default=0)  # as RollupUsage's
+    unpriced_runs = models.BigIntegerField(default=0)  # runs with calls and no cost
+    # Runs whose answers retention dropped with their month: gone from the raw rows, counted
+    # here still (their calls were made), and left alone by the rebuild and the check.
+    dropped = models.BooleanField(default=False)
+
+    class Meta:
+        verbose_name = _("Tagessumme der Prüfläufe")
+        verbose_name_plural = _("Tagessummen der Prüfläufe")
+        constraints = [
+            models.UniqueConstraint(fields=["use_case", "day", "trigger", "status", "dropped"],
+                                    name="rollupusageday_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.use_case_id} {self.day} {self.trigger} {self.status}: {self.runs}"
+
+
+USAGE_DAY_SUMS = ("runs", "calls", "prompt_tokens", "completion_tokens", "cached_tokens",
+                  "cost_micros", "unpriced_runs")
+
+
 USAGE_SUMS = ("runs", "succeeded_runs", "failed_runs", "calls", "succeeded_calls",
               "prompt_tokens", "completion_tokens", "cached_tokens", "cost_micros",
               "priced_runs", "unpriced_runs")
@@ -258,7 +293,8 @@ class RollupState(models.Model):
 
 # Bumped when what a rollup row means changes: rollups built under another definition are not
 # read until rebuilt. 2: judge usage per week. 3: the diagnosis' causes, tuner and regression.
-DEFINITION = "3"
+# 4: judge usage per day of the runs' end (the judge page).
+DEFINITION = "4"
 
 
 def definition() -> str:

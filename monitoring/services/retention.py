@@ -258,6 +258,7 @@ def _month_drop(
         # Claims and progress go with their runs (Django's cascade); the answers' pointer to
         # their current run is checked at commit, when the month is gone.
         ids = list(runs.values_list("pk", flat=True))
+        rollups.runs_dropped(ids)
         for first in range(0, len(ids), BATCH_SIZE):
             JudgeRun.objects.filter(pk__in=ids[first:first + BATCH_SIZE]).delete()
         AnswerKey.objects.filter(answer_created_at__gte=start, answer_created_at__lt=end).delete()

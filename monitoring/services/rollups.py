@@ -46,6 +46,7 @@ from monitoring.models import (
     RollupSealed,
     RollupState,
     RollupUsage,
+    RollupUsageDay,
     UseCase,
 )
 from monitoring.models.buckets import Bucket
@@ -53,6 +54,7 @@ from monitoring.models.rollups import (
     NO_BUCKET,
     POINTS2,
     PROBABILITY_GRID,
+    USAGE_DAY_SUMS,
     USAGE_SUMS,
     Dim,
     cause_buckets,
@@ -236,22 +238,62 @@ _CAUSE_SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "dim", "b
 _USAGE_KEY = ("use_case", "week", "judge_model", "prompt_version")
 
 
+_USAGE_DAY_KEY = ("use_case", "day", "trigger", "status", "dropped")
+
+
 def run_ended(run_id: int) -> None:
     """Count a judge run that just ended (succeeded or failed), in the transaction that ended
     it: a run that ended never changes again (a retry is a new run)."""
     run = (
         JudgeRun.objects.filter(pk=run_id)
-        .values("answer__use_case_id", "answer__created_at", *_RUN_FIELDS)
+        .values("use_case_id", "answer__created_at", *_RUN_FIELDS)
         .get()
     )
-    uc = run["answer__use_case_id"]
+    uc = run["use_case_id"]
     _lock_shared({uc})
     key = (uc, week_of(run["answer__created_at"]), run["judge_model"], run["prompt_version"])
     _add(RollupUsage, _USAGE_KEY, {key: _usage_of(run)}, USAGE_SUMS)
+    _add(RollupUsageDay, _USAGE_DAY_KEY, {_usage_day_key(run): _usage_day_of(run)},
+         USAGE_DAY_SUMS)
 
 
-_RUN_FIELDS = ("judge_model", "prompt_version", "status", "calls", "prompt_tokens",
-               "completion_tokens", "cached_tokens", "cost")
+_RUN_FIELDS = ("judge_model", "prompt_version", "status", "trigger", "finished_at", "calls",
+               "prompt_tokens", "completion_tokens", "cached_tokens", "cost")
+
+
+def _usage_day_key(run: Mapping[str, Any], dropped: bool = False) -> tuple[Any, ...]:
+    return (run["use_case_id"], day_of(run["finished_at"]), run["trigger"], run["status"],
+            dropped)
+
+
+def runs_dropped(run_ids: Sequence[int]) -> None:
+    """Retention is about to delete these runs with their answers' month: their usage per day
+    moves to the rows of dropped runs, which the judge page still reads and a recount leaves
+    alone (called in the dropping transaction)."""
+    moved: dict[tuple[Any, ...], tuple[int, ...]] = {}
+    for first in range(0, len(run_ids), 1000):
+        for run in (
+            JudgeRun.objects.filter(
+                pk__in=run_ids[first:first + 1000],
+                status__in=[JudgeRun.Status.SUCCEEDED, JudgeRun.Status.FAILED],
+                finished_at__isnull=False,
+            ).values("use_case_id", *_RUN_FIELDS)
+        ):
+            key = _usage_day_key(run)
+            moved[key] = _plus(moved.get(key), _usage_day_of(run))
+    if not moved:
+        return
+    _lock_shared({key[0] for key in moved})
+    _add(RollupUsageDay, _USAGE_DAY_KEY,
+         {key: tuple(-n for n in sums) for key, sums in moved.items()}, USAGE_DAY_SUMS)
+    _add(RollupUsageDay, _USAGE_DAY_KEY,
+         {(*key[:-1], True): sums for key, sums in moved.items()}, USAGE_DAY_SUMS)
+
+
+def _usage_day_of(run: Mapping[str, Any]) -> tuple[int, ...]:
+    """A run's part of each of USAGE_DAY_SUMS (those of USAGE_SUMS that a day keeps)."""
+    usage = dict(zip(USAGE_SUMS, _usage_of(run), strict=True))
+    return tuple(usage[name] for name in USAGE_DAY_SUMS)
 
 
 def _usage_of(run: Mapping[str, Any]) -> tuple[int, ...]:
@@ -320,6 +362,7 @@ _TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], s
     "day": (RollupDay, DAY_KEY, ("answers",), "day"),
     "score": (RollupScore, _SCORE_KEY, ("answers",), "week"),
     "usage": (RollupUsage, _USAGE_KEY, USAGE_SUMS, "week"),
+    "usage_day": (RollupUsageDay, _USAGE_DAY_KEY, USAGE_DAY_SUMS, "day"),
     "cause": (RollupCause, CAUSE_KEY, ("answers",), "week"),
     "cause_score": (RollupCauseScore, _CAUSE_SCORE_KEY, ("answers",), "week"),
 }
@@ -404,10 +447,23 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         key = (run["answer__use_case_id"], week_of(run["answer__created_at"]),
                run["judge_model"], run["prompt_version"])
         usage[key] = _plus(usage.get(key), _usage_of(run))
+    # By the day a run ended (not its answer's): the runs that ended since `since`.
+    ended = JudgeRun.objects.filter(
+        use_case_id__in=use_case_ids,
+        status__in=[JudgeRun.Status.SUCCEEDED, JudgeRun.Status.FAILED],
+        finished_at__isnull=False,
+    )
+    if since is not None:
+        ended = ended.filter(finished_at__gte=_local_midnight(since))
+    usage_day: dict[tuple[Any, ...], tuple[int, ...]] = {}
+    for run in ended.values("use_case_id", *_RUN_FIELDS).order_by().iterator(chunk_size=5000):
+        key = _usage_day_key(run)
+        usage_day[key] = _plus(usage_day.get(key), _usage_day_of(run))
     return {
         "day": {k: (n,) for k, n in days.items()},
         "score": {k: (n,) for k, n in scores.items()},
         "usage": usage,
+        "usage_day": usage_day,
         "cause": {k: (n,) for k, n in buckets.items()},
         "cause_score": {k: (n,) for k, n in by_cause.items()},
         "moments": {k: _moment_values(causes.moments_of_many(rows))
@@ -445,7 +501,10 @@ def _stored(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
 def _rows(
     model: type[models.Model], dated_by: str, use_case_ids: Sequence[int], since: date | None
 ) -> Any:
+    """A rollup's rows that a recount covers."""
     rows = model._default_manager.filter(use_case_id__in=use_case_ids)
+    if model is RollupUsageDay:
+        rows = rows.filter(dropped=False)  # the record of runs whose raw rows are gone
     return rows if since is None else rows.filter(**{f"{dated_by}__gte": since})
 
 

@@ -65,6 +65,11 @@ FILL = textwrap.dedent("""
     tokens = {"content": [{"token": t, "logprob": math.log(0.3 if t.strip() == "5" else 0.97),
                            "bytes": list(t.encode())}
                           for t in text.replace(" ", "\\0 ").split("\\0")]}
+    from django.db import connection
+    # Today's code writes the runs' use case (0025), which 0023's table lacks: the column
+    # while filling, dropped after, so that 0025 fills it from the answers.
+    with connection.cursor() as c:
+        c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint")
     N = %(n)d
     for first in range(0, N, 500):
         items = [{
@@ -77,6 +82,8 @@ FILL = textwrap.dedent("""
         } for i in range(first, min(N, first + 500))]
         results = services.answer_ingest_batch(service=service, items=items)
         assert all(r.answer is not None for r in results), results[0].errors
+    with connection.cursor() as c:
+        c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
 
@@ -95,6 +102,7 @@ STATE = textwrap.dedent("""
         runs = c.fetchone()
         c.execute("SELECT count(*) FROM monitoring_answerkey")
         keys = c.fetchone()[0]
+
         c.execute("SELECT max(id) FROM monitoring_answer")
         max_id = c.fetchone()[0]
     print(json.dumps({"months": months, "chunks": chunks, "runs": runs, "keys": keys,
@@ -125,12 +133,16 @@ AFTER = textwrap.dedent("""
         indexes = sorted(r[0] for r in c.fetchall())
         c.execute("SELECT tableoid::regclass::text FROM monitoring_answer WHERE external_id = 'a0'")
         oldest = c.fetchone()[0]
+        # 0025 filled each run's use case from its answer.
+        c.execute("SELECT count(*), count(*) FILTER (WHERE r.use_case_id = a.use_case_id)"
+                  " FROM monitoring_judgerun r JOIN monitoring_answer a ON a.id = r.answer_id")
+        runs = c.fetchone()
     print(json.dumps({
         "partitioned": partitions.enabled(), "created": created.outcome.value,
         "created_id": created.answer.pk, "replay": replay[0].outcome.value,
         "replay_id": replay[0].answer.pk if replay[0].answer else None, "old_id": old.pk,
         "indexes": indexes, "oldest_in": oldest,
-        "months": len(partitions.partitions("monitoring_answer")),
+        "months": len(partitions.partitions("monitoring_answer")), "runs": runs,
     }))
 """)
 
@@ -163,6 +175,8 @@ def test_the_migration_partitions_a_filled_database_and_keeps_every_row(database
     assert checked["replay"] != "created" and checked["replay_id"] == checked["old_id"]
     assert checked["oldest_in"] == "monitoring_answer_default"
     assert checked["months"] >= 15 + 3
+    assert checked["runs"][0] >= before["runs"][0] > 0  # each with its answer's use case:
+    assert checked["runs"][1] == checked["runs"][0]
     for name in ("monitoring_answer_pkey", "answer_use_case_time", "answer_dash_judged",
                  "answer_external_id", "answer_retention_due"):
         assert name in checked["indexes"]

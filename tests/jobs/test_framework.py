@@ -56,7 +56,9 @@ def answer(api: Any, make_answer: Any) -> Answer:
 
 
 def new_job(answer: Answer, **fields: Any) -> JudgeRun:
-    return JudgeRun.objects.create(answer=answer, prompt_version="test", **fields)
+    return JudgeRun.objects.create(
+        answer=answer, use_case_id=answer.use_case_id, prompt_version="test", **fields
+    )
 
 
 def expire_lease(job: JudgeRun) -> None:

@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from monitoring import services
+from monitoring.judging.selectors import judge_usage_by_day
 from monitoring.models import Answer, AnswerKey, Chunk, UseCase
 from monitoring.schemas import AnswerIn
 from monitoring.services import IngestOutcome, partitions
@@ -202,6 +203,8 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     judged(judge, service, deletes, "neu", [("E ist belegt.", "GEDECKT")], created_at=recent)
     rollups.rollups_rebuild()
     before = use_case_weeks(use_case=deletes, weeks=30)
+    usage_before = judge_usage_by_day(use_case=deletes)[1]
+    assert usage_before.runs == 10
     assert sum(w.volume for w in before) == 10 and sum(w.judged for w in before) == 10
 
     # An expert review (say) points at an answer of the "held" month: that month stays.
@@ -226,6 +229,8 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     assert use_case_weeks(use_case=deletes, weeks=30) == before
     assert RollupSealed.objects.filter(use_case=deletes).exists()
     assert rollups.rollups_check() == []
+    # The judge page still counts the dropped runs' calls, on the days they were made.
+    assert judge_usage_by_day(use_case=deletes)[1] == usage_before
     rollups.rollups_rebuild()
     assert use_case_weeks(use_case=deletes, weeks=30) == before
     # The explorer's count (from the day rollups) leaves the dropped month out.

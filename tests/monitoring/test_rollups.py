@@ -7,7 +7,7 @@ Answers come in through the ingest API, runs are executed in-process against the
 OpenAI-compatible server (as tests/monitoring/test_judging_service.py does).
 """
 
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 from io import StringIO
 from typing import Any
 
@@ -322,7 +322,7 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
 
 
 def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, settings):
-    from monitoring.models import RollupUsage
+    from monitoring.models import RollupUsage, RollupUsageDay
 
     # Given up after the last retry.
     a = ingest(api, make_answer, external_id="given-up")
@@ -351,6 +351,12 @@ def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, 
     assert total == {"runs": 4, "succeeded_runs": 1, "failed_runs": 3,
                      "calls": sum(ended.values_list("calls", flat=True))}
     assert total["calls"] >= 2 + 4  # the abandoned run's 2 and the scored run's (1 + 3)
+    by_status = {
+        status: sum(RollupUsageDay.objects.filter(status=status).values_list("runs", flat=True))
+        for status in ("succeeded", "failed")
+    }
+    assert by_status == {"succeeded": 1, "failed": 3}
+    assert set(RollupUsageDay.objects.values_list("day", flat=True)) == {timezone.localdate()}
     assert rollups.rollups_check() == []
 
 
@@ -481,3 +487,109 @@ def test_a_threshold_off_the_grid_reads_the_tuner_from_the_raw_rows(world_builde
     raw = _diagnosis(use_case)
     call_command("rebuild_rollups", stdout=StringIO())
     _assert_same_diagnosis(raw, _diagnosis(use_case))
+
+
+def _judge_page_figures(use_case: UseCase, now: Any, lead_client: Any) -> dict[str, Any]:
+    from monitoring.judging import selectors as judge_selectors
+
+    since = now - timedelta(days=judge_selectors.COST_WINDOW_DAYS)
+    page = lead_client.get(f"/use-cases/{use_case.slug}/judge/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    return {
+        "usage": judge_selectors.judge_usage_by_day(use_case=use_case),
+        "usage_31": judge_selectors.judge_usage_by_day(use_case=use_case, days=31),
+        "counts": judge_selectors.judge_run_counts(use_case=use_case),
+        "counts_31": judge_selectors.judge_run_counts(use_case=use_case, days=31),
+        "means": judge_selectors.use_case_judge_means(use_case=use_case, since=since),
+        "weekly": judge_selectors.use_case_weekly_cost(use_case=use_case, now=now),
+        "retry": [r.pk for r in judge_selectors.judge_runs_to_retry(use_case=use_case)],
+        "recent": [r.pk for r in judge_selectors.judge_runs_recent(use_case=use_case)],
+        # The usage table as shown (the recent runs' times differ from load to load).
+        "page": html[html.index('<table class="usage'):html.index("</table>",
+                                                                   html.index('class="usage'))],
+    }
+
+
+@pytest.mark.django_db
+def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
+    """The judge page's usage per day, failed runs and the cost estimate's means and volume
+    are the same from the runs and answers as from the rollups, with runs that ended on
+    every day of the windows and on both sides of the cost window's start within its first
+    day, rescores, failures, an unpriced run, open runs and another use case's runs."""
+    from decimal import Decimal
+
+    from django.test import Client
+
+    from monitoring.judging import selectors as judge_selectors
+    from monitoring.judging.services.runs import judge_runs_create
+    from monitoring.models import JudgePrice, RollupUsageDay
+    from tests.support.judged import JUDGE, Judge, external_id, judged
+    from tests.support.judged import ingest as ingest_answer
+
+    judge = world_builder.judge(Judge())
+    JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
+                              completion_per_1k=Decimal("2"), currency="EUR")
+    use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5)
+    other = world_builder.use_case("andere", "Andere", sample_rate=1.0)
+    service, _ = world_builder.service("pruef-bot", use_case, other)
+    lead = world_builder.user("leitung", lead_of=[use_case], is_staff=True)
+    now = timezone.now()
+    since = now - timedelta(days=judge_selectors.COST_WINDOW_DAYS)
+    verdicts = [[("A ist belegt.", "GEDECKT"), ("B ist erfunden.", "UNGEDECKT")],
+                [("C ist belegt.", "GEDECKT")]]
+    answers = []
+    # Answers over 33 days, some in the cost window's first day on either side of its start.
+    moments = [now - timedelta(days=d, hours=d) for d in range(0, 33, 2)]
+    moments += [since - timedelta(minutes=30), since + timedelta(minutes=30)]
+    for k, when in enumerate(moments):
+        ext = external_id(service, use_case, f"a{k}", in_random=True)
+        answers.append(judged(judge, service, use_case, ext, verdicts[k % 2],
+                              flagged=k % 3 == 0, created_at=when))
+        if k % 4 == 0:
+            ingest_answer(service, use_case, external_id(service, use_case, f"n{k}",
+                                                         in_random=False),
+                          f"Nicht gezogen {k}.", created_at=when)
+    for answer in answers[:4]:  # rescores
+        (run,) = judge_runs_create(answers=[answer], trigger=JudgeRun.Trigger.RESCORE)
+        judging.judge_run_execute(run_id=run.pk)
+    failed = ingest_answer(service, use_case, "aufgegeben",
+                           "Der Behälter wird alle 5 Jahre geprüft, sagt man.", flagged=True)
+    judging.judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
+    ingest_answer(service, use_case, "offen", "Der Behälter wird alle 5 Jahre geprüft.",
+                  flagged=True)
+    judged(judge, service, other, external_id(service, other, "x", in_random=True),
+           verdicts[0])
+    # The writers counted each run on the day it really ended.
+    assert RollupUsageDay.objects.filter(use_case=use_case).exists()
+    assert rollups.rollups_check() == []
+
+    # Move the ends over the windows: every few hours back to 31 days, and around the cost
+    # window's start; one run made calls for a model without a price.
+    ended = list(JudgeRun.objects.filter(use_case=use_case, finished_at__isnull=False)
+                 .order_by("pk"))
+    ends = [since - timedelta(minutes=5), since + timedelta(minutes=5)]
+    ends += [now - timedelta(hours=13 * i + 1) for i in range(len(ended) - len(ends))]
+    for run, end in zip(ended, ends, strict=True):
+        JudgeRun.objects.filter(pk=run.pk).update(finished_at=end)
+    JudgeRun.objects.filter(pk=next(r.pk for r in reversed(ended) if r.calls)).update(cost=None)
+    # The failure on the first day of the judge page's fortnight.
+    first_day = timezone.localdate() - timedelta(days=judge_selectors.USAGE_DAYS - 1)
+    JudgeRun.objects.filter(status="failed", use_case=use_case).update(
+        finished_at=timezone.make_aware(datetime.combine(first_day, time(0, 30))))
+    call_command("rebuild_rollups", stdout=StringIO())
+    client = Client()
+    client.force_login(lead)
+
+    from_rollups = _judge_page_figures(use_case, now, client)
+    RollupState.objects.all().delete()  # the raw rows again
+    raw = _judge_page_figures(use_case, now, client)
+    for name, value in raw.items():
+        assert from_rollups[name] == value, name
+    # The figures are not trivially equal: days with runs, a cut through the first day.
+    usage, total = raw["usage_31"]
+    assert sum(1 for row in usage if row.runs) >= 10 and total.unpriced_runs == 1
+    assert raw["counts"].failed == 1 and raw["counts"].pending == 1
+    sample_ok = JudgeRun.objects.filter(use_case=use_case, trigger="sample", status="succeeded")
+    assert 0 < raw["means"].runs < sample_ok.count()
+    assert 0 < raw["weekly"].answers < Answer.objects.filter(use_case=use_case).count()

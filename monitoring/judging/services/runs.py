@@ -97,6 +97,7 @@ def judge_run_new(
         judge_mode = answer.use_case.judge_mode
     return JudgeRun(
         answer=answer,
+        use_case_id=answer.use_case_id,
         judge_model=judge_model if judge_model is not None
         else answer.use_case.effective_judge_model,
         prompt_version=(
