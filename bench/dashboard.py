@@ -639,6 +639,7 @@ def run_pages(args: argparse.Namespace, say: Callable[[str], None]) -> list[Timi
             ("estimates API, 52 weeks", client,
              f"/api/v1/use-cases/{biggest}/estimates?from={year}-W{week:02d}"),
             ("metrics", staff, "/metrics"),
+            ("judge page", client, reverse("monitoring:use_case_judge", args=[biggest])),
         ]
     timings = []
     for name, who, url in pages:
