@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class TracesConfig(AppConfig):
+    name = "traces"
+    verbose_name = _("OpenTelemetry-Traces")
