@@ -124,7 +124,7 @@ def otlp_spans_receive(
                 received.reject(REASON_LATE, len(group))
                 continue
             room = max(limit - trace.span_count, 0)
-            received.reject(REASON_TOO_MANY.format(limit=limit), len(group) - room)
+            received.reject(REASON_TOO_MANY.format(limit=limit), max(len(group) - room, 0))
             group = group[:room]
             received.accepted += len(group)
             stored += [
