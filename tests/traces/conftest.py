@@ -20,7 +20,7 @@ class OtlpClient:
         key: str | None = "", **headers: Any,
     ) -> Any:
         if isinstance(body, Message):
-            body = body.SerializeToString() if media == PROTOBUF else to_json(body)  # type: ignore[arg-type]
+            body = body.SerializeToString() if media == PROTOBUF else to_json(body)
         if gzip:
             body = gzipped(body)
             headers["HTTP_CONTENT_ENCODING"] = "gzip"

@@ -380,17 +380,26 @@ def logprobs_of(
         found = choices[0].get("logprobs")
         return found if isinstance(found, dict) else None
     generations = completion.get("generations")
-    try:
-        generation = generations[0][0]  # type: ignore[index]  # any shape: caught below
-        for found in (
-            generation["generation_info"]["logprobs"],
-            generation["message"]["kwargs"]["response_metadata"]["logprobs"],
-        ):
-            if isinstance(found, dict):
-                return found
-    except (KeyError, IndexError, TypeError):
-        pass
+    for path in (
+        ("generation_info", "logprobs"),
+        ("message", "kwargs", "response_metadata", "logprobs"),
+    ):
+        found = _dig(generations, (0, 0, *path))
+        if isinstance(found, dict):
+            return found
     return None
+
+
+def _dig(value: Any, path: Sequence[str | int]) -> Any:
+    """value[path[0]][path[1]]..., or None where the shape differs."""
+    for step in path:
+        if isinstance(step, int) and isinstance(value, list) and len(value) > step:
+            value = value[step]
+        elif isinstance(step, str) and isinstance(value, dict):
+            value = value.get(step)
+        else:
+            return None
+    return value
 
 
 def usage_of(llm: SpanRecord) -> dict[str, int]:
