@@ -87,11 +87,16 @@ class OtlpSpan(models.Model):
 class OtlpOutcomeCount(models.Model):
     """How many traces of a service came to an outcome, ever (monotonic, for /metrics)."""
 
-    service = models.ForeignKey("monitoring.Service", on_delete=models.CASCADE, related_name="+")
-    outcome = models.CharField(max_length=20)
-    count = models.PositiveBigIntegerField(default=0)
+    service = models.ForeignKey(
+        "monitoring.Service", on_delete=models.CASCADE, related_name="+",
+        verbose_name=_("Dienst"),
+    )
+    outcome = models.CharField(_("Ergebnis"), max_length=20)
+    count = models.PositiveBigIntegerField(_("Anzahl"), default=0)
 
     class Meta:
+        verbose_name = _("OpenTelemetry-Ergebnis")
+        verbose_name_plural = _("OpenTelemetry-Ergebnisse")
         constraints = [
             models.UniqueConstraint(fields=["service", "outcome"], name="otlp_count_unique"),
         ]

@@ -536,3 +536,15 @@ def test_logprobs_that_do_not_align_are_kept_out_of_tier_1(
 
 def test_answer_tokens_are_the_fixtures_answer() -> None:
     assert "".join(ANSWER_TOKENS) == ANSWER
+
+
+def test_admin_lists_traces_and_counts(
+    otlp: OtlpClient, quiet: None, admin_client: Any
+) -> None:
+    otlp.post(request(rag_spans(trace_id(50))))
+    otlp_traces_assemble_due()
+    page = admin_client.get("/admin/traces/otlptrace/")
+    assert page.status_code == 200
+    assert trace_id(50) in page.content.decode()
+    assert admin_client.get("/admin/traces/otlpoutcomecount/").status_code == 200
+    assert admin_client.get("/admin/traces/otlptrace/add/").status_code == 403

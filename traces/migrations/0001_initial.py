@@ -53,11 +53,13 @@ class Migration(migrations.Migration):
             name='OtlpOutcomeCount',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('outcome', models.CharField(max_length=20)),
-                ('count', models.PositiveBigIntegerField(default=0)),
-                ('service', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='monitoring.service')),
+                ('outcome', models.CharField(max_length=20, verbose_name='Ergebnis')),
+                ('count', models.PositiveBigIntegerField(default=0, verbose_name='Anzahl')),
+                ('service', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='monitoring.service', verbose_name='Dienst')),
             ],
             options={
+                'verbose_name': 'OpenTelemetry-Ergebnis',
+                'verbose_name_plural': 'OpenTelemetry-Ergebnisse',
                 'constraints': [models.UniqueConstraint(fields=('service', 'outcome'), name='otlp_count_unique')],
             },
         ),
