@@ -99,9 +99,11 @@ def otlp_spans_receive(
     quiet = timedelta(seconds=settings.TREUE_OTLP_QUIET_SECONDS)
     with transaction.atomic():
         rows = _lock(service, by_trace)
+        # In trace id order: two requests creating the same traces wait for each other
+        # instead of deadlocking.
         new = [
             OtlpTrace(service=service, trace_id=trace_id, last_span_at=now, not_before=now)
-            for trace_id, group in by_trace.items()
+            for trace_id, group in sorted(by_trace.items())
             if trace_id not in rows and any(is_relevant(s) for s in group)
         ]
         if new:

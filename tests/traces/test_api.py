@@ -548,3 +548,12 @@ def test_admin_lists_traces_and_counts(
     assert trace_id(50) in page.content.decode()
     assert admin_client.get("/admin/traces/otlpoutcomecount/").status_code == 200
     assert admin_client.get("/admin/traces/otlptrace/add/").status_code == 403
+
+
+def test_chunked_bodies_are_read_up_to_the_otlp_limit(settings: Any) -> None:
+    """treue_site.request_body reads a chunked body up to its endpoint's limit."""
+    from monitoring.api import body_limit
+
+    settings.TREUE_OTLP_MAX_BODY_BYTES = 12345
+    assert body_limit(URL) == 12345
+    assert body_limit("/api/v1/answers") == settings.TREUE_MAX_BODY_BYTES
