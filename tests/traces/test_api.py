@@ -557,3 +557,24 @@ def test_chunked_bodies_are_read_up_to_the_otlp_limit(settings: Any) -> None:
     settings.TREUE_OTLP_MAX_BODY_BYTES = 12345
     assert body_limit(URL) == 12345
     assert body_limit("/api/v1/answers") == settings.TREUE_MAX_BODY_BYTES
+
+
+def test_metrics_count_traces_by_outcome(otlp: OtlpClient, quiet: None, admin_client: Any
+                                         ) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    otlp.post(request(rag_spans(trace_id(60))))
+    otlp.post(request(rag_spans(trace_id(61), with_llm=False)))
+    otlp.post(request(rag_spans(trace_id(62), with_root=False)))  # waits for its root
+    otlp_traces_assemble_due()
+    text = admin_client.get("/metrics").content.decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples
+    }
+    labels = (("outcome", "created"), ("service", "rag-bot"))
+    assert samples[("treue_otlp_traces_total", labels)] == 1
+    labels = (("outcome", "not_rag"), ("service", "rag-bot"))
+    assert samples[("treue_otlp_traces_total", labels)] == 1
+    assert samples[("treue_otlp_traces_pending", ())] == 1
+    assert samples[("treue_otlp_oldest_pending_seconds", ())] >= 0
