@@ -54,8 +54,8 @@ class OtlpTrace(LeasedJob):
     )
 
     class Meta:
-        verbose_name = _("OpenTelemetry-Trace")
-        verbose_name_plural = _("OpenTelemetry-Traces")
+        verbose_name = _("Trace (OpenTelemetry)")
+        verbose_name_plural = _("Traces (OpenTelemetry)")
         constraints = [
             models.UniqueConstraint(fields=["service", "trace_id"], name="otlp_trace_unique"),
         ]

@@ -35,8 +35,8 @@ class Migration(migrations.Migration):
                 ('service', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='monitoring.service', verbose_name='Dienst')),
             ],
             options={
-                'verbose_name': 'OpenTelemetry-Trace',
-                'verbose_name_plural': 'OpenTelemetry-Traces',
+                'verbose_name': 'Trace (OpenTelemetry)',
+                'verbose_name_plural': 'Traces (OpenTelemetry)',
             },
         ),
         migrations.CreateModel(
