@@ -380,6 +380,9 @@ def logprobs_of(
         found = choices[0].get("logprobs")
         return found if isinstance(found, dict) else None
     generations = completion.get("generations")
+    # openinference-instrumentation-langchain 0.1.80 with langchain-openai 1.8.1 writes them
+    # under the message's response_metadata (tests/traces/test_real_langchain_producer.py);
+    # generation_info is where other LangChain chat models put them.
     for path in (
         ("generation_info", "logprobs"),
         ("message", "kwargs", "response_metadata", "logprobs"),
