@@ -47,11 +47,10 @@ class OtlpTrace(LeasedJob):
         _("Ergebnis"), max_length=20, choices=Result.choices, blank=True
     )
     detail = models.TextField(_("Einzelheiten"), blank=True)
-    answer = models.ForeignKey(
-        "monitoring.Answer", on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="+", verbose_name=_("Antwort"),
-        db_constraint=False,  # answers are partitioned (see monitoring's Chunk)
-    )
+    # The answer's id, not a relation: retention may drop the answer's month while this row is
+    # kept, and the row must not hold monitoring's answers in place (monitoring.extensions'
+    # retention_keeps) for a number shown in the admin.
+    answer_pk = models.BigIntegerField(_("Antwort-ID"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("Trace (OpenTelemetry)")

@@ -226,10 +226,10 @@ def otlp_trace_assemble(*, pk: int) -> Outcome | None:
                 _drop_spans(trace)
         return None
     with transaction.atomic():
-        outcome, detail, answer_id = _ingest(trace, result)
+        outcome, detail, answer_pk = _ingest(trace, result)
         finished = framework.finish(
             KIND, pk, token, status=OtlpTrace.Status.DONE, outcome=outcome.value,
-            detail=detail[:MAX_DETAIL_CHARS], answer_id=answer_id,
+            detail=detail[:MAX_DETAIL_CHARS], answer_pk=answer_pk,
         )
         if not finished:
             # Another assembler took the trace over after this one's lease ran out: its result

@@ -94,7 +94,7 @@ def test_protobuf_trace_becomes_an_answer_with_chunks_model_and_messages(
     # The spans (prompts, documents) are gone; the trace row says what it came to.
     assert not OtlpSpan.objects.exists()
     row = OtlpTrace.objects.get()
-    assert (row.status, row.outcome, row.answer_id) == ("done", "created", answer.pk)
+    assert (row.status, row.outcome, row.answer_pk) == ("done", "created", answer.pk)
     assert counts(service_and_key[0]) == {"created": 1}
 
     # The ingest API reads it back like any other answer of the key.

@@ -74,7 +74,7 @@ def run_chain(provider: TracerProvider, openai_server: FakeOpenAIServer, *, logp
         ("system", "Antworte nur aus den Dokumenten:\n{context}"),
         ("human", "{question}"),
     ])
-    llm = ChatOpenAI(base_url=openai_server.base_url, api_key="test",  # type: ignore[arg-type]
+    llm = ChatOpenAI(base_url=openai_server.base_url, api_key="test",
                      model=MODEL, logprobs=logprobs or None)
     chain = (
         {"context": Handbook(), "question": RunnablePassthrough()} | prompt | llm

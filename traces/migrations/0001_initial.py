@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
                 ('span_count', models.PositiveIntegerField(default=0, verbose_name='Spans')),
                 ('outcome', models.CharField(blank=True, choices=[('created', 'Antwort angelegt'), ('existing', 'Antwort schon vorhanden'), ('conflict', 'andere Antwort unter dieser ID'), ('not_allowed', 'Anwendungsfall nicht erlaubt'), ('invalid', 'ungültige Antwort'), ('not_rag', 'keine RAG-Antwort'), ('no_question', 'keine Frage'), ('no_answer', 'keine Antwort'), ('no_chunk_text', 'Dokumente ohne Text'), ('use_case_missing', 'kein Anwendungsfall')], max_length=20, verbose_name='Ergebnis')),
                 ('detail', models.TextField(blank=True, verbose_name='Einzelheiten')),
-                ('answer', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='monitoring.answer', verbose_name='Antwort')),
+                ('answer_pk', models.BigIntegerField(blank=True, null=True, verbose_name='Antwort-ID')),
                 ('service', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='monitoring.service', verbose_name='Dienst')),
             ],
             options={
