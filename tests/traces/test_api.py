@@ -578,3 +578,10 @@ def test_metrics_count_traces_by_outcome(otlp: OtlpClient, quiet: None, admin_cl
     assert samples[("treue_otlp_traces_total", labels)] == 1
     assert samples[("treue_otlp_traces_pending", ())] == 1
     assert samples[("treue_otlp_oldest_pending_seconds", ())] >= 0
+
+
+def test_other_signals_are_404(otlp: OtlpClient) -> None:
+    """Metrics and logs that an exporter sends to the same endpoint: not read here."""
+    response = otlp.client.post("/api/v1/otlp/v1/metrics", b"", content_type=PROTOBUF,
+                                HTTP_AUTHORIZATION=f"Bearer {otlp.key}")
+    assert response.status_code == 404
