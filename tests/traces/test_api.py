@@ -585,3 +585,51 @@ def test_other_signals_are_404(otlp: OtlpClient) -> None:
     response = otlp.client.post("/api/v1/otlp/v1/metrics", b"", content_type=PROTOBUF,
                                 HTTP_AUTHORIZATION=f"Bearer {otlp.key}")
     assert response.status_code == 404
+
+
+def test_sweep_purges_old_finished_traces(otlp: OtlpClient, quiet: None) -> None:
+    otlp.post(request(rag_spans(trace_id(70))))
+    otlp.post(request(rag_spans(trace_id(71))))
+    otlp_traces_assemble_due()
+    OtlpTrace.objects.filter(trace_id=trace_id(70)).update(
+        finished_at=timezone.now() - timedelta(days=31)
+    )
+    otlp_traces_assemble_due()
+    assert list(OtlpTrace.objects.values_list("trace_id", flat=True)) == [trace_id(71)]
+    assert Answer.objects.count() == 2  # the answers stay
+
+
+def test_a_trace_whose_assembler_died_is_taken_over(otlp: OtlpClient, quiet: None) -> None:
+    from jobs import framework
+    from traces.services import KIND
+
+    otlp.post(request(rag_spans(trace_id(72))))
+    trace = OtlpTrace.objects.get()
+    assert framework.claim(KIND, trace.pk) is not None  # an assembler that then died
+    assert otlp_traces_assemble_due() == 0  # its lease still runs
+    OtlpTrace.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert otlp_traces_assemble_due() == 1
+    assert OtlpTrace.objects.get().attempts == 2
+    assert answer_of(trace_id(72)).text == ANSWER
+
+
+def test_a_bug_in_the_mapping_fails_that_trace_only(
+    otlp: OtlpClient, quiet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traces.domain import assembly
+
+    real = assembly.assemble
+
+    def fragile(spans: Any) -> Any:
+        if spans[0].trace_id == trace_id(73):
+            raise KeyError("surprise")
+        return real(spans)
+
+    monkeypatch.setattr(assembly, "assemble", fragile)
+    otlp.post(request(rag_spans(trace_id(73))))
+    otlp.post(request(rag_spans(trace_id(74))))
+    assert otlp_traces_assemble_due() == 1
+    failed = OtlpTrace.objects.get(trace_id=trace_id(73))
+    assert (failed.status, failed.error) == ("failed", "KeyError: 'surprise'")
+    assert not OtlpSpan.objects.exists()  # its prompts are not kept either
+    assert answer_of(trace_id(74)).text == ANSWER
