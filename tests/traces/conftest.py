@@ -7,6 +7,9 @@ from django.test import Client
 from google.protobuf.message import Message
 
 from monitoring.models import Service
+
+# The live Treue with a use case and a key of the client's tests, for the real producers' tests.
+from tests.clients.conftest import treue  # noqa: F401  (a fixture)
 from tests.traces.otlp import PROTOBUF, URL, gzipped, to_json
 
 

@@ -31,8 +31,6 @@ from tests.traces.otlp import CHUNKS, QUESTION
 from traces.models import OtlpTrace
 from traces.services import otlp_traces_assemble_due
 
-pytest_plugins = ["tests.clients.conftest"]
-
 MODEL = "gen-model"
 
 

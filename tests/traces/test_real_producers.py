@@ -41,8 +41,6 @@ from tests.traces.otlp import CHUNKS, QUESTION, to_json
 from traces.models import OtlpTrace
 from traces.services import otlp_traces_assemble_due
 
-pytest_plugins = ["tests.clients.conftest"]
-
 SYSTEM = "Antworte nur aus den Dokumenten."
 MODEL = "gen-model"
 
