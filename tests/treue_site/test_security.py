@@ -227,10 +227,11 @@ def world(world_builder: WorldBuilder, db: None) -> World:
 
 
 def page_rows() -> list[Row]:
-    """One row per page URL pattern (the API authenticates by bearer key and is exempt)."""
+    """One row per page URL pattern (the API and the OTLP receiver authenticate by bearer key
+    only, a session counts nothing there, and are exempt)."""
     seen: dict[str, Row] = {}
     for row in ROWS:
-        if not row.name.startswith("api:"):
+        if not row.name.startswith("api:") and row.name != "otlp_traces":
             seen.setdefault(row.name, row)
     return list(seen.values())
 
