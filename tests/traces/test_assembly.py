@@ -143,6 +143,11 @@ def test_document_metadata_gives_score_id_and_source() -> None:
           "input__mime_type": "application/json"}, "Einzig?"),
         ({"input__value": "Text?", "treue__question": "Eigene?"}, "Eigene?"),
         ({}, "Aus dem Retriever?"),
+        # Deeper than one nested object: not searched (the retriever's query instead).
+        ({"input__value": json.dumps({"input": {"input": {"query": "Zu tief?"}}}),
+          "input__mime_type": "application/json"}, "Aus dem Retriever?"),
+        ({"input__value": "[" * 5000 + "]" * 5000,
+          "input__mime_type": "application/json"}, "Aus dem Retriever?"),
     ],
 )
 def test_question(root_attributes: dict[str, Any], question: str) -> None:

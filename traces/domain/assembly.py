@@ -481,9 +481,9 @@ def _parts_text(parts: Any) -> str | None:
     return _text("".join(texts))
 
 
-def _pick(value: Any, keys: Sequence[str]) -> str | None:
+def _pick(value: Any, keys: Sequence[str], nested: bool = True) -> str | None:
     """The text of a JSON input or output: the value itself, one of `keys`, or an object's only
-    string value (one level into a nested object)."""
+    string value (one level into a nested object, no deeper)."""
     if isinstance(value, str):
         return _text(value)
     if not isinstance(value, dict):
@@ -491,7 +491,7 @@ def _pick(value: Any, keys: Sequence[str]) -> str | None:
     for key in keys:
         found = value.get(key)
         if isinstance(found, dict):
-            found = _pick(found, keys)
+            found = _pick(found, keys, nested=False) if nested else None
         if _text(found):
             return str(found)
     strings = [v for v in value.values() if _text(v)]
