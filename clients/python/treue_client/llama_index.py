@@ -76,7 +76,7 @@ class _Run:
     logprobs: dict[str, Any] | None = None
     messages: list[dict[str, Any]] | None = None
     members: list[str] = field(default_factory=list)
-    llm_inputs: dict[str, tuple[list[dict[str, Any]], str | None]] = field(
+    llm_inputs: dict[str, tuple[list[dict[str, Any]] | None, str | None]] = field(
         default_factory=dict
     )
     broken: bool = False
@@ -160,11 +160,13 @@ class _Collector:
             run.retrieved = True
             run.chunks = [_chunk(node) for node in event.nodes]
         elif isinstance(event, LLMChatStartEvent):
-            messages = [_message(m) for m in event.messages]
-            run.llm_inputs[event.span_id or ""] = (messages, _model_asked(event.model_dict))
+            run.llm_inputs[event.span_id or ""] = (
+                [_message(m) for m in event.messages], _model_asked(event.model_dict)
+            )
         elif isinstance(event, LLMCompletionStartEvent):
-            messages = [{"role": "user", "content": event.prompt}]
-            run.llm_inputs[event.span_id or ""] = (messages, _model_asked(event.model_dict))
+            run.llm_inputs[event.span_id or ""] = (
+                [{"role": "user", "content": event.prompt}], _model_asked(event.model_dict)
+            )
         elif isinstance(event, (LLMChatEndEvent, LLMCompletionEndEvent)):
             response = event.response
             if response is None:
