@@ -24,6 +24,9 @@ from treue_client.langchain import TreueCallbackHandler, with_logprobs
 from monitoring.models import Answer
 from tests.support.openai_server import FakeOpenAIServer
 
+# Nothing here may reach the internet (a tokenizer download, LangSmith tracing).
+pytestmark = pytest.mark.usefixtures("no_internet")
+
 QUESTION = "Wie lange gilt die Widerrufsfrist?"
 SYSTEM = "Antworte nur aus den Quellen:\n\n{context}"
 DOCUMENTS = [

@@ -24,6 +24,9 @@ from monitoring.models import Answer
 from tests.support.llama_index_llm import OpenAIChatLLM
 from tests.support.openai_server import FakeOpenAIServer
 
+# Nothing here may reach the internet (a tokenizer download, LangSmith tracing).
+pytestmark = pytest.mark.usefixtures("no_internet")
+
 QUESTION = "Wie lange gilt die Widerrufsfrist?"
 
 
