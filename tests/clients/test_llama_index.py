@@ -248,6 +248,28 @@ def test_a_handler_error_never_reaches_the_caller(
     assert only_answer().logprobs_status == "ok"
 
 
+def test_a_streaming_query_is_left_to_the_caller_and_not_recorded(
+    treue_client: Any, instrumented: TreueInstrumentation, openai_server: FakeOpenAIServer
+) -> None:
+    streaming = RetrieverQueryEngine.from_args(
+        FixedRetriever(), llm=llm(openai_server, logprobs=True), streaming=True
+    )
+
+    response = streaming.query(QUESTION)
+    # Nothing of the stream was taken before the caller reads it.
+    assert response.response_txt is None
+    text = "".join(response.response_gen)
+
+    plain = openai.OpenAI(
+        api_key="sk-test", base_url=openai_server.base_url, max_retries=0
+    ).chat.completions.create(model="gen-model", messages=openai_server.requests[-1]["messages"])
+    assert text == plain.choices[0].message.content
+    assert treue_client.flush(10)
+    assert Answer.objects.count() == 0
+    assert treue_client.stats()["rejected"] == 0
+    assert open_state(instrumented) == 0
+
+
 def test_removed_instrumentation_records_nothing(
     treue_client: Any, openai_server: FakeOpenAIServer
 ) -> None:

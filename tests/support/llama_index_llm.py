@@ -19,6 +19,7 @@ import openai
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
+    ChatResponseGen,
     CompletionResponse,
     CompletionResponseGen,
     LLMMetadata,
@@ -66,6 +67,25 @@ class OpenAIChatLLM(CustomLLM):
         return ChatResponse(
             message=ChatMessage(role="assistant", content=content), raw=completion
         )
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        # The local server does not stream: the whole answer is asked for, then handed out a
+        # word at a time, as deltas with the text so far.
+        whole = self.chat(messages, **kwargs)
+        content = whole.message.content or ""
+
+        def deltas() -> ChatResponseGen:
+            so_far = ""
+            for word in content.split(" "):
+                delta = word if not so_far else " " + word
+                so_far += delta
+                yield ChatResponse(
+                    message=ChatMessage(role="assistant", content=so_far), delta=delta,
+                    raw=whole.raw,
+                )
+
+        return deltas()
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:

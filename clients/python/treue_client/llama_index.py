@@ -7,7 +7,9 @@ happens inside it: the question (``QueryStartEvent``), the retrieved nodes with 
 (``RetrievalEndEvent``, ``ReRankEndEvent``, or the response's ``source_nodes``), and from the
 last LLM call its answer, model, messages and token log-probabilities. When the top-level span
 exits, the answer goes on the client's background queue; a span that raised records nothing,
-and one in which no retriever ran is not a RAG answer and is skipped.
+and one in which no retriever ran is not a RAG answer and is skipped. A streaming response is
+not recorded (its answer exists only once the caller has consumed it, after the span ended),
+and never consumed here.
 
 Log-probabilities are read from the provider's own response (``ChatResponse.raw``, OpenAI's
 ``choices[0].logprobs``), not from ``ChatResponse.logprobs``: llama-index-llms-openai builds
@@ -189,7 +191,10 @@ class _Collector:
             source_nodes = getattr(event.response, "source_nodes", None)
             if source_nodes:
                 run.source_chunks = [_chunk(node) for node in source_nodes]
-            run.response_text = str(event.response)
+            # Response.response, never str(response): on a StreamingResponse that would
+            # consume the caller's stream.
+            text = getattr(event.response, "response", None)
+            run.response_text = text if isinstance(text, str) else None
 
     def _pop_if_root(self, id_: str) -> _Run | None:
         with self.lock:
