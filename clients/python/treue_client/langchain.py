@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -315,7 +315,7 @@ class TreueCallbackHandler(BaseCallbackHandler):
         )
 
     @contextlib.contextmanager
-    def _guard(self, run_id: UUID) -> Any:
+    def _guard(self, run_id: UUID) -> Iterator[None]:
         """Runs a callback's body; an error in it marks its top-level run as broken (the
         answer is then counted as lost when that run ends) and is logged, not raised."""
         try:
