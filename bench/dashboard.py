@@ -302,12 +302,12 @@ def generate(
                 if received >= waiting_since:
                     status = "queued" if rng.random() < 0.7 else "judging"
                     run_status = "pending" if status == "queued" else "running"
-                    run_row = _run(run_id, answer_id, case.pk, run_status, prompt, received,
-                                   0, None, False, "", rng)
+                    run_row = _run(run_id, answer_id, case.pk, created, run_status, prompt,
+                                   received, 0, None, False, "", rng)
                 elif rng.random() < FAILED_RUN_SHARE:
                     status = "failed"
-                    run_row = _run(run_id, answer_id, case.pk, "failed", prompt, received, 1, None,
-                                   False, "judge error 500", rng)
+                    run_row = _run(run_id, answer_id, case.pk, created, "failed", prompt,
+                                   received, 1, None, False, "judge error 500", rng)
                 else:
                     status, run_ref = "judged", run_id
                     g = case.quality
@@ -335,8 +335,8 @@ def generate(
                         ))
                     abstention = n_claims == 0
                     score = 1.0 if abstention else points / n_claims
-                    run_row = _run(run_id, answer_id, case.pk, "succeeded", prompt, received,
-                                   1 + n_claims, score, abstention, "", rng)
+                    run_row = _run(run_id, answer_id, case.pk, created, "succeeded", prompt,
+                                   received, 1 + n_claims, score, abstention, "", rng)
             question = rng.choice(MULTI_PART_QUESTIONS if multi_part else QUESTIONS)
             yield "answer", (
                 answer_id, case.pk, case.service_pk, external_id,
@@ -361,8 +361,8 @@ ANSWER_COLUMNS = (
     "abstention", "chunk_count", "best_chunk_score", "min_content_probability", "multi_part",
 )
 RUN_COLUMNS = (
-    "id", "answer_id", "use_case_id", "status", "trigger", "judge_model", "prompt_version",
-    "requested_by_id", "created_at", "started_at", "finished_at", "lease_token",
+    "id", "answer_id", "use_case_id", "answer_created_at", "status", "trigger", "judge_model",
+    "prompt_version", "requested_by_id", "created_at", "started_at", "finished_at", "lease_token",
     "lease_expires_at", "attempts", "not_before", "calls", "prompt_tokens", "completion_tokens",
     "cost", "decomposition_raw", "call_log", "score", "abstention", "unparseable", "error",
     "retryable",
@@ -374,8 +374,9 @@ CLAIM_COLUMNS = (
 
 
 def _run(
-    run_id: int, answer_id: int, use_case_id: int, status: str, prompt: str, received: datetime,
-    calls: int, score: float | None, abstention: bool, error: str, rng: Random,
+    run_id: int, answer_id: int, use_case_id: int, answer_created_at: datetime, status: str,
+    prompt: str, received: datetime, calls: int, score: float | None, abstention: bool,
+    error: str, rng: Random,
 ) -> tuple[Any, ...]:
     started = received + timedelta(seconds=rng.uniform(0.5, 30)) if status != "pending" else None
     finished = started + timedelta(seconds=rng.uniform(2, 12)) \
@@ -384,10 +385,10 @@ def _run(
     completion_tokens = 60 + 2 * max(0, calls - 1) if calls else 0
     cost = (PROMPT_PRICE * prompt_tokens + COMPLETION_PRICE * completion_tokens) / 1000
     return (
-        run_id, answer_id, use_case_id, status, "sample", JUDGE, prompt, None, received, started,
-        finished, None, None, 1 if started else 0, None, calls, prompt_tokens, completion_tokens,
-        cost.quantize(Decimal("0.000001")) if calls else None, "", "[]", score, abstention,
-        0, error, False,
+        run_id, answer_id, use_case_id, answer_created_at, status, "sample", JUDGE, prompt, None,
+        received, started, finished, None, None, 1 if started else 0, None, calls, prompt_tokens,
+        completion_tokens, cost.quantize(Decimal("0.000001")) if calls else None, "", "[]",
+        score, abstention, 0, error, False,
     )
 
 

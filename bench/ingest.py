@@ -935,7 +935,8 @@ def verify(db_url: str, service_id: int, expected: dict[str, Sequence[str]]) -> 
         rows = conn.execute(
             "SELECT a.external_id, a.chunk_count, count(c.id) FROM monitoring_answer a"
             " LEFT JOIN monitoring_chunk c ON c.answer_id = a.id WHERE a.service_id = %s"
-            " GROUP BY a.id", (service_id,)
+            # (id, external_id, chunk_count): partitioned answers have no key of the id alone
+            " GROUP BY a.id, a.external_id, a.chunk_count", (service_id,)
         ).fetchall()
     stored: dict[str, int] = {}
     for external_id, _, _ in rows:

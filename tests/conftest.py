@@ -28,7 +28,7 @@ from monitoring.models import Service, UseCase
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
-pytest_plugins = ["tests.support.openai_server"]
+pytest_plugins = ["tests.support.openai_server", "tests.support.oidc_provider"]
 
 IN_CI = os.environ.get("CI") == "true"
 TESTS = Path(__file__).resolve().parent

@@ -9,7 +9,8 @@ admin's section; this module holds the pieces axes lets a project supply:
   username and an address the attacker chooses would be no lock.
 - `lockout_response`: the German (or English) page with status 429 and Retry-After, saying how
   many minutes are left and whom to ask.
-- `DatabaseHandler`: axes' database records, made safe for what PostgreSQL refuses.
+- `DatabaseHandler`: axes' database records, made safe for what PostgreSQL refuses, and
+  without single sign-on's refusals.
 """
 
 import ipaddress
@@ -95,6 +96,10 @@ class DatabaseHandler(AxesDatabaseHandler):
     def user_login_failed(
         self, sender: Any, credentials: dict, request: HttpRequest | None = None, **kwargs: Any
     ) -> None:
+        if not credentials.get("username"):
+            # Single sign-on's callback (no username, no password guessed): a login the
+            # provider vouched for and Treue refused (no role yet) locks nobody out.
+            return
         self._clean(request)
         super().user_login_failed(sender, credentials, request, **kwargs)
 

@@ -6,6 +6,7 @@ start without a SECRET_KEY.
 """
 
 import importlib.util
+import json
 import os
 import re
 import tempfile
@@ -72,6 +73,7 @@ INSTALLED_APPS = [
     "alarms",
     "review",
     "investigations",
+    "accounts",
     # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.
     "treue_site.apps.AxesConfig",
 ]
@@ -191,6 +193,57 @@ AUTHENTICATION_BACKENDS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "monitoring:home"  # leads land on the overview, experts on the answers
 LOGOUT_REDIRECT_URL = "login"
+
+# Single sign-on by OpenID Connect (accounts/, README "Single sign-on"): on when
+# TREUE_OIDC_CLIENT_ID is set, and then every endpoint must be. Local accounts keep working.
+TREUE_OIDC_CLIENT_ID = os.environ.get("TREUE_OIDC_CLIENT_ID", "")
+TREUE_OIDC_ENABLED = bool(TREUE_OIDC_CLIENT_ID)
+_OIDC_REQUIRED = {
+    "TREUE_OIDC_ISSUER": "the issuer, as in the provider's ID tokens",
+    "TREUE_OIDC_CLIENT_SECRET": "the client's secret",
+    "TREUE_OIDC_AUTHORIZATION_ENDPOINT": "authorization_endpoint",
+    "TREUE_OIDC_TOKEN_ENDPOINT": "token_endpoint",
+    "TREUE_OIDC_USERINFO_ENDPOINT": "userinfo_endpoint",
+    "TREUE_OIDC_JWKS_URI": "jwks_uri",
+}
+_oidc = {name: os.environ.get(name, "") for name in _OIDC_REQUIRED}
+if TREUE_OIDC_ENABLED and (_missing := [n for n, v in _oidc.items() if not v]):
+    raise ImproperlyConfigured(
+        "single sign-on needs " + ", ".join(
+            f"{n} ({_OIDC_REQUIRED[n]})" for n in _missing
+        ) + " (the endpoints are in the provider's /.well-known/openid-configuration)"
+    )
+TREUE_OIDC_ISSUER = _oidc["TREUE_OIDC_ISSUER"]
+TREUE_OIDC_GROUPS_CLAIM = os.environ.get("TREUE_OIDC_GROUPS_CLAIM", "groups")
+TREUE_OIDC_GROUP_PREFIX = os.environ.get("TREUE_OIDC_GROUP_PREFIX", "treue:")
+try:
+    TREUE_OIDC_GROUP_MAP = json.loads(os.environ.get("TREUE_OIDC_GROUP_MAP", "") or "{}")
+except json.JSONDecodeError as e:
+    raise ImproperlyConfigured(f"TREUE_OIDC_GROUP_MAP is not JSON: {e}") from e
+if not isinstance(TREUE_OIDC_GROUP_MAP, dict) or not all(
+    isinstance(k, str) and isinstance(v, str) for k, v in TREUE_OIDC_GROUP_MAP.items()
+):
+    raise ImproperlyConfigured(
+        'TREUE_OIDC_GROUP_MAP must map group ids to roles: {"<id>": "lead:<slug>", …}')
+TREUE_OIDC_SESSION_SECONDS = envint("TREUE_OIDC_SESSION_SECONDS", 8 * 3600)
+TREUE_OIDC_LABEL = os.environ.get("TREUE_OIDC_LABEL", "Single Sign-on")
+# mozilla-django-oidc's names for the same (read by its views and backend; empty while off).
+OIDC_RP_CLIENT_ID = TREUE_OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = _oidc["TREUE_OIDC_CLIENT_SECRET"]
+OIDC_OP_AUTHORIZATION_ENDPOINT = _oidc["TREUE_OIDC_AUTHORIZATION_ENDPOINT"]
+OIDC_OP_TOKEN_ENDPOINT = _oidc["TREUE_OIDC_TOKEN_ENDPOINT"]
+OIDC_OP_USER_ENDPOINT = _oidc["TREUE_OIDC_USERINFO_ENDPOINT"]
+OIDC_OP_JWKS_ENDPOINT = _oidc["TREUE_OIDC_JWKS_URI"]
+OIDC_RP_SIGN_ALGO = os.environ.get("TREUE_OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.environ.get("TREUE_OIDC_SCOPES", "openid email profile")
+OIDC_USE_NONCE = True
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = (3, 10)
+OIDC_STORE_ID_TOKEN = False
+OIDC_CREATE_USER = True
+LOGIN_REDIRECT_URL_FAILURE = "/login/"
+if TREUE_OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("accounts.oidc.Backend")
 
 # German first, English second (the UI's words go through gettext).
 LANGUAGE_CODE = "de"

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from accounts import views as accounts_views
 from monitoring import views
 from monitoring.api import api
 from monitoring.views import metrics
@@ -12,8 +13,9 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("health", views.health, name="health"),
     path("metrics", metrics.metrics, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", accounts_views.Login.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("accounts.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     # Whatever reads no page's <link rel="icon"> asks for /favicon.ico (a browser showing a JSON
     # or text response, bookmarks, crawlers): the site's SVG icon rather than a 404.

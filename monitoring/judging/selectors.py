@@ -2,10 +2,12 @@
 rescore is expected to cost, the use case's usage per day and its expected weekly cost."""
 
 import math
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from functools import reduce
 from typing import Any
 
 from django.conf import settings
@@ -474,22 +476,41 @@ def judge_runs_to_retry(*, use_case: UseCase) -> list[JudgeRun]:
     to judge an answer with its own model (a retry would be refused the same way)."""
     newest = (JudgeRun.objects.filter(answer=OuterRef("answer"))
               .order_by("-created_at", "-id").values("pk")[:1])
-    runs = (JudgeRun.objects.filter(use_case=use_case, status=JudgeRun.Status.FAILED,
-                                    answer__anonymised_at__isnull=True)
-            .filter(pk=Subquery(newest)).select_related("answer")
-            .only("pk", "answer_id", "judge_model", "answer__model").order_by("pk"))
+    # The answer by its id and time: one partition to look in, not every month's.
+    answer = _answer_of_run().filter(anonymised_at__isnull=True)
+    runs = (JudgeRun.objects.filter(use_case=use_case, status=JudgeRun.Status.FAILED)
+            .filter(pk=Subquery(newest))
+            .annotate(answer_model=Subquery(answer.values("model")[:1]))
+            .filter(answer_model__isnull=False)
+            .only("pk", "answer_id", "answer_created_at", "judge_model").order_by("pk"))
     model = use_case.effective_judge_model
-    return [r for r in runs if not same_model(r.judge_model or model, r.answer.model)]
+    return [r for r in runs if not same_model(r.judge_model or model, r.answer_model)]
 
 
-def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> QuerySet[JudgeRun]:
-    """The use case's latest runs, for the per-run table of the judge page."""
-    return (
+def _answer_of_run() -> QuerySet[Answer]:
+    """A run's answer, for a subquery: by id and creation time, so that PostgreSQL looks for it
+    in the one monthly partition that holds it."""
+    return Answer.objects.filter(pk=OuterRef("answer_id"), created_at=OuterRef("answer_created_at"))
+
+
+def judge_runs_recent(*, use_case: UseCase, limit: int = 20) -> list[JudgeRun]:
+    """The use case's latest runs with their answers, for the per-run table of the judge page
+    (the answers by id and time: each from its own monthly partition)."""
+    runs = list(
         JudgeRun.objects.filter(use_case=use_case)
-        .select_related("answer")
-        .defer("call_log", "decomposition_raw", "answer__token_data", "answer__messages")
+        .defer("call_log", "decomposition_raw")
         .order_by("-created_at", "-id")[:limit]
     )
+    if runs:
+        answers = Answer.objects.filter(
+            reduce(operator.or_, (Q(pk=r.answer_id, created_at=r.answer_created_at)
+                                  for r in runs))
+        ).defer("token_data", "messages")
+        by_id = {answer.pk: answer for answer in answers}
+        for run in runs:
+            if run.answer_id in by_id:
+                run.answer = by_id[run.answer_id]
+    return runs
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class JudgeRun(LeasedJob, JudgeUsage):
         "monitoring.UseCase", on_delete=models.CASCADE, related_name="+",
         verbose_name=_("Anwendungsfall"), db_index=False,  # judgerun_use_case_time leads with it
     )
+    # The answer's month: with it PostgreSQL looks for the answer in one partition, not all.
+    answer_created_at = models.DateTimeField(_("Antwort erstellt"))
     status = models.CharField(
         _("Status"), max_length=10, choices=Status.choices, default=Status.PENDING
     )
@@ -112,6 +114,8 @@ class JudgeRun(LeasedJob, JudgeUsage):
                 fields=["use_case", "finished_at"], name="judgerun_use_case_finished",
                 condition=models.Q(finished_at__isnull=False),
             ),
+            models.Index(fields=["use_case"], name="judgerun_use_case_failed",
+                         condition=models.Q(status="failed")),
             # The dashboard's calls and cost per week of the judged answers: index-only per
             # answer (otherwise PostgreSQL reads the whole table, call logs and all).
             models.Index(

@@ -66,10 +66,11 @@ FILL = textwrap.dedent("""
                            "bytes": list(t.encode())}
                           for t in text.replace(" ", "\\0 ").split("\\0")]}
     from django.db import connection
-    # Today's code writes the runs' use case (0025), which 0023's table lacks: the column
-    # while filling, dropped after, so that 0025 fills it from the answers.
+    # Today's code writes the runs' use case and answer time (0025), which 0023's table lacks:
+    # the columns while filling, dropped after, so that 0025 fills them from the answers.
     with connection.cursor() as c:
-        c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint")
+        c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
+                  " ADD COLUMN answer_created_at timestamptz")
     N = %(n)d
     for first in range(0, N, 500):
         items = [{
@@ -83,7 +84,8 @@ FILL = textwrap.dedent("""
         results = services.answer_ingest_batch(service=service, items=items)
         assert all(r.answer is not None for r in results), results[0].errors
     with connection.cursor() as c:
-        c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id")
+        c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id,"
+                  " DROP COLUMN answer_created_at")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
 
@@ -134,7 +136,8 @@ AFTER = textwrap.dedent("""
         c.execute("SELECT tableoid::regclass::text FROM monitoring_answer WHERE external_id = 'a0'")
         oldest = c.fetchone()[0]
         # 0025 filled each run's use case from its answer.
-        c.execute("SELECT count(*), count(*) FILTER (WHERE r.use_case_id = a.use_case_id)"
+        c.execute("SELECT count(*), count(*) FILTER (WHERE r.use_case_id = a.use_case_id"
+                  " AND r.answer_created_at = a.created_at)"
                   " FROM monitoring_judgerun r JOIN monitoring_answer a ON a.id = r.answer_id")
         runs = c.fetchone()
     print(json.dumps({

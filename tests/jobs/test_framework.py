@@ -57,7 +57,8 @@ def answer(api: Any, make_answer: Any) -> Answer:
 
 def new_job(answer: Answer, **fields: Any) -> JudgeRun:
     return JudgeRun.objects.create(
-        answer=answer, use_case_id=answer.use_case_id, prompt_version="test", **fields
+        answer=answer, use_case_id=answer.use_case_id, answer_created_at=answer.created_at,
+        prompt_version="test", **fields
     )
 
 

@@ -98,6 +98,7 @@ def judge_run_new(
     return JudgeRun(
         answer=answer,
         use_case_id=answer.use_case_id,
+        answer_created_at=answer.created_at,
         judge_model=judge_model if judge_model is not None
         else answer.use_case.effective_judge_model,
         prompt_version=(
