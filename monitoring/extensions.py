@@ -1,13 +1,14 @@
 """What other apps contribute to monitoring's work on an answer, without monitoring importing them.
 
 Monitoring anonymises old answers (retention), exports one answer's full record (GDPR Art. 15),
-hides the judge's verdicts from an expert who reviews an answer blind, and corrects the
-dashboard's estimate by the experts' reviews. Parts of each belong to other apps — the weekly
-review (`review`) and the self-consistency investigations (`investigations`) keep rows about an
-answer — so those apps register their part here from their AppConfig.ready(), and monitoring
-calls what is registered. With nothing registered, monitoring works on its own: nothing is held
-back or scrubbed beyond its own tables, the record has only its own parts, no answer is blind,
-and the dashboard has no expert reviews to correct by.
+hides the judge's verdicts from an expert who reviews an answer blind, corrects the dashboard's
+estimate by the experts' reviews, and serves /metrics. Parts of each belong to other apps — the
+weekly review (`review`) and the self-consistency investigations (`investigations`) keep rows
+about an answer, the OTLP receiver (`traces`) counts traces — so those apps register their part
+here from their AppConfig.ready(), and monitoring calls what is registered. With nothing
+registered, monitoring works on its own: nothing is held back or scrubbed beyond its own tables,
+the record has only its own parts, no answer is blind, the dashboard has no expert reviews to
+correct by, and /metrics has only monitoring's figures.
 
 Parts are registered by name; registering a name again replaces the part (ready() may run more
 than once in a test process).
@@ -85,6 +86,13 @@ class ExpertReviews(Protocol):
     ) -> Iterable[ExpertReview]: ...
 
 
+class MetricsPart(Protocol):
+    """The contributing app's Prometheus metric families (prometheus_client Metric objects),
+    read from the database when called: once per scrape of /metrics, before collecting."""
+
+    def __call__(self) -> Iterable[Any]: ...
+
+
 @dataclass
 class Registry:
     record_parts: dict[str, RecordPart] = field(default_factory=dict)
@@ -93,6 +101,7 @@ class Registry:
     retention_keeps: dict[str, RetentionKeeps] = field(default_factory=dict)
     blind_answers: dict[str, BlindAnswers] = field(default_factory=dict)
     expert_reviews: dict[str, ExpertReviews] = field(default_factory=dict)
+    metrics_parts: dict[str, MetricsPart] = field(default_factory=dict)
 
 
 # The one registry of the process; a test may swap in an empty Registry() to see monitoring
@@ -123,3 +132,8 @@ def blind_answers_register(*, name: str, answers: BlindAnswers) -> None:
 
 def expert_reviews_register(*, name: str, reviews: ExpertReviews) -> None:
     registry.expert_reviews[name] = reviews
+
+
+def metrics_part_register(*, name: str, part: MetricsPart) -> None:
+    """`part`'s families are added to /metrics (monitoring/views/metrics.py)."""
+    registry.metrics_parts[name] = part

@@ -60,7 +60,9 @@ class DatabaseUnavailableMiddleware:
 class ApiErrorsAsJsonMiddleware:
     """Under /api/ every answer is `{"errors": [...]}`: Django's own pages for an unknown path
     (404), a wrong method (405, with its Allow header) and a Host it does not serve (400) are
-    HTML otherwise, which an API client cannot read."""
+    HTML otherwise, which an API client cannot read. The OTLP receiver's errors are
+    google.rpc.Status messages, in protobuf or JSON as the request was (traces/api.py): left
+    alone."""
 
     MESSAGES = {
         400: "bad request",
@@ -76,7 +78,8 @@ class ApiErrorsAsJsonMiddleware:
         if (
             not request.path.startswith("/api/")
             or response.status_code not in self.MESSAGES
-            or response.get("Content-Type", "").startswith("application/json")
+            or response.get("Content-Type", "").startswith(("application/json",
+                                                             "application/x-protobuf"))
         ):
             return response
         message = self.MESSAGES[response.status_code]

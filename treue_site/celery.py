@@ -77,6 +77,12 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
 
 app.steps["consumer"].add(WorkerHeartbeat)
 app.conf.beat_schedule = {
+    # OpenTelemetry traces whose quiet period is over, assembled into answers (traces/). Each
+    # sweep expires after 10 s, so a stopped worker does not find a pile of them.
+    "assemble-otlp-traces": {
+        "task": "traces.tasks.assemble_due_traces",
+        "schedule": 10.0,
+    },
     "reconcile-judge-runs": {
         "task": "monitoring.tasks.reconcile_judge_runs",
         "schedule": 300.0,

@@ -4,8 +4,9 @@ Django reads a body by its ``Content-Length`` alone: a chunked body, which has n
 empty, so a valid answer sent that way (httpx does, given a generator; curl with the header)
 got a 400 naming no field. Gunicorn decodes the chunks and says so with
 ``wsgi.input_terminated``; then the body of an API request with a key is read here, up to one
-byte over what its endpoint takes (the batch endpoint's limit or the single one's), and handed
-on with its length, so that every limit and error downstream applies as to any other body.
+byte over what its endpoint takes (the batch endpoint's limit, the OTLP receiver's or the single
+one's: monitoring.api.body_limit), and handed on with its length, so that every limit and error
+downstream applies as to any other body.
 Without a key nothing is read (the answer is a 401 anyway), and the pages take no chunked
 bodies (browsers send none). A server that does not say where a chunked body ends (Django's
 runserver, the demo's) gets a 411 asking for a Content-Length.

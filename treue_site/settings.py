@@ -74,6 +74,8 @@ INSTALLED_APPS = [
     "review",
     "investigations",
     "accounts",
+    # The OTLP/HTTP trace receiver (POST /api/v1/otlp/v1/traces): spans in, answers out.
+    "traces",
     # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.
     "treue_site.apps.AxesConfig",
 ]
@@ -438,8 +440,24 @@ if TREUE_HEALTH_HEARTBEAT_SECONDS <= 0 or (
     raise ImproperlyConfigured(
         "TREUE_HEALTH_WORKER_STALE_SECONDS must be longer than TREUE_HEALTH_HEARTBEAT_SECONDS (> 0)"
     )
+# OpenTelemetry (traces/, README "OpenTelemetry"). A trace is assembled into an answer once its
+# root span has arrived and no span of it has come for the quiet period; one whose root never
+# comes (its top span's parent lives in another service that does not export here) after the
+# orphan period, with its topmost span as root. The body limit holds before and after gzip.
+TREUE_OTLP_QUIET_SECONDS = envfloat("TREUE_OTLP_QUIET_SECONDS", 30.0)
+TREUE_OTLP_ORPHAN_SECONDS = envfloat("TREUE_OTLP_ORPHAN_SECONDS", 600.0)
+TREUE_OTLP_MAX_BODY_BYTES = envint("TREUE_OTLP_MAX_BODY_BYTES", 64 * 1024 * 1024)
+TREUE_OTLP_MAX_SPANS_PER_TRACE = envint("TREUE_OTLP_MAX_SPANS_PER_TRACE", 2000)
+if TREUE_OTLP_QUIET_SECONDS < 0 or TREUE_OTLP_ORPHAN_SECONDS <= TREUE_OTLP_QUIET_SECONDS:
+    raise ImproperlyConfigured(
+        "TREUE_OTLP_QUIET_SECONDS must be 0 or more and TREUE_OTLP_ORPHAN_SECONDS longer"
+    )
+if TREUE_OTLP_MAX_BODY_BYTES < 1 or TREUE_OTLP_MAX_SPANS_PER_TRACE < 1:
+    raise ImproperlyConfigured(
+        "TREUE_OTLP_MAX_BODY_BYTES and TREUE_OTLP_MAX_SPANS_PER_TRACE must be positive"
+    )
 # Django's own cap must not cut in before ours, or a big batch would get Django's error page.
-DATA_UPLOAD_MAX_MEMORY_SIZE = TREUE_MAX_BATCH_BODY_BYTES
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(TREUE_MAX_BATCH_BODY_BYTES, TREUE_OTLP_MAX_BODY_BYTES)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 
 # The judge (tier 2) and the generator (self-consistency), any OpenAI-compatible endpoint.

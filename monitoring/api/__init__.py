@@ -4,7 +4,9 @@ a use case are read with a service key allowed on it or by a team lead logged in
 Errors are always `{"errors": [{"field", "message"}]}` with a 4xx status; a client's mistake is
 never a 500. The body is parsed by the API rather than by Django's form machinery so that every
 way a body can be malformed (not UTF-8, not JSON, NaN, nesting that exhausts the parser, too
-large) becomes a named 400 or 413.
+large) becomes a named 400 or 413. The one exception is the OTLP receiver beside it
+(`/api/v1/otlp/v1/traces`, traces/api.py, not part of this API object or its OpenAPI document):
+its errors are google.rpc.Status messages, as the OTLP specification asks.
 
 By concern: `parsing` reads the body, `auth` knows the callers, `errors` says every error the
 same way, `ingest` and `estimates` are the two groups of endpoints. The URLs and the OpenAPI

@@ -39,34 +39,45 @@ class RateLimited(Exception):
         self.retry_after = limited.retry_after
 
 
+def service_for_token(token: str) -> tuple[Service, dict[str, UseCase]] | None:
+    """The service whose key `token` is, with the active use cases it may send to by slug; None
+    when no key matches. Raises RateLimited when the key is over its requests a minute. Shared
+    by the API (ServiceKey) and the OTLP receiver (traces/api.py)."""
+    # The prefix only finds the row; the secret is compared as hashes in constant time,
+    # and a revoked service (active=False) is not found at all.
+    prefix = keys.key_prefix(token)
+    if not prefix:
+        return None
+    found = selectors.service_for_key(prefix)
+    digest = found.service.key_hash if found else ""
+    if found is None:  # perhaps the key before a rotation, in its grace period
+        found = selectors.service_for_key(prefix, previous=True)
+        digest = found.service.previous_key_hash if found else ""
+    if found is None or not keys.key_matches(token, digest):
+        return None
+    service = found.service
+    # Counted once per request, after the key is known to be valid: a batch is one request,
+    # and a stranger guessing keys cannot use up a real key's allowance.
+    limited = ratelimit.check(service.key_prefix)
+    if limited is not None:
+        raise RateLimited(limited)
+    now = timezone.now()
+    if (
+        service.last_used_at is None
+        or (now - service.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS
+    ):
+        Service.objects.filter(pk=service.pk).update(last_used_at=now)
+    return service, found.use_cases
+
+
 class ServiceKey(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> Service | None:
-        # The prefix only finds the row; the secret is compared as hashes in constant time,
-        # and a revoked service (active=False) is not found at all.
-        prefix = keys.key_prefix(token)
-        if not prefix:
+        found = service_for_token(token)
+        if found is None:
             return None
-        found = selectors.service_for_key(prefix)
-        digest = found.service.key_hash if found else ""
-        if found is None:  # perhaps the key before a rotation, in its grace period
-            found = selectors.service_for_key(prefix, previous=True)
-            digest = found.service.previous_key_hash if found else ""
-        if found is None or not keys.key_matches(token, digest):
-            return None
-        service = found.service
+        service, use_cases = found
         # Ingest resolves use cases against these, without asking the database again.
-        request.treue_use_cases = found.use_cases  # type: ignore[attr-defined]  # ServiceRequest
-        # Counted once per request, after the key is known to be valid: a batch is one request,
-        # and a stranger guessing keys cannot use up a real key's allowance.
-        limited = ratelimit.check(service.key_prefix)
-        if limited is not None:
-            raise RateLimited(limited)
-        now = timezone.now()
-        if (
-            service.last_used_at is None
-            or (now - service.last_used_at).total_seconds() > LAST_USED_RESOLUTION_SECONDS
-        ):
-            Service.objects.filter(pk=service.pk).update(last_used_at=now)
+        request.treue_use_cases = use_cases  # type: ignore[attr-defined]  # ServiceRequest
         return service
 
 

@@ -15,6 +15,9 @@ from ninja.parser import Parser
 
 from monitoring import decoding
 
+# The OTLP receiver's paths (traces/api.py, routed in treue_site/urls.py).
+OTLP_PATH_PREFIX = "/api/v1/otlp/"
+
 
 class BodyTooLarge(Exception):
     def __init__(self, limit: int) -> None:
@@ -90,7 +93,10 @@ def _body_limit(request: HttpRequest) -> int:
 
 
 def body_limit(path: str) -> int:
-    """The most an ingest endpoint takes, by its path: the batch endpoint has its own limit."""
+    """The most an ingest endpoint takes, by its path: the batch endpoint and the OTLP receiver
+    (traces/api.py) have their own limits."""
+    if path.startswith(OTLP_PATH_PREFIX):
+        return settings.TREUE_OTLP_MAX_BODY_BYTES
     if path.endswith("/batch"):
         return settings.TREUE_MAX_BATCH_BODY_BYTES
     return settings.TREUE_MAX_BODY_BYTES

@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from monitoring import extensions
 from monitoring.domain.expert_scale import ExpertScale
 from monitoring.domain.statistics import Estimate
 from monitoring.models import UseCase
@@ -59,15 +60,18 @@ class TreueCollector:
 
     def __init__(
         self, weeks: Sequence[tuple[UseCase, WeekFigures]], queue: QueueFigures,
-        currencies: dict[str, str],
+        currencies: dict[str, str], parts: Sequence[Metric] = (),
     ) -> None:
         self.weeks = weeks
         self.queue = queue
         self.currencies = currencies
+        # Other apps' families (monitoring/extensions.py), read like the rest before collecting.
+        self.parts = parts
 
     def collect(self) -> Iterator[Metric]:
         yield from self._week()
         yield from self._judge()
+        yield from self.parts
 
     def _week(self) -> Iterator[Metric]:
         weeks = self.weeks
@@ -250,6 +254,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         metric_selectors.judge_currencies(
             models={model for _, f in weeks for model, _ in f.judges}
         ),
+        [family for part in extensions.registry.metrics_parts.values() for family in part()],
     )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

@@ -11,6 +11,7 @@ DOMAIN_DIRS = [
     ROOT / "monitoring" / "judging" / "domain",
     ROOT / "review" / "domain",
     ROOT / "investigations" / "domain",
+    ROOT / "traces" / "domain",
 ]
 FORBIDDEN = {"django", "openai"}
 

@@ -44,6 +44,8 @@ from monitoring.judging.domain.judge_prompt import (
     verify_messages,
 )
 from review.domain.batches import parse_week
+from traces.domain import assembly as trace_assembly
+from traces.domain.spans import SpanRecord
 
 BIG = 100_000
 SMALL = BIG // 4
@@ -320,6 +322,40 @@ def _is_week(result: Any, text: str) -> bool:
     return result == "ValueError" or isinstance(result, tuple)
 
 
+def _trace(text: str, json_values: bool) -> Any:
+    """A RAG trace (OTLP spans) whose every text a producer sends is `text`: as plain text, or
+    where Treue parses JSON (a chain's JSON input, the ChatCompletion in an LLM span's output,
+    treue.logprobs, document metadata, GenAI's messages and documents)."""
+    json_mime = {"input.mime_type": "application/json"} if json_values else {}
+    out_mime = {"output.mime_type": "application/json"} if json_values else {}
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    spans = [
+        SpanRecord(trace_id=trace, span_id="r", start_ns=0, end_ns=9, attributes={
+            "openinference.span.kind": "CHAIN", "input.value": text, **json_mime,
+            "output.value": text, **out_mime,
+        }),
+        SpanRecord(trace_id=trace, span_id="d", parent_span_id="r", start_ns=1, end_ns=2,
+                   attributes={
+            "openinference.span.kind": "RETRIEVER", "input.value": text,
+            "retrieval.documents.0.document.content": text,
+            "retrieval.documents.0.document.metadata": text,
+            "gen_ai.retrieval.documents": text,
+        }),
+        SpanRecord(trace_id=trace, span_id="l", parent_span_id="r", start_ns=3, end_ns=4,
+                   attributes={
+            "openinference.span.kind": "LLM", "llm.model_name": text,
+            "llm.input_messages.0.message.content": text, "output.value": text, **out_mime,
+            "treue.logprobs": text, "gen_ai.input.messages": text,
+            "gen_ai.output.messages": text, "gen_ai.system_instructions": text,
+        }),
+    ]
+    return trace_assembly.assemble(spans)
+
+
+def _is_assembly(result: Any, text: str) -> bool:
+    return isinstance(result, trace_assembly.Assembled | trace_assembly.NotAnswer)
+
+
 def _prompts(text: str) -> list[dict[str, str]]:
     return [
         *decompose_messages(question=text, answer=text, language="de"),
@@ -377,6 +413,9 @@ FUNCTIONS: dict[str, tuple[Callable[[str], Any], Callable[[Any, str], bool]]] = 
     "random_draw": (
         lambda t: sampling.random_draw(t, t), lambda result, text: 0.0 <= result < 1.0
     ),
+    # A trace's spans to an answer (traces/domain/assembly.py), the texts plain and as JSON.
+    "assemble trace text": (lambda t: _trace(t, json_values=False), _is_assembly),
+    "assemble trace json": (lambda t: _trace(t, json_values=True), _is_assembly),
 }
 
 

@@ -53,7 +53,7 @@ def test_the_routes_name_a_queue_for_every_kind_of_work():
     # Every task the product defines goes to one of the four queues.
     celery_app.loader.import_default_modules()
     ours = [n for n in celery_app.tasks if n.split(".")[0] in ("monitoring", "review",
-                                                               "investigations")]
+                                                               "investigations", "traces")]
     assert judging.SCORE_ANSWER_TASK in ours and len(ours) >= 10
     router = celery_app.amqp.Router(queues=celery_app.amqp.queues)
     for name in ours:
@@ -61,6 +61,7 @@ def test_the_routes_name_a_queue_for_every_kind_of_work():
         assert queue in queues.queue_names(""), (name, queue)
     assert router.route({}, "monitoring.tasks.reconcile_judge_runs")["queue"].name == (
         "housekeeping")
+    assert router.route({}, "traces.tasks.assemble_due_traces")["queue"].name == "housekeeping"
 
 
 def test_two_workers_on_their_own_queues_share_a_batch(

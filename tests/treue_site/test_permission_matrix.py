@@ -142,6 +142,12 @@ ROWS = [
     Row("api:get_estimates", "GET", "/api/v1/use-cases/{b}/estimates",
                                                         (401, 404, 404, 404, 403, 200, 404, 200),
         note="another tenant's use case reads as one that does not exist"),
+    # --- the OTLP receiver (traces/): a bearer key; an empty export request is a success
+    Row("otlp_traces", "POST", "/api/v1/otlp/v1/traces",
+                                                        (401, 200, 401, 401, 401, 401, 401, 401),
+        body={}, json=True, note="a session is no key: the receiver reads only bearer keys"),
+    Row("otlp_traces", "GET", "/api/v1/otlp/v1/traces",
+                                                        (405, 405, 405, 405, 405, 405, 405, 405)),
     # --- monitoring pages
     Row("monitoring:home", "GET", "/",                  (L, L, RQ, OV, RQ, OV, 200, OV)),
     Row("monitoring:answer_list", "GET", "/answers/",   (L, L, B, S, 200, 200, 200, S)),
