@@ -18,6 +18,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import chain as chain_decorator
 from langchain_openai import ChatOpenAI
 from treue_client.langchain import TreueCallbackHandler, with_logprobs
 
@@ -153,6 +154,42 @@ def test_config_metadata_gives_the_id_question_and_metadata_and_a_resend_is_one_
     )
     # The second one was recognised as the same answer (200, nothing stored twice).
     assert client.stats()["sent"] == 2
+
+
+def test_a_step_that_returns_documents_counts_as_the_retrieval(
+    make_client: Any, openai_server: FakeOpenAIServer
+) -> None:
+    """A vector store's as_retriever() drops the scores; a function that searches with
+    scores and returns documents is how a chain keeps them. The last step that returned
+    documents (here a filter after the retriever) gives the chunks."""
+    client = make_client()
+    handler = TreueCallbackHandler(client)
+
+    @chain_decorator
+    def search(question: str) -> list[Document]:
+        found = list(zip(DOCUMENTS, [0.9, 0.4], strict=True))  # as similarity_search_with_score
+        return [Document(d.page_content, metadata={"score": s}) for d, s in found]
+
+    def above_half(documents: list[Document]) -> list[Document]:
+        return [d for d in documents if d.metadata["score"] > 0.5]
+
+    prompt = ChatPromptTemplate.from_messages([("system", SYSTEM), ("human", "{question}")])
+    steps = search | RunnableLambda(above_half) | (lambda ds: ds[0].page_content)
+    rag = (
+        {"context": steps, "question": RunnablePassthrough()}
+        | prompt
+        | with_logprobs(chat_model(openai_server))
+        | StrOutputParser()
+    )
+
+    rag.invoke(QUESTION, config={"callbacks": [handler]})
+
+    assert client.flush(10)
+    stored = only_answer()
+    assert [(c.text, c.score) for c in stored.chunks.all()] == [
+        ("Die Widerrufsfrist beträgt 14 Tage ab Erhalt der Ware.", 0.9)
+    ]
+    assert stored.logprobs_status == "ok"
 
 
 def test_batched_and_async_runs_are_kept_apart(

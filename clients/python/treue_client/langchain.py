@@ -2,7 +2,8 @@
 
 Pass ``TreueCallbackHandler(treue)`` in the ``callbacks`` of a chain's ``invoke`` (or
 ``ainvoke``, ``batch``) config. For each top-level run it collects what its nested runs show:
-the question (the chain's input), the documents of the last retriever with their scores, and
+the question (the chain's input), the documents of the last retriever (or of the last step
+that returned documents) with their scores, and
 from the last chat model call its answer, model, messages and token log-probabilities. When the
 top-level run ends, the answer goes on the client's background queue; a run that raised records
 nothing, and a run in which no retriever ran is not a RAG answer and is skipped.
@@ -214,6 +215,15 @@ class TreueCallbackHandler(BaseCallbackHandler):
         self._end(run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        # A step that returns documents is a retrieval too: a function searching a vector
+        # store (to keep the scores that as_retriever() drops) or filtering, reranking, the
+        # retriever's output. The last such step gives the chunks.
+        with self._guard(run_id):
+            if _is_documents(outputs):
+                run = self._run_of(run_id)
+                if run is not None:
+                    run.retrieved = True
+                    run.chunks = [_chunk(document) for document in outputs]
         self._end(run_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -329,6 +339,14 @@ class TreueCallbackHandler(BaseCallbackHandler):
                     run.broken = True
                 else:
                     self.treue._count("rejected")
+
+
+def _is_documents(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(item, Document) for item in value)
+    )
 
 
 def _chunk(document: Document) -> dict[str, Any]:
