@@ -166,3 +166,14 @@ def make_client(treue: Treue) -> Iterator[Callable[..., Any]]:
     # timeout here, so it is short.
     for client in made:
         client.close(timeout=0.5)
+
+
+@pytest.fixture
+def no_internet() -> Iterator[None]:
+    """Fails the test if anything in this process tried to reach a host other than this
+    machine meanwhile (tests/support/no_network.py)."""
+    from tests.support.no_network import outside_hosts
+
+    with outside_hosts() as seen:
+        yield
+    assert not seen, f"tried to reach the internet: {seen}"
