@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
@@ -585,17 +585,45 @@ def _bulk_insert(
             for f in stamped:
                 f.pre_save(obj, add=True)
         columns = ", ".join(connection.ops.quote_name(_column(f)) for f in fields)
-        json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
+        prepared = [(f.attname, _preparer(f)) for f in fields]
         with raw.copy(f"COPY {connection.ops.quote_name(table)} ({columns}) FROM STDIN") as copy:
             for obj in rows:
-                copy.write_row([
-                    _json_text(getattr(obj, f.attname)) if f.attname in json_fields
-                    else f.get_db_prep_save(getattr(obj, f.attname), connection)
-                    for f in fields
-                ])
+                copy.write_row([prepare(getattr(obj, name)) for name, prepare in prepared])
     for obj in rows:
         obj._state.adding = False
         obj._state.db = connection.alias
+
+
+# Fields whose values, of these Python types, PostgreSQL's COPY takes as they are: Django's
+# get_db_prep_save would hand them back unchanged, at a call per value (a tenth of a batch's
+# CPU). Any other value still goes through it.
+_AS_IS: dict[type[models.Field], tuple[type, ...]] = {
+    models.CharField: (str,),
+    models.TextField: (str,),
+    models.FloatField: (float,),
+    models.BooleanField: (bool,),
+    models.PositiveIntegerField: (int,),
+    models.BigAutoField: (int,),
+    models.ForeignKey: (int,),
+}
+
+
+def _preparer(f: models.Field) -> Any:
+    """How a value of the field becomes COPY's: JSON as text, plain values as they are,
+    the rest by Django."""
+    if isinstance(f, models.JSONField):
+        return _json_text
+    plain = _AS_IS.get(type(f))
+    if type(f) is models.DateTimeField:
+        plain = (datetime,)  # when aware (a naive one goes to Django, which makes it aware)
+
+    def prepare(value: Any) -> Any:
+        if value is None or (plain is not None and type(value) in plain and (
+                type(value) is not datetime or value.tzinfo is not None)):
+            return value
+        return f.get_db_prep_save(value, connection)
+
+    return prepare
 
 
 def _json_text(value: Any) -> str | None:

@@ -331,8 +331,24 @@ def _add(
         key=lambda kv: tuple(map(_sortable, kv[0])),
     )
     per_row = len(columns) + len(added)
-    limit = max(1, 999 // per_row) if connection.vendor == "sqlite" else 1000
     update = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in added)
+    if connection.vendor == "postgresql" and rows:
+        # One array per column: the statement's text is the same every time, so psycopg
+        # parses it once (a VALUES list of hundreds of placeholders it parsed at every call).
+        arrays = ", ".join(
+            f"%s::{model._meta.get_field(name).db_type(connection)}[]"
+            for name in (*key, *sums)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(columns + added)}) "
+                f"SELECT * FROM unnest({arrays}) "
+                f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET {update}",
+                [list(column) for column in zip(*(
+                    (*k, *n) for k, n in rows), strict=True)],
+            )
+        return
+    limit = max(1, 999 // per_row)  # SQLite's limit of bound parameters
     with connection.cursor() as cursor:
         for first in range(0, len(rows), limit):
             chunk = rows[first:first + limit]
