@@ -122,7 +122,7 @@ def test_a_rag_chain_is_recorded_with_chunks_scores_model_messages_and_logprobs(
         ("Rücksendungen sind kostenlos.", "12", 0.41, "FAQ.md"),
     ]
     assert client.stats()["sent"] == 1 and client.stats()["rejected"] == 0
-    assert not handler._runs and not handler._root_of
+    assert not handler._tree.runs and not handler._tree.root_of
 
 
 def test_config_metadata_gives_the_id_question_and_metadata_and_a_resend_is_one_answer(
@@ -210,7 +210,7 @@ def test_batched_and_async_runs_are_kept_apart(
         assert answer.messages[-1] == {"role": "user", "content": answer.question}
         assert answer.chunks.count() == 2
         assert answer.logprobs_status == "ok"
-    assert not handler._runs
+    assert not handler._tree.runs
 
 
 def test_a_chain_that_raises_records_nothing(
@@ -237,7 +237,7 @@ def test_a_chain_that_raises_records_nothing(
     assert client.stats() == {
         "sent": 0, "retried": 0, "dropped": 0, "rejected": 0, "failed": 0, "queued": 0
     }
-    assert not handler._runs and not handler._root_of
+    assert not handler._tree.runs and not handler._tree.root_of
 
 
 def test_a_run_without_a_retriever_is_skipped(
@@ -255,7 +255,7 @@ def test_a_run_without_a_retriever_is_skipped(
     assert client.flush(10)
     assert Answer.objects.count() == 0
     assert client.stats()["rejected"] == 0
-    assert not handler._runs and not handler._root_of
+    assert not handler._tree.runs and not handler._tree.root_of
 
 
 def test_a_handler_error_never_reaches_the_chain(
@@ -296,7 +296,7 @@ def test_a_handler_error_never_reaches_the_chain(
     assert client.stats()["rejected"] == 2
     logged = caplog.text
     assert "record broke" in logged and "no text" in logged
-    assert not handler._runs
+    assert not handler._tree.runs
 
     # The handler goes on recording afterwards.
     chain.invoke(QUESTION, config={"callbacks": [handler]})

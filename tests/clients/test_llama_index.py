@@ -96,7 +96,7 @@ def only_answer() -> Answer:
 
 def open_state(instrumentation: TreueInstrumentation) -> int:
     collector = instrumentation._collector
-    return len(collector.runs) + len(collector.root_of)
+    return len(collector.tree.runs) + len(collector.tree.root_of)
 
 
 def test_a_query_is_recorded_with_chunks_scores_model_messages_and_logprobs(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from treue_client.client import TreueClient
 
@@ -105,3 +106,78 @@ def last_user_text(messages: list[dict[str, Any]] | None) -> str | None:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             return str(message["content"])
     return None
+
+
+class OpenRun(Protocol):
+    members: list[Any]  # its nested runs, forgotten with it
+    broken: bool  # an error of the callback cost this answer
+
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R", bound=OpenRun)
+
+
+class RunTree(Generic[K, R]):
+    """The open top-level runs (LangChain runs, LlamaIndex spans) and the nested ones filed
+    under each, under one lock: frameworks call back from threads and async tasks."""
+
+    def __init__(self, new: Callable[[K], R]) -> None:
+        self.lock = threading.Lock()
+        self.root_of: dict[K, K] = {}
+        self.runs: dict[K, R] = {}
+        self._new = new
+
+    def enter(self, id_: K, parent: K | None) -> tuple[R, bool]:
+        """The top-level run `id_` belongs to, and whether it is that run itself (then new).
+        A run whose parent was never seen counts as a top-level run of its own."""
+        with self.lock:
+            root = self.root_of.get(parent) if parent is not None else None
+            run = self.runs.get(root) if root is not None else None
+            if root is None or run is None:
+                root, run = id_, self._new(id_)
+                self.runs[id_] = run
+            self.root_of[id_] = root
+            run.members.append(id_)
+            return run, root == id_
+
+    def of(self, id_: K) -> R | None:
+        """The top-level run `id_` is filed under."""
+        with self.lock:
+            root = self.root_of.get(id_)
+            return self.runs.get(root) if root is not None else None
+
+    def pop_if_root(self, id_: K) -> R | None:
+        """The top-level run `id_` (forgotten with its nested runs), or None when it is
+        nested or unknown."""
+        with self.lock:
+            if self.root_of.get(id_) != id_:
+                return None
+            run = self.runs.pop(id_)
+            for member in run.members:
+                self.root_of.pop(member, None)
+            return run
+
+    def end(self, id_: K, treue: TreueClient, record: Callable[[R], None], what: str) -> None:
+        """A run ended: a top-level one is recorded, unless the callback broke on it (then
+        counted as rejected); never raises."""
+        try:
+            run = self.pop_if_root(id_)
+            if run is None:
+                return
+            if run.broken:
+                # An error of this callback (logged where it happened) cost this answer.
+                treue._count("rejected")
+                return
+            record(run)
+        except Exception:
+            count_failure(treue, what)
+
+    def drop(self, id_: K) -> None:
+        """A run raised: it gave its caller no answer, so nothing is recorded."""
+        with contextlib.suppress(Exception):
+            self.pop_if_root(id_)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.runs.clear()
+            self.root_of.clear()

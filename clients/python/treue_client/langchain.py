@@ -18,7 +18,6 @@ Needs ``langchain-core`` (the ``langchain`` extra); never imported by ``treue_cl
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,9 +87,7 @@ class TreueCallbackHandler(BaseCallbackHandler):
     def __init__(self, treue: TreueClient, *, use_case: str | None = None) -> None:
         self.treue = treue
         self.use_case = use_case
-        self._lock = threading.Lock()
-        self._root_of: dict[UUID, UUID] = {}
-        self._runs: dict[UUID, _Run] = {}
+        self._tree: fw.RunTree[UUID, _Run] = fw.RunTree(_Run)
         self._warned_no_logprobs = False
 
     # Runs starting: each is filed under its top-level run.
@@ -249,49 +246,16 @@ class TreueCallbackHandler(BaseCallbackHandler):
         """The top-level run ``run_id`` belongs to, and whether it is that run itself. A run
         whose parent this handler never saw (it was given to a nested runnable only) counts as
         a top-level run of its own."""
-        with self._lock:
-            root = self._root_of.get(parent_run_id) if parent_run_id is not None else None
-            run = self._runs.get(root) if root is not None else None
-            if root is None or run is None:
-                root, run = run_id, _Run(run_id)
-                self._runs[run_id] = run
-            self._root_of[run_id] = root
-            run.members.append(run_id)
-            return run, root == run_id
+        return self._tree.enter(run_id, parent_run_id)
 
     def _run_of(self, run_id: UUID) -> _Run | None:
-        with self._lock:
-            root = self._root_of.get(run_id)
-            return self._runs.get(root) if root is not None else None
-
-    def _pop_if_root(self, run_id: UUID) -> _Run | None:
-        """The top-level run ``run_id`` (forgotten with its nested runs), or None when it is
-        nested or unknown."""
-        with self._lock:
-            if self._root_of.get(run_id) != run_id:
-                return None
-            run = self._runs.pop(run_id)
-            for member in run.members:
-                self._root_of.pop(member, None)
-            return run
+        return self._tree.of(run_id)
 
     def _end(self, run_id: UUID) -> None:
-        try:
-            run = self._pop_if_root(run_id)
-            if run is None:
-                return
-            if run.broken:
-                # An error of this handler (logged where it happened) cost this answer.
-                self.treue._count("rejected")
-                return
-            self._record(run)
-        except Exception:
-            fw.count_failure(self.treue, "a LangChain run")
+        self._tree.end(run_id, self.treue, self._record, "a LangChain run")
 
     def _drop(self, run_id: UUID) -> None:
-        # A run that raised gave no answer to its caller: nothing is recorded.
-        with contextlib.suppress(Exception):
-            self._pop_if_root(run_id)
+        self._tree.drop(run_id)
 
     def _record(self, run: _Run) -> None:
         if not run.retrieved or run.answer is None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,58 +90,36 @@ class _Collector:
     def __init__(self, treue: TreueClient, use_case: str | None) -> None:
         self.treue = treue
         self.use_case = use_case
-        self.lock = threading.Lock()
-        self.root_of: dict[str, str] = {}
-        self.runs: dict[str, _Run] = {}
+        self.tree: fw.RunTree[str, _Run] = fw.RunTree(lambda _: _Run())
         self.warned_no_logprobs = False
 
     def enter(self, id_: str, parent_id: str | None, tags: Mapping[str, Any] | None) -> None:
         try:
-            with self.lock:
-                root = self.root_of.get(parent_id) if parent_id is not None else None
-                run = self.runs.get(root) if root is not None else None
-                if root is None or run is None:
-                    # A span whose parent was never seen (opened before instrumenting) is a
-                    # top-level span of its own.
-                    root, run = id_, _Run()
-                    self.runs[id_] = run
-                    tags = tags or {}
-                    if tags.get(EXTERNAL_ID_TAG) is not None:
-                        run.external_id = str(tags[EXTERNAL_ID_TAG])
-                    if isinstance(tags.get(QUESTION_TAG), str):
-                        run.question = tags[QUESTION_TAG]
-                    if isinstance(tags.get(METADATA_TAG), dict):
-                        run.metadata = dict(tags[METADATA_TAG])
-                self.root_of[id_] = root
-                run.members.append(id_)
+            # A span whose parent was never seen (opened before instrumenting) is a top-level
+            # span of its own.
+            run, new = self.tree.enter(id_, parent_id)
+            if new:
+                tags = tags or {}
+                if tags.get(EXTERNAL_ID_TAG) is not None:
+                    run.external_id = str(tags[EXTERNAL_ID_TAG])
+                if isinstance(tags.get(QUESTION_TAG), str):
+                    run.question = tags[QUESTION_TAG]
+                if isinstance(tags.get(METADATA_TAG), dict):
+                    run.metadata = dict(tags[METADATA_TAG])
         except Exception:
             with contextlib.suppress(Exception):
                 fw.logger.exception("treue: error in the LlamaIndex span handler")
 
     def exit(self, id_: str) -> None:
-        try:
-            run = self._pop_if_root(id_)
-            if run is None:
-                return
-            if run.broken:
-                # An error of this handler (logged where it happened) cost this answer.
-                self.treue._count("rejected")
-                return
-            self._record(run)
-        except Exception:
-            fw.count_failure(self.treue, "a LlamaIndex query")
+        self.tree.end(id_, self.treue, self._record, "a LlamaIndex query")
 
     def drop(self, id_: str) -> None:
-        # A span that raised gave no answer to its caller: nothing is recorded.
-        with contextlib.suppress(Exception):
-            self._pop_if_root(id_)
+        self.tree.drop(id_)
 
     def event(self, event: BaseEvent) -> None:
         run = None
         try:
-            with self.lock:
-                root = self.root_of.get(event.span_id or "")
-                run = self.runs.get(root) if root is not None else None
+            run = self.tree.of(event.span_id or "")
             if run is not None:
                 self._file(run, event)
         except Exception:
@@ -195,15 +172,6 @@ class _Collector:
             # consume the caller's stream.
             text = getattr(event.response, "response", None)
             run.response_text = text if isinstance(text, str) else None
-
-    def _pop_if_root(self, id_: str) -> _Run | None:
-        with self.lock:
-            if self.root_of.get(id_) != id_:
-                return None
-            run = self.runs.pop(id_)
-            for member in run.members:
-                self.root_of.pop(member, None)
-            return run
 
     def _record(self, run: _Run) -> None:
         if not run.retrieved:
@@ -318,9 +286,7 @@ class TreueInstrumentation:
             self.dispatcher.span_handlers.remove(self.span_handler)
         with contextlib.suppress(ValueError):
             self.dispatcher.event_handlers.remove(self.event_handler)
-        with self._collector.lock:
-            self._collector.runs.clear()
-            self._collector.root_of.clear()
+        self._collector.tree.clear()
 
 
 def instrument_llama_index(
