@@ -7,11 +7,10 @@ from django.views.generic import RedirectView
 from monitoring import views
 from monitoring.api import api
 from monitoring.views import metrics
-from traces.api import export_traces
 
 urlpatterns = [
     # The OTLP/HTTP receiver: before the API, whose errors and body parsing it does not share.
-    path("api/v1/otlp/v1/traces", export_traces, name="otlp_traces"),
+    path("", include("traces.urls")),  # api/v1/otlp/v1/traces
     path("api/v1/", api.urls),
     path("health", views.health, name="health"),
     path("metrics", metrics.metrics, name="metrics"),

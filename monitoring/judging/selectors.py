@@ -26,7 +26,7 @@ from monitoring.models import (
     RollupUsageDay,
     UseCase,
 )
-from monitoring.models.rollups import day_of, rollups_ready
+from monitoring.models.rollups import day_of, local_midnight, rollups_ready
 
 # The weekly cost estimate looks back this far: long enough to average out a quiet week, short
 # enough to follow a use case that grows.
@@ -145,8 +145,7 @@ class JudgeMeans:
 def _next_midnight(moment: datetime) -> datetime:
     """The local midnight after `moment`: where the whole days of a window that starts at
     `moment` begin (the rollups count whole local days; the part before is read raw)."""
-    return datetime.combine(day_of(moment) + timedelta(days=1), time.min,
-                            tzinfo=timezone.get_current_timezone())
+    return local_midnight(day_of(moment) + timedelta(days=1))
 
 
 def use_case_judge_means(*, use_case: UseCase, since: datetime) -> JudgeMeans:
@@ -409,13 +408,9 @@ def judge_run_counts(*, use_case: UseCase, days: int = USAGE_DAYS) -> RunCounts:
         ).aggregate(n=Sum("runs"))["n"] or 0
     else:
         failed = runs.filter(
-            status=JudgeRun.Status.FAILED, finished_at__gte=_local_midnight(first)
+            status=JudgeRun.Status.FAILED, finished_at__gte=local_midnight(first)
         ).count()
     return RunCounts(failed=failed, **open_runs)
-
-
-def _local_midnight(day: date) -> datetime:
-    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
 
 
 def _usage_days_raw(*, use_case: UseCase, first: date, last: date) -> dict[date, UsageRow]:
@@ -423,8 +418,8 @@ def _usage_days_raw(*, use_case: UseCase, first: date, last: date) -> dict[date,
     grouped = (
         JudgeRun.objects.filter(
             use_case=use_case,
-            finished_at__gte=_local_midnight(first),
-            finished_at__lt=_local_midnight(last + timedelta(days=1)),
+            finished_at__gte=local_midnight(first),
+            finished_at__lt=local_midnight(last + timedelta(days=1)),
         )
         .annotate(day=TruncDate("finished_at", tzinfo=timezone.get_current_timezone()))
         .values("day")

@@ -10,7 +10,7 @@ with, the pages read the raw rows as before.
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.db import models
 from django.utils import timezone
@@ -307,6 +307,11 @@ def definition() -> str:
 def day_of(moment: datetime) -> date:
     """The local day (site time zone) of an answer's `created_at`."""
     return timezone.localtime(moment).date()
+
+
+def local_midnight(day: date) -> datetime:
+    """The start of a local day (site time zone): where the day rollups' days begin."""
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
 
 
 def week_of(moment: datetime) -> date:

@@ -23,7 +23,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -60,6 +60,7 @@ from monitoring.models.rollups import (
     cause_buckets,
     day_of,
     definition,
+    local_midnight,
     monday_of,
     rollups_ready,
     week_of,
@@ -392,7 +393,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
     zone = ZoneInfo(settings.TIME_ZONE)
     answers = Answer.objects.filter(use_case_id__in=use_case_ids)
     if since is not None:
-        answers = answers.filter(created_at__gte=_local_midnight(since))
+        answers = answers.filter(created_at__gte=local_midnight(since))
     days: Counter[tuple[Any, ...]] = Counter()
     buckets: Counter[tuple[Any, ...]] = Counter()
     # Two passes: the causes together, then the probability (its hundred buckets times the
@@ -470,7 +471,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         finished_at__isnull=False,
     )
     if since is not None:
-        ended = ended.filter(finished_at__gte=_local_midnight(since))
+        ended = ended.filter(finished_at__gte=local_midnight(since))
     usage_day: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for run in ended.values("use_case_id", *_RUN_FIELDS).order_by().iterator(chunk_size=5000):
         key = _usage_day_key(run)
@@ -522,10 +523,6 @@ def _rows(
     if model is RollupUsageDay:
         rows = rows.filter(dropped=False)  # the record of runs whose raw rows are gone
     return rows if since is None else rows.filter(**{f"{dated_by}__gte": since})
-
-
-def _local_midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=ZoneInfo(settings.TIME_ZONE))
 
 
 def since_weeks(weeks: int | None) -> date | None:
