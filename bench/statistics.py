@@ -51,12 +51,15 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 import argparse
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import binom
 
 from monitoring.domain.alarms import action_decision
 from monitoring.domain.expert_scale import ReviewSums, expert_scale
@@ -199,6 +202,7 @@ class Weeks:
     total: np.ndarray  # Σ judge score
     square: np.ndarray  # Σ judge score²
     below: np.ndarray  # judged answers with judge score < ACTION
+    short: np.ndarray  # judged answers with judge score below 1.0
     truth_judge: np.ndarray  # (R, W, 2) Σ over all answers of the stratum
     truth_expert: np.ndarray
     truth_below: np.ndarray
@@ -230,8 +234,8 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
     weeks = len(cases)
     shape = (reps, weeks, 2)
     arrays = {name: np.zeros(shape) for name in (
-        "size", "n", "total", "square", "below", "truth_judge", "truth_expert", "truth_below",
-        "reviews", "review_total", "review_square", "review_judge", "review_jd")}
+        "size", "n", "total", "square", "below", "short", "truth_judge", "truth_expert",
+        "truth_below", "reviews", "review_total", "review_square", "review_judge", "review_jd")}
     disagreements = np.zeros((reps, weeks))
     for w, case in enumerate(cases):
         total = rng.poisson(volume, reps)
@@ -255,6 +259,7 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
             arrays["total"][:, w, h] = j @ s.judge
             arrays["square"][:, w, h] = j @ (s.judge**2)
             arrays["below"][:, w, h] = j @ below
+            arrays["short"][:, w, h] = j @ (s.judge < 1.0).astype(float)
             arrays["truth_judge"][:, w, h] = c @ s.judge
             arrays["truth_expert"][:, w, h] = c @ s.expert
             arrays["truth_below"][:, w, h] = c @ below
@@ -367,19 +372,99 @@ EXPERT_MEAN = 0.90
 POOLED = 4
 
 
-def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> dict[str, float]:
+@functools.cache
+def _mid_p(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The mid-p interval for a binomial share from k of n (Lancaster 1961): each bound puts
+    α/2 in its tail, counting half of the observed k. Not conservative, unlike Clopper-Pearson."""
+    def tail_above(q: float) -> float:  # P(X > k) + ½P(X = k) at q
+        return float(binom.sf(k, n, q) + 0.5 * binom.pmf(k, n, q)) - alpha / 2
+
+    def tail_below(q: float) -> float:  # P(X < k) + ½P(X = k) at q
+        return float(binom.cdf(k - 1, n, q) + 0.5 * binom.pmf(k, n, q)) - alpha / 2
+
+    low = 0.0 if k == 0 else brentq(tail_above, 1e-12, 1 - 1e-12)
+    high = 1.0 if k == n else brentq(tail_below, 1e-12, 1 - 1e-12)
+    return low, high
+
+
+def _shortfall(stratum: Stratum) -> float:
+    """The mean shortfall 1 − score of a stratum's answers scoring below 1.0."""
+    short = stratum.judge < 1.0
+    return float((stratum.p * (1 - stratum.judge))[short].sum() / stratum.p[short].sum())
+
+
+def _reference(weeks: Weeks, r: int, span: range, shortfall: float):
+    """The count reference over the weeks ``span``: (value, low, high), or None.
+
+    The drawn (unflagged) part is 1 − q·m with q the share of its judged answers below 1.0,
+    bounded by the mid-p interval of their count, and m the mean shortfall of the stratum's
+    answers below 1.0, taken as known (the simulation's own). The flagged part is its judged
+    mean, as the product takes it. It knows more than the product (the size of a shortfall)
+    and leaves out a variance (theirs), so it is narrower than any honest interval: where even
+    it covers more than 96 %, the excess is the count's discreteness, not the product's
+    estimator.
+    """
+    size = weeks.size[r, span].sum(axis=0)
+    n = weeks.n[r, span].sum(axis=0)
+    if ((size > 0) & (n == 0)).any() or n[1] == 0:
+        return None
+    population = size.sum()
+    fixed = weeks.total[r, span, 0].sum() / n[0] * size[0] / population if n[0] else 0.0
+    share = size[1] / population
+    k = int(weeks.short[r, span, 1].sum())
+    value = fixed + share * weeks.total[r, span, 1].sum() / n[1]
+    low_q, high_q = _mid_p(k, int(n[1]))
+    return value, fixed + share * (1 - high_q * shortfall), fixed + share * (1 - low_q * shortfall)
+
+
+@dataclass(frozen=True)
+class CoverageCell:
+    kind: str  # weekly, pooled, below, expert
+    setting: str
+    smallest: bool
+    coverage: float
+    reference: float | None  # the count reference's coverage, where there is one
+
+
+def coverage_misses(cells: Sequence[CoverageCell]) -> tuple[list[str], list[str]]:
+    """(targets missed, cells over 96 % by the count's discreteness) per interval kind.
+
+    The target is 94-96 % (at least 93 % in the smallest setting). A cell over 96 % where the
+    count reference covers more than 96 % too is not counted as missed but listed: no interval
+    with each tail at 2.5 % can do better there.
+    """
+    missed, discrete = [], []
+    for kind in ("weekly", "pooled", "below", "expert"):
+        mine = [c for c in cells if c.kind == kind]
+        low = [c for c in mine if c.coverage < (0.93 if c.smallest else 0.94)]
+        high = [c for c in mine if c.coverage > 0.96]
+        excused = [c for c in high if c.reference is not None and c.reference > 0.96]
+        bad = low + [c for c in high if c not in excused]
+        if bad:
+            missed.append(f"{kind} coverage " + ", ".join(
+                f"{100 * c.coverage:.1f} % at {c.setting}" for c in bad))
+        discrete += [f"{kind} {100 * c.coverage:.1f} % at {c.setting} (reference "
+                     f"{100 * (c.reference or 0):.1f} %)" for c in excused]
+    return missed, discrete
+
+
+def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[CoverageCell]:
     print("\n## Coverage of the 95 % intervals "
           f"({reps} replications per setting; truth above/below the interval in %)\n")
     head = f"{'cover':>7} {'bias':>8} {'width':>6} {'abv/blw':>9}"
     print(f"| {'setting':<28} | weekly mean {head} | pooled {POOLED} wk {head} "
           f"| share below {ACTION} {head} | expert scale {head} "
           f"| judge's weekly interval vs experts' truth {head} |")
-    worst: dict[str, float] = {}
+    cells: list[CoverageCell] = []
+    references: list[str] = []
+    floors: dict[tuple[str, int], float] = {}
     for index, (volume, phi, judge, bias) in enumerate(SETTINGS):
         case = use_case(seed + index, flagged_share=phi, expert_mean=EXPERT_MEAN, judge=judge,
                         bias=bias)
         weeks = simulate(rng, [case] * POOLED, volume, reps)
         weekly, pooled, below, expert, judged = (new_interval() for _ in range(5))
+        weekly_count, pooled_count = new_interval(), new_interval()
+        shortfall = _shortfall(case.strata[1])
         for r in range(reps):
             strata = [_sums(weeks, r, w) for w in range(POOLED)]
             for w in range(POOLED):
@@ -391,7 +476,13 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> dict[str, 
                 s = share_from_sums(_sums(weeks, r, w, "below"))
                 truth = weeks.truth_below[r, w].sum() / weeks.size[r, w].sum()
                 below.add(s.value, s.low, s.high, truth)
+                ref = _reference(weeks, r, range(w, w + 1), shortfall)
+                if ref is not None:
+                    weekly_count.add(*ref, weeks.truth_judge[r, w].sum() / weeks.size[r, w].sum())
             population = weeks.size[r].sum()
+            ref = _reference(weeks, r, range(POOLED), shortfall)
+            if ref is not None:
+                pooled_count.add(*ref, weeks.truth_judge[r].sum() / population)
             p = pooled_mean(strata)
             pooled.add(p.value, p.low, p.high, weeks.truth_judge[r].sum() / population)
             # The week's own answers are reviewed the week after: the pool's reviews are of
@@ -401,14 +492,24 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> dict[str, 
         name = f"{volume:>6}/wk {phi:4.0%} fl {judge[:6]:>7} {bias:.2f}"
         print(f"| {name:<28} | {weekly.row()} | {pooled.row()} | {below.row()} "
               f"| {expert.row()} | {judged.row()} |")
+        references.append(f"| {name:<28} | {weekly_count.row()} | {pooled_count.row()} |")
+        for key, interval in (("weekly", weekly_count), ("pooled", pooled_count)):
+            floors[(key, index)] = interval.coverage()
         for key, interval in (("weekly", weekly), ("pooled", pooled), ("below", below),
                               ("expert", expert)):
-            worst.setdefault(key + (" smallest" if volume == SETTINGS[0][0] else ""), 1.0)
-            k = key + (" smallest" if volume == SETTINGS[0][0] else "")
-            worst[k] = min(worst[k], interval.coverage())
-            high = key + " max" + (" smallest" if volume == SETTINGS[0][0] else "")
-            worst[high] = max(worst.get(high, 0.0), interval.coverage())
-    return worst
+            cells.append(CoverageCell(key, name.strip(), volume == SETTINGS[0][0],
+                                      interval.coverage(), floors.get((key, index))))
+    print("\n## What the count below 1.0 allows: a reference interval that knows the size of "
+          "a shortfall\n")
+    print("The unflagged part is 1 − q·m: q bounded by the mid-p interval of the count of its "
+          "judged answers\nbelow 1.0, m (their mean shortfall) taken as known. It knows more "
+          "than the product and leaves\na variance out; where even it covers more than 96 %, "
+          "the excess comes from the count\n(a handful of answers below 1.0), not from the "
+          "product's estimator.\n")
+    print(f"| {'setting':<28} | weekly mean {head} | pooled {POOLED} wk {head} |")
+    for line in references:
+        print(line)
+    return cells
 
 
 def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
@@ -651,13 +752,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: dict[str, Callable[[], None]] = {}
 
     def coverage() -> None:
-        worst = coverage_table(rng, reps, args.seed)
-        for key in ("weekly", "pooled", "below", "expert"):
-            low, high = worst[key], worst[key + " max"]
-            small = worst.get(key + " smallest", 1.0)
-            if low < 0.94 or high > 0.96 or small < 0.93:
-                missed.append(f"{key} coverage {100 * min(low, small):.1f}-"
-                              f"{100 * max(high, worst.get(key + ' max smallest', 0)):.1f} %")
+        cells = coverage_table(rng, reps, args.seed)
+        for kind in ("weekly", "pooled", "below", "expert"):
+            values = [100 * c.coverage for c in cells if c.kind == kind]
+            print(f"{kind}: {min(values):.1f}-{max(values):.1f} %")
+        bad, discrete = coverage_misses(cells)
+        missed.extend(bad)
+        if discrete:
+            print("over 96 % by the count's discreteness: " + "; ".join(discrete))
 
     def action() -> None:
         worst = action_table(rng, reps, args.seed)

@@ -1,0 +1,63 @@
+"""bench/statistics.py's count reference: the mid-p interval against hand-computed bounds, and
+which over-96 % cells the target check counts as the count's discreteness."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from scipy.stats import binom
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    # Loaded by path: run as a module named "statistics" it would shadow the standard library.
+    spec = importlib.util.spec_from_file_location("treue_bench_statistics",
+                                                  ROOT / "bench" / "statistics.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 12), (1, 12), (3, 47), (12, 12), (5, 10)])
+def test_mid_p_puts_half_the_observed_count_in_each_tail(bench, k, n) -> None:
+    low, high = bench._mid_p(k, n)
+    assert 0 <= low <= k / n <= high <= 1
+    if k > 0:  # P(X > k) + ½P(X = k) = 2.5 % at the lower bound
+        assert binom.sf(k, n, low) + 0.5 * binom.pmf(k, n, low) == pytest.approx(0.025, abs=1e-9)
+    else:
+        assert low == 0
+    if k < n:
+        assert binom.cdf(k - 1, n, high) + 0.5 * binom.pmf(k, n, high) == pytest.approx(
+            0.025, abs=1e-9)
+    else:
+        assert high == 1
+
+
+def test_mid_p_by_hand_at_none_of_twelve(bench) -> None:
+    # k = 0: ½(1 − q)^12 = 0.025, q = 1 − 0.05^(1/12) = 0.2209.
+    assert bench._mid_p(0, 12)[1] == pytest.approx(1 - 0.05 ** (1 / 12), abs=1e-9)
+
+
+def test_only_cells_whose_reference_is_over_96_are_excused(bench) -> None:
+    cell = bench.CoverageCell
+    cells = [
+        cell("weekly", "500/wk lenient", False, 0.963, 0.977),  # the count: excused
+        cell("weekly", "500/wk strict", False, 0.963, 0.955),  # the estimator: missed
+        cell("pooled", "50000/wk", False, 0.962, None),  # no reference: missed
+        cell("expert", "150/wk", True, 0.931, None),  # smallest setting: 93 % is enough
+        cell("expert", "2000/wk", False, 0.939, None),  # elsewhere it is not
+        cell("below", "500/wk", False, 0.95, None),
+    ]
+    missed, discrete = bench.coverage_misses(cells)
+    assert missed == [
+        "weekly coverage 96.3 % at 500/wk strict",
+        "pooled coverage 96.2 % at 50000/wk",
+        "expert coverage 93.9 % at 2000/wk",
+    ]
+    assert discrete == ["weekly 96.3 % at 500/wk lenient (reference 97.7 %)"]
