@@ -36,6 +36,15 @@ Targets: coverage 94-96 % (≥ 93 % in the smallest setting); false action alarm
 healthy weeks; ≥ 30 weeks between false drift alarms at any in-control rate 0.05-0.2; a judge
 drift of 0.1 found within 3 weeks in ≥ 90 % of runs; the bias alarm at half its tolerance in
 ≤ 1 % of checks. Exit status 0 (``--strict``: 2 when a target is missed).
+
+Beside the coverage table, a count reference: the unflagged part as 1 − q·m, q bounded by the
+mid-p interval of the count of its judged answers below 1.0 and m, their mean shortfall, taken
+as known. Where a drawn stratum holds a handful of answers below 1.0 a week, no interval that
+keeps each tail near 2.5 % can cover less than about 97 %: when none or one of a dozen answers
+falls short, the truth cannot lie below any honest interval. A cell over 96 % counts as missed
+unless that reference covers over 96 % too. At 2,000 replications a cell's coverage has a
+standard error of 0.25 (weekly, 8,000 weeks) to 0.5 points (pooled and expert scale, 2,000
+pools); ``--reps 8000`` halves it.
 """
 
 from __future__ import annotations

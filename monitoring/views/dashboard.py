@@ -387,7 +387,7 @@ class _Numbers:
 
 
 def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digits: int = 2,
-                   unit: str = "", with_n: bool = True) -> str:
+                   unit: str = "", with_n: bool = True, threshold: float | None = None) -> str:
     if e is None:
         return format_html('<span class="muted">–</span>')
     if e.value is None and not e.population:
@@ -397,6 +397,8 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
                            _("keine Schätzung"), e.n)
     # Every estimate is shown with its interval, however wide: the width says how precise.
     value, low, high = (num(v * scale, digits) for v in (e.value, e.low, e.high))
+    if threshold is not None:  # a score beside its action line: never printed on it
+        value = num(e.value, statistics.shown_digits(e.value, threshold, digits))
     css = "estimate imprecise" if e.too_few else "estimate"
     if not with_n:
         return format_html(
@@ -410,7 +412,7 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
     )
 
 
-def _expert_cell(week: WeekFigures, num: _Numbers) -> str:
+def _expert_cell(week: WeekFigures, num: _Numbers, threshold: float | None = None) -> str:
     x = week.expert
     if x is None or x.value is None or x.low is None or x.high is None:
         return mark_safe('<span class="muted">–</span>')
@@ -418,12 +420,12 @@ def _expert_cell(week: WeekFigures, num: _Numbers) -> str:
         '<span class="{}"><strong class="estimate-value">{}</strong> '
         '<span class="interval">({}–{})</span> <span class="n">{}</span></span>',
         "estimate expert-scale imprecise" if x.too_few else "estimate expert-scale",
-        num(x.value, 2), num(x.low, 2), num(x.high, 2),
+        num(x.value, statistics.shown_digits(x.value, threshold)), num(x.low, 2), num(x.high, 2),
         _("%(n)s Prüfungen") % {"n": x.n_reviews},
     )
 
 
-def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
+def _table_row(week: WeekFigures, num: _Numbers, threshold: float | None = None) -> dict[str, Any]:
     def share(e: Estimate | None) -> str:
         return _estimate_cell(e, num, scale=100, digits=1, unit=" %", with_n=False)
 
@@ -431,9 +433,9 @@ def _table_row(week: WeekFigures, num: _Numbers) -> dict[str, Any]:
         "week": week,
         "volume": num.grouped(week.volume),
         "flagged": "–" if week.flagged_percent is None else f"{num(week.flagged_percent, 1)} %",
-        "estimate": _estimate_cell(week.estimate, num),
-        "pooled": _estimate_cell(week.pooled, num),
-        "expert": _expert_cell(week, num),
+        "estimate": _estimate_cell(week.estimate, num, threshold=threshold),
+        "pooled": _estimate_cell(week.pooled, num, threshold=threshold),
+        "expert": _expert_cell(week, num, threshold),
         "below": share(week.below),
         "abstention": share(week.abstention_share),
         "claims": _estimate_cell(week.claims, num),
@@ -556,7 +558,7 @@ def _use_case_page(
         "default_similarity": figures.DEFAULT_SIMILARITY_THRESHOLD,
         "causes_weeks": figures.CAUSES_WEEKS,
         "table": [
-            {**_table_row(w, _Numbers()), "settings_changed": [
+            {**_table_row(w, _Numbers(), threshold), "settings_changed": [
                 setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
             for w in reversed(weeks) if w.volume
         ],

@@ -797,3 +797,26 @@ def test_where_a_week_decides_the_weeks_lead(scenario: DashWorld) -> None:
     html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
     assert 'data-leads="pooled"' not in html
     assert html.index('data-week="this"') < html.index('data-week="pooled"')
+
+
+def test_an_estimate_that_rounds_onto_the_threshold_shows_a_third_decimal(
+    scenario: DashWorld,
+) -> None:
+    # Last week's estimate is 0.85 exactly; under a line at 0.853 two decimals would print it
+    # as "0,85" beside an amber light saying "below the threshold".
+    scenario.a.action_threshold = 0.853
+    scenario.a.save(update_fields=["action_threshold"])
+    client = client_for(scenario, "lead_a")
+    for page in ("/use-cases/auskunft/", "/overview/"):
+        html = client.get(page).content.decode()
+        assert '<strong class="estimate-value">0,850</strong>' in html, page
+    # The weekly table (formatted in the view) says the same.
+    html = client.get("/use-cases/auskunft/").content.decode()
+    start = html.index('<table class="usage numbers dash-table">')
+    table = html[start:html.index("</table>", start)]
+    assert '<strong class="estimate-value">0,850</strong>' in table
+    scenario.a.action_threshold = 0.9
+    scenario.a.save(update_fields=["action_threshold"])
+    html = client.get("/use-cases/auskunft/").content.decode()
+    assert '<strong class="estimate-value">0,85</strong>' in html
+    assert '<strong class="estimate-value">0,850</strong>' not in html

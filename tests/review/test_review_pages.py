@@ -64,6 +64,14 @@ def test_queue_shows_progress_and_due_date(
     assert '<strong class="progress-count">0/3</strong>' in page
     # Due at the end of the review week 2026-W49: Sunday 6 December 2026.
     assert "fällig bis Sonntag, 6. Dezember 2026" in page
+    # In English the date is written the English way, not as a translated German date.
+    client.cookies["django_language"] = "en"
+    english = client.get("/review/").content.decode()
+    assert "due by Sunday, December 6, 2026" in english
+    assert "6. December" not in english
+    english = client.get(url(item_of(batch, "a0"))).content.decode()
+    assert "due by Sun, December 6" in english
+    del client.cookies["django_language"]
     assert "Antworten aus 2026-W48" in page
     for item in batch.items.all():
         assert f'href="/review/items/{item.pk}/"' in page

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 from monitoring.domain.statistics.estimates import (
     Estimate,
@@ -53,6 +54,21 @@ def traffic_light(estimate: Estimate, action_threshold: float) -> str:
     if high - low > UNDECIDED_WIDTH:
         return "grey"
     return "amber" if value < action_threshold else "green"
+
+
+def shown_digits(value: float, threshold: float | None, digits: int = 2) -> int:
+    """How many decimals show ``value`` beside the action line ``threshold``: ``digits``, or
+    one more where ``digits`` would print it on the line it lies under or over.
+
+    A week at 0.846 under a line at 0.85 is amber, "below the threshold"; printed as 0.85 it
+    reads as a contradiction. Rounded half up, as the pages round (`floatformat`).
+    """
+    if threshold is None or value == threshold:
+        return digits
+    step = Decimal(1).scaleb(-digits)
+    same = (Decimal(repr(float(value))).quantize(step, rounding=ROUND_HALF_UP)
+            == Decimal(repr(float(threshold))).quantize(step, rounding=ROUND_HALF_UP))
+    return digits + 1 if same else digits
 
 
 def trend(current: Estimate, previous: Estimate) -> str:

@@ -1,0 +1,29 @@
+"""Template tags for the dashboard's estimates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.template.defaultfilters import floatformat
+
+from monitoring.domain.statistics import shown_digits
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def estimate_value(context: template.Context, value: float | None) -> str:
+    """``value`` at two decimals, or three where two would print it on the action line.
+
+    The line is the context's ``threshold`` (the use case's action threshold), where the page
+    sets one; without it, two decimals. Localised like `floatformat`.
+    """
+    if value is None:
+        return ""
+    threshold: Any = context.get("threshold")
+    try:
+        line = float(threshold) if threshold not in (None, "") else None
+    except (TypeError, ValueError):
+        line = None
+    return floatformat(value, shown_digits(value, line))
