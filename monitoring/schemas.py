@@ -258,9 +258,14 @@ class AnswerIn(BaseModel):
                 self.created_at = self.created_at.replace(tzinfo=UTC)
             try:
                 # Stored in UTC: 0001-01-01T00:00+14:00 is year 0 there (a 500 at insert).
-                self.created_at.astimezone(UTC)
+                in_utc = self.created_at.astimezone(UTC)
             except OverflowError as e:
                 raise ValueError("created_at: lies outside the years 1 to 9999 in UTC") from e
+            offset = self.created_at.utcoffset()
+            if offset is not None and abs(offset) >= timedelta(hours=16):
+                # ISO 8601 allows offsets to ±23:59, PostgreSQL to ±15:59: the same instant in
+                # UTC, rather than the database's "time zone displacement out of range".
+                self.created_at = in_utc
             if self.created_at > timezone.now() + MAX_FUTURE:
                 raise ValueError("created_at: lies more than a day in the future")
         try:

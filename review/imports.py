@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime, time
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -44,7 +44,7 @@ class _Refused(Exception):
 
 
 def expert_labels_import(
-    *, use_case: UseCase, reviewer: User, lines: Iterable[str]
+    *, use_case: UseCase, reviewer: User, lines: Iterable[str | bytes]
 ) -> ImportReport:
     report = ImportReport()
     for parsed in parse_lines(lines):
@@ -62,6 +62,11 @@ def expert_labels_import(
         except IntegrityError:
             # The same answer twice in one file, or a review written meanwhile.
             report.already.append((parsed.line, "already reviewed"))
+        except DataError as e:
+            # A value the database cannot hold that the line's checks let through: this line
+            # is refused, the file goes on.
+            report.errors.append(LineError(parsed.line, f"the database refused it: {e}".strip(),
+                                           parsed.external_id))
         else:
             report.imported.append(parsed.line)
     return report

@@ -42,9 +42,23 @@ class LineError:
     external_id: str | None = None
 
 
-def parse_lines(lines: Iterable[str]) -> Iterator[LabelLine | LineError]:
-    """Each non-blank line as a LabelLine or a LineError, numbered from 1 as an editor shows."""
+def parse_lines(lines: Iterable[str | bytes]) -> Iterator[LabelLine | LineError]:
+    """Each non-blank line as a LabelLine or a LineError, numbered from 1 as an editor shows.
+
+    Lines as read from a file (bytes) are decoded one by one as UTF-8: a line that is not
+    (a Latin-1 export) is reported as such, and the rest of the file is read. A byte order mark
+    before the first line, as some editors on Windows write, is not part of it.
+    """
     for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield LineError(number, f"not UTF-8: byte 0x{raw[e.start]:02x} at position "
+                                        f"{e.start + 1} (save the file as UTF-8)")
+                continue
+        if number == 1:
+            raw = raw.removeprefix("\ufeff")
         text = raw.strip()
         if not text:
             continue
@@ -65,6 +79,10 @@ def parse_line(text: str, number: int) -> LabelLine | LineError:
         return LineError(number, "external_id: a non-empty string is required")
     if len(external_id) > MAX_EXTERNAL_ID:
         return LineError(number, f"external_id: longer than {MAX_EXTERNAL_ID} characters")
+    if "\x00" in external_id or any("\ud800" <= c <= "\udfff" for c in external_id):
+        # As the ingest API: no stored id has one, and the database refuses to compare them.
+        return LineError(number, "external_id: contains a NUL character or an unpaired "
+                                 "surrogate")
     unknown = sorted(set(data) - {"external_id", "score", "labels"})
     if unknown:
         return LineError(number, f"unknown field {unknown[0]!r}", external_id)

@@ -57,3 +57,28 @@ def test_lines_are_numbered_as_an_editor_shows_them_and_blank_ones_skipped() -> 
     results = list(parse_lines(lines))
     assert [r.line for r in results] == [1, 4, 5]
     assert isinstance(results[1], LineError)
+
+
+@pytest.mark.parametrize("text", [
+    '{"external_id": "a\\u0000", "score": 1}',
+    '{"external_id": "\\ud800", "score": 1}',
+    '{"external_id": "a\\udfffb", "score": 1}',
+])
+def test_an_id_no_answer_can_have_is_refused(text: str) -> None:
+    result = parse_line(text, 3)
+    assert isinstance(result, LineError) and result.line == 3
+    assert result.message == ("external_id: contains a NUL character or an unpaired surrogate")
+
+
+def test_lines_from_a_file_are_decoded_one_by_one() -> None:
+    lines = [
+        '\ufeff{"external_id": "a", "score": 1}\n'.encode(),  # a byte order mark first
+        b'{"external_id": "b\xe4", "score": 1}\n',  # Latin-1
+        '{"external_id": "ä", "score": 0.5}\n'.encode(),
+        '\ufeff{"external_id": "c", "score": 1}\n'.encode(),  # not first: part of the line
+    ]
+    first, second, third, fourth = parse_lines(lines)
+    assert first == LabelLine(1, "a", score=1.0)
+    assert second == LineError(2, "not UTF-8: byte 0xe4 at position 19 (save the file as UTF-8)")
+    assert third == LabelLine(3, "ä", score=0.5)
+    assert isinstance(fourth, LineError) and "not valid JSON" in fourth.message

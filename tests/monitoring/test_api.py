@@ -110,6 +110,21 @@ def other_service(use_case) -> tuple[Service, str]:
 # --------------------------------------------------------------------------------------- 201
 
 
+@pytest.mark.parametrize(("given", "utc"), [
+    ("2026-12-01T10:00:00+16:00", "2026-11-30T18:00:00+00:00"),
+    ("2026-12-01T10:00:00-20:00", "2026-12-02T06:00:00+00:00"),
+    ("2026-12-01T10:00:00+23:59", "2026-11-30T10:01:00+00:00"),
+])
+def test_an_offset_beyond_postgresqls_range_is_stored_as_its_instant(
+    api, make_answer, given, utc
+):
+    # ISO 8601 allows offsets to ±23:59, PostgreSQL to ±15:59 ("time zone displacement out of
+    # range" reached the client as a 400 with the database's message and no field).
+    response = api.post(URL, make_answer(created_at=given))
+    assert response.status_code == 201, response.content
+    assert Answer.objects.get().created_at.isoformat() == utc
+
+
 def test_created(api, make_answer, service, use_case):
     response = api.post(URL, make_answer())
     assert response.status_code == 201, response.content

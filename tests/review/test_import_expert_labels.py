@@ -167,8 +167,46 @@ def test_a_line_that_is_not_utf8_costs_only_itself(
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b'{"external_id": "a\xff1", "score": 1}\n{"external_id": "a3", "score": 1}\n')
     out, err = run(path)
-    assert "line 1: no answer with external_id" in err
+    assert "line 1: not UTF-8: byte 0xff at position 19 (save the file as UTF-8)" in err
     assert "1 imported" in out
+
+
+def test_a_nul_or_a_surrogate_in_an_id_is_refused_and_the_file_goes_on(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    # PostgreSQL refuses a NUL in text: the command stopped with a traceback at such a line,
+    # before the lines after it and before its report.
+    path = write(tmp_path, [
+        '{"external_id": "a1\\u0000", "score": 0.5}',
+        '{"external_id": "a1\\ud800", "score": 0.5}',
+        {"external_id": "a3", "score": 1},
+    ])
+    out, err = run(path)
+    assert "line 1: external_id: contains a NUL character" in err
+    assert "line 2: external_id: contains a NUL character or an unpaired surrogate" in err
+    assert "1 imported, 0 already there, 2 refused" in out
+    assert ReviewSubmission.objects.get().item.answer.external_id == "a3"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes('\ufeff{"external_id": "a1", "score": 1}\n'.encode())
+    out, err = run(path)
+    assert "1 imported, 0 already there, 0 refused" in out and err == ""
+
+
+def test_a_deactivated_reviewer_is_refused(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    expert = review_world.users["expert"]
+    expert.is_active = False
+    expert.save(update_fields=["is_active"])
+    out, err = run(write(tmp_path, [{"external_id": "a1", "score": 1}]),
+                   reviewer=expert.get_username())
+    assert f"the user '{expert.get_username()}' is deactivated" in err
+    assert not ReviewSubmission.objects.exists()
 
 
 def test_imported_reviews_put_the_week_on_the_experts_scale(

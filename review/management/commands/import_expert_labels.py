@@ -1,7 +1,6 @@
 """python manage.py import_expert_labels FILE --use-case SLUG --reviewer USER"""
 
 import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,18 @@ class Command(BaseCommand):
         reviewer = get_user_model().objects.filter(username=username).first()
         if reviewer is None:
             raise CommandError(f"no user {username!r}")
+        if not reviewer.is_active:
+            raise CommandError(f"the user {username!r} is deactivated")
         name = opts["file"]
         try:
             if name == "-":
                 report = expert_labels_import(
-                    use_case=use_case, reviewer=reviewer, lines=_text(sys.stdin.buffer)
+                    use_case=use_case, reviewer=reviewer, lines=sys.stdin.buffer
                 )
             else:
                 with Path(name).open("rb") as raw:
                     report = expert_labels_import(
-                        use_case=use_case, reviewer=reviewer, lines=_text(raw)
+                        use_case=use_case, reviewer=reviewer, lines=raw
                     )
         except OSError as e:
             raise CommandError(f"cannot read {name}: {e.strerror or e}") from e
@@ -61,9 +62,3 @@ class Command(BaseCommand):
             raise CommandError(f"{len(report.errors)} line(s) refused (see above); "
                                "the others were imported")
 
-
-def _text(lines: Iterable[bytes]) -> Iterator[str]:
-    """Lines decoded one by one: a byte that is not UTF-8 spoils its line (reported with its
-    number, as a character that matches no external id), not the file."""
-    for line in lines:
-        yield line.decode("utf-8", errors="replace")
