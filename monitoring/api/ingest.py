@@ -119,6 +119,9 @@ def _failure_reason(answer: Answer) -> str | None:
     if newest is not None and selectors.same_model(newest.judge_model, answer.model):
         return ("the judge model is the model that generated the answer, and a model does not "
                 "judge itself; an operator can rescore it with another judge model")
+    if newest is not None and not newest.judge_model:
+        return ("no judge model was configured when it was to be judged; an operator can retry "
+                "it once one is")
     if newest is not None and newest.retryable:
         return "the judge was unavailable for longer than its retries; an operator can retry it"
     return "judging failed; an operator can see why and retry it"

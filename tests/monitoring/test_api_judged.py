@@ -76,3 +76,8 @@ def test_a_failed_answer_says_why(api, make_answer, openai_server, every_answer_
     JudgeRun.objects.filter(pk=run.pk).update(retryable=True)
     assert api.get(f"/api/v1/answers/{created['id']}").json()["error"].startswith(
         "the judge was unavailable")
+    # Queued while no judge model was set: said so, not "unavailable".
+    JudgeRun.objects.filter(pk=run.pk).update(judge_model="")
+    assert api.get(f"/api/v1/answers/{created['id']}").json()["error"] == (
+        "no judge model was configured when it was to be judged; an operator can retry it "
+        "once one is")
