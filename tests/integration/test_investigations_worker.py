@@ -36,7 +36,9 @@ Q_NONE = "Gibt es eine Ausnahme?"
 
 def setup_world() -> tuple[UseCase, User, list[Answer]]:
     use_case = services.use_case_create(
-        slug="behaelter", name="Behälterprüfung", language="de", sample_rate=0.001
+        # The draw is a hash of (service id, external id), and the service's id differs from
+        # run to run: at 0.001 one run in 300 sampled an answer (and failed below).
+        slug="behaelter", name="Behälterprüfung", language="de", sample_rate=1e-9
     )
     service, _key = services.service_create(name="rag-bot", use_cases=[use_case])
     lead = User.objects.create_user("lead", password=PASSWORD)
