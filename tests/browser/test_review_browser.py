@@ -313,7 +313,9 @@ def test_a_comment_typed_just_before_leaving_the_page_is_kept(
     # At once elsewhere (the back button, a bookmark), before the comment's save - 600 ms after
     # the last key - has run, and without leaving the field first (which would save it).
     page.goto(f"{live_server.url}/review/items/{second.pk}/")
-    for _ in range(50):
+    # Up to 15 s: the save arrives after the next page has loaded, and on a machine busy with
+    # other tests that took longer than the 5 s waited before (CI failed it once that way).
+    for _ in range(150):
         first.refresh_from_db()
         if first.comment:
             break
