@@ -396,9 +396,9 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
         return format_html('<span class="too-few">{} <span class="n">(n = {})</span></span>',
                            _("keine Schätzung"), e.n)
     # Every estimate is shown with its interval, however wide: the width says how precise.
-    value, low, high = (num(v * scale, digits) for v in (e.value, e.low, e.high))
-    if threshold is not None:  # a score beside its action line: never printed on it
-        value = num(e.value, statistics.shown_digits(e.value, threshold, digits))
+    # A score beside its action line is never printed on it (`shown_digits`).
+    value = num(e.value * scale, statistics.shown_digits(e.value, threshold, digits))
+    low, high = num(e.low * scale, digits), num(e.high * scale, digits)
     css = "estimate imprecise" if e.too_few else "estimate"
     if not with_n:
         return format_html(
