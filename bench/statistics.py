@@ -39,9 +39,11 @@ drift of 0.1 found within 3 weeks in ≥ 90 % of runs; the bias alarm at half it
 
 Beside the coverage table, a count reference: the unflagged part as 1 − q·m, q bounded by the
 mid-p interval of the count of its judged answers below 1.0 and m, their mean shortfall, taken
-as known. Where a drawn stratum holds a handful of answers below 1.0 a week, even it covers
-96-98 %: when none or one of a dozen answers falls short, the truth does not lie below an
-interval that keeps its lower tail at 2.5 % for every truth the data allow. A cell over 96 %
+as known; on the experts' scale (pooled weeks) it knows the expert score of every judged
+answer, as if each had been reviewed. Where a drawn stratum holds a handful of answers below
+1.0 a week, even it covers 96-98 %: when none or one of a dozen answers falls short, the truth
+does not lie below an interval that keeps its lower tail at 2.5 % for every truth the data
+allow. A cell over 96 %
 counts as missed unless that reference covers over 96 % too. At 2,000 replications a cell's
 coverage has a standard error of 0.25 (weekly, 8,000 weeks) to 0.5 points (pooled and expert
 scale, 2,000 pools); ``--reps 8000`` halves it.
@@ -212,6 +214,8 @@ class Weeks:
     square: np.ndarray  # Σ judge score²
     below: np.ndarray  # judged answers with judge score < ACTION
     short: np.ndarray  # judged answers with judge score below 1.0
+    expert_total: np.ndarray  # Σ expert score of the judged answers (the count reference's)
+    expert_short: np.ndarray  # judged answers with expert score below 1.0
     truth_judge: np.ndarray  # (R, W, 2) Σ over all answers of the stratum
     truth_expert: np.ndarray
     truth_below: np.ndarray
@@ -243,8 +247,9 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
     weeks = len(cases)
     shape = (reps, weeks, 2)
     arrays = {name: np.zeros(shape) for name in (
-        "size", "n", "total", "square", "below", "short", "truth_judge", "truth_expert",
-        "truth_below", "reviews", "review_total", "review_square", "review_judge", "review_jd")}
+        "size", "n", "total", "square", "below", "short", "expert_total", "expert_short",
+        "truth_judge", "truth_expert", "truth_below", "reviews", "review_total",
+        "review_square", "review_judge", "review_jd")}
     disagreements = np.zeros((reps, weeks))
     for w, case in enumerate(cases):
         total = rng.poisson(volume, reps)
@@ -269,6 +274,8 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
             arrays["square"][:, w, h] = j @ (s.judge**2)
             arrays["below"][:, w, h] = j @ below
             arrays["short"][:, w, h] = j @ (s.judge < 1.0).astype(float)
+            arrays["expert_total"][:, w, h] = j @ s.expert
+            arrays["expert_short"][:, w, h] = j @ (s.expert < 1.0).astype(float)
             arrays["truth_judge"][:, w, h] = c @ s.judge
             arrays["truth_expert"][:, w, h] = c @ s.expert
             arrays["truth_below"][:, w, h] = c @ below
@@ -396,14 +403,15 @@ def _mid_p(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     return low, high
 
 
-def _shortfall(stratum: Stratum) -> float:
-    """The mean shortfall 1 − score of a stratum's answers scoring below 1.0."""
-    short = stratum.judge < 1.0
-    return float((stratum.p * (1 - stratum.judge))[short].sum() / stratum.p[short].sum())
+def _shortfall(stratum: Stratum, scale: str = "judge") -> float:
+    """The mean shortfall 1 − score of a stratum's answers scoring below 1.0 on ``scale``."""
+    score = getattr(stratum, scale)
+    short = score < 1.0
+    return float((stratum.p * (1 - score))[short].sum() / stratum.p[short].sum())
 
 
-def _reference(weeks: Weeks, r: int, span: range,
-               shortfall: float) -> tuple[float, float, float] | None:
+def _reference(weeks: Weeks, r: int, span: range, shortfall: float,
+               scale: str = "judge") -> tuple[float, float, float] | None:
     """The count reference over the weeks ``span``: (value, low, high), or None.
 
     The drawn (unflagged) part is 1 − q·m with q the share of its judged answers below 1.0,
@@ -413,16 +421,21 @@ def _reference(weeks: Weeks, r: int, span: range,
     and leaves out a variance (theirs), so it is narrower than any honest interval: where even
     it covers more than 96 %, the excess is the count's discreteness, not the product's
     estimator.
+
+    On the experts' ``scale`` it knows the expert score of every judged answer, as if each had
+    been reviewed: the product has about 20 reviews a week and the judge's scores for the rest.
     """
+    totals, shorts = ((weeks.total, weeks.short) if scale == "judge"
+                      else (weeks.expert_total, weeks.expert_short))
     size = weeks.size[r, span].sum(axis=0)
     n = weeks.n[r, span].sum(axis=0)
     if ((size > 0) & (n == 0)).any() or n[1] == 0:
         return None
     population = size.sum()
-    fixed = weeks.total[r, span, 0].sum() / n[0] * size[0] / population if n[0] else 0.0
+    fixed = totals[r, span, 0].sum() / n[0] * size[0] / population if n[0] else 0.0
     share = size[1] / population
-    k = int(weeks.short[r, span, 1].sum())
-    value = fixed + share * weeks.total[r, span, 1].sum() / n[1]
+    k = int(shorts[r, span, 1].sum())
+    value = fixed + share * totals[r, span, 1].sum() / n[1]
     low_q, high_q = _mid_p(k, int(n[1]))
     return value, fixed + share * (1 - high_q * shortfall), fixed + share * (1 - low_q * shortfall)
 
@@ -472,8 +485,9 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
                         bias=bias)
         weeks = simulate(rng, [case] * POOLED, volume, reps)
         weekly, pooled, below, expert, judged = (new_interval() for _ in range(5))
-        weekly_count, pooled_count = new_interval(), new_interval()
+        weekly_count, pooled_count, expert_count = new_interval(), new_interval(), new_interval()
         shortfall = _shortfall(case.strata[1])
+        expert_shortfall = _shortfall(case.strata[1], "expert")
         for r in range(reps):
             strata = [_sums(weeks, r, w) for w in range(POOLED)]
             for w in range(POOLED):
@@ -492,6 +506,9 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
             ref = _reference(weeks, r, range(POOLED), shortfall)
             if ref is not None:
                 pooled_count.add(*ref, weeks.truth_judge[r].sum() / population)
+            ref = _reference(weeks, r, range(POOLED), expert_shortfall, "expert")
+            if ref is not None:
+                expert_count.add(*ref, weeks.truth_expert[r].sum() / population)
             p = pooled_mean(strata)
             pooled.add(p.value, p.low, p.high, weeks.truth_judge[r].sum() / population)
             # The week's own answers are reviewed the week after: the pool's reviews are of
@@ -501,8 +518,10 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
         name = f"{volume:>6}/wk {phi:4.0%} fl {judge[:6]:>7} {bias:.2f}"
         print(f"| {name:<28} | {weekly.row()} | {pooled.row()} | {below.row()} "
               f"| {expert.row()} | {judged.row()} |")
-        references.append(f"| {name:<28} | {weekly_count.row()} | {pooled_count.row()} |")
-        floor = {"weekly": weekly_count.coverage(), "pooled": pooled_count.coverage()}
+        references.append(f"| {name:<28} | {weekly_count.row()} | {pooled_count.row()} "
+                          f"| {expert_count.row()} |")
+        floor = {"weekly": weekly_count.coverage(), "pooled": pooled_count.coverage(),
+                 "expert": expert_count.coverage()}
         for key, interval in (("weekly", weekly), ("pooled", pooled), ("below", below),
                               ("expert", expert)):
             cells.append(CoverageCell(key, name.strip(), volume == SETTINGS[0][0],
@@ -513,8 +532,11 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
           "judged answers\nbelow 1.0, m (their mean shortfall) taken as known. It knows more "
           "than the product and leaves\na variance out; where even it covers more than 96 %, "
           "the excess comes from the count\n(a handful of answers below 1.0), not from the "
-          "product's estimator.\n")
-    print(f"| {'setting':<28} | weekly mean {head} | pooled {POOLED} wk {head} |")
+          "product's estimator. On the experts' scale it\nknows the expert score of every "
+          "judged answer, as if each had been reviewed (the product has\n20 reviews a week "
+          "and the judge's scores).\n")
+    print(f"| {'setting':<28} | weekly mean {head} | pooled {POOLED} wk {head} "
+          f"| expert scale, pooled {head} |")
     for line in references:
         print(line)
     return cells

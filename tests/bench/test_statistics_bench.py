@@ -1,10 +1,13 @@
-"""bench/statistics.py's count reference: the mid-p interval against hand-computed bounds, and
-which over-96 % cells the target check counts as the count's discreteness."""
+"""bench/statistics.py's count reference: the mid-p interval against hand-computed bounds, the
+reference on either scale by hand, and which over-96 % cells the target check counts as the
+count's discreteness."""
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy.stats import binom
 
@@ -61,3 +64,39 @@ def test_only_cells_whose_reference_is_over_96_are_excused(bench) -> None:
         "expert coverage 93.9 % at 2000/wk",
     ]
     assert discrete == ["weekly 96.3 % at 500/wk lenient (reference 97.7 %)"]
+
+
+def _one_week(bench, **values):
+    fields = [f.name for f in dataclasses.fields(bench.Weeks)]
+    arrays = {name: np.zeros((1, 1, 2)) for name in fields if name != "disagreements"}
+    for name, pair in values.items():
+        arrays[name][0, 0] = pair
+    return bench.Weeks(**arrays, disagreements=np.zeros((1, 1)))
+
+
+@pytest.mark.parametrize(("scale", "fixed", "drawn", "k"), [
+    ("judge", 0.08, 11.0 / 12, 2),  # the judge's scores and their count below 1.0
+    ("expert", 0.07, 10.4 / 12, 3),  # the experts' scores of the same judged answers
+])
+def test_count_reference_by_hand(bench, scale, fixed, drawn, k) -> None:
+    # 10 flagged answers (all judged) and 90 unflagged (12 judged), a shortfall of 0.4.
+    weeks = _one_week(bench, size=(10, 90), n=(10, 12), total=(8.0, 11.0), short=(3, 2),
+                      expert_total=(7.0, 10.4), expert_short=(4, 3))
+    value, low, high = bench._reference(weeks, 0, range(1), 0.4, scale)
+    q_low, q_high = bench._mid_p(k, 12)
+    assert value == pytest.approx(fixed + 0.9 * drawn)
+    assert low == pytest.approx(fixed + 0.9 * (1 - q_high * 0.4))
+    assert high == pytest.approx(fixed + 0.9 * (1 - q_low * 0.4))
+
+
+def test_count_reference_needs_a_judged_drawn_answer(bench) -> None:
+    weeks = _one_week(bench, size=(10, 90), n=(10, 0), total=(8.0, 0.0))
+    assert bench._reference(weeks, 0, range(1), 0.4, "expert") is None
+
+
+def test_shortfall_on_each_scale(bench) -> None:
+    # Three kinds of answer: (expert, judge) = (1, 1), (0.5, 1), (0.8, 0.6) at 50/30/20 %.
+    stratum = bench.Stratum(np.array([1.0, 0.5, 0.8]), np.array([1.0, 1.0, 0.6]),
+                            np.array([0.5, 0.3, 0.2]))
+    assert bench._shortfall(stratum) == pytest.approx(0.4)
+    assert bench._shortfall(stratum, "expert") == pytest.approx((0.3 * 0.5 + 0.2 * 0.2) / 0.5)
