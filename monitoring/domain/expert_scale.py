@@ -81,6 +81,9 @@ MIN_REVIEWS = 20
 POOLED_WEEKS = 4
 # How far the covariance of the judge part and the correction may cancel their variances.
 MAX_CORRELATION = 0.9
+# The judge part's pseudo-answer per week × stratum cell where the correction widens the
+# interval anyway: half of statistics.SCORE_PRIOR (see `_variance`).
+JUDGE_PRIOR = 0.1
 # p̃ kept this far inside (0, 1): a correction can push the shrunk judge value past an edge.
 _EDGE = 0.001
 
@@ -250,10 +253,12 @@ def expert_scale(
     sizes = (sum(w[0].size for w in weeks), sum(w[1].size for w in weeks))
     fix = rectifier(sizes, reviews, confidence=confidence)
     fit = fit_pooled(weeks)
-    if fix.value is None or fix.variance is None or fit is None or judge.value is None:
+    bare = fit_pooled(weeks, prior=JUDGE_PRIOR)
+    if (fix.value is None or fix.variance is None or fit is None or bare is None
+            or judge.value is None):
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
     value = min(1.0, max(0.0, fit.value + fix.value))
-    variance = fit.variance + fix.variance + 2 * _covariance(weeks, _as_sums(reviews), fit, fix)
+    variance = _variance(weeks, _as_sums(reviews), fit, bare, fix)
     # Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
     # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
     # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
@@ -282,6 +287,30 @@ def pooling_weeks(
     if restart is not None:
         chosen = [w for w in chosen if w >= restart]
     return chosen
+
+
+def _variance(
+    weeks: Sequence[Sequence[StratumSums]], reviews: tuple[ReviewSums, ReviewSums], fit: Fit,
+    bare: Fit, fix: Rectifier,
+) -> float:
+    """V(θ̂) = V(Ĵ) + V(Δ̂) + 2·Cov(Ĵ, Δ̂), where the judge part's pseudo-answer and the
+    correction's spread do not stack.
+
+    The pseudo-answer (SCORE_PRIOR per week × stratum cell) stands in for spread not yet seen
+    among the judged answers; a correction whose variance V(Δ̂) + 2·Cov is positive widens the
+    interval by as much or more already. So the sum is taken with the pseudo-answer at
+    JUDGE_PRIOR (``bare``), kept between V(Ĵ) with the full pseudo-answer and the sum with
+    it. Where the correction takes variance away (a covariance that cancels, as with a judge
+    whose errors are its own noise), the sum with the full pseudo-answer is below V(Ĵ) and
+    stays as it was; it is never wider than it was.
+
+    Stacked, V(θ̂) averaged 1.27-1.58 times θ̂'s actual variance at 150-500 answers a week with
+    a lenient judge, and the expert scale covered 96.2-97.5 % there (bench/statistics.py).
+    """
+    correction = fix.variance or 0.0  # None only without reviews, which has no θ̂
+    full = fit.variance + correction + 2 * _covariance(weeks, reviews, fit, fix)
+    lighter = bare.variance + correction + 2 * _covariance(weeks, reviews, bare, fix)
+    return min(full, max(lighter, fit.variance))
 
 
 def _covariance(

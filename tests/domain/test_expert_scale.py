@@ -11,6 +11,7 @@ import math
 import pytest
 
 from monitoring.domain.expert_scale import (
+    JUDGE_PRIOR,
     MIN_REVIEWS,
     RECTIFIER_SPREAD,
     Review,
@@ -44,6 +45,7 @@ def reviews(flagged: list[tuple[float, float]], unflagged: list[tuple[float, flo
 def test_constants():
     assert RECTIFIER_SPREAD == 0.35
     assert MIN_REVIEWS == 20
+    assert JUDGE_PRIOR == 0.1
 
 
 def test_rectifier_by_hand():
@@ -140,29 +142,34 @@ def test_expert_scale_by_hand():
     # Σ(j − j̄)(d − d̄) = 16·(0.027778)(−0.027778) + 2·(−0.222222)(0.222222) = −0.111111,
     # S_jd = −0.111111/17 = −0.0065359; Cov = 0.9801·(1 − 30/990)/30·S_jd = −0.000207059
     # (within the bound √(V_J·V_Δ) = 0.000693; the flagged census adds none).
-    # θ = 0.976; p̃ + Δ = 0.973050; V = 0.000802733 + 0.000597715 − 2·0.000207059 = 0.00098633;
-    # n_eff = 0.973050·0.026950/V = 26.5871. Wilson(0.976, 26.5871): z²/n = 0.144486;
-    # centre 0.915907, half 0.081045 → (0.8349, 0.9970).
+    # θ = 0.976; p̃ + Δ = 0.973050. With the full pseudo-answer V would be 0.000802733 +
+    # 0.000597715 − 2·0.000207059 = 0.00098633. The correction adds V_Δ + 2·Cov = 0.000183597
+    # > 0, so the judge part's pseudo-answer is taken at JUDGE_PRIOR = 0.1: p̃_u = 28.55/30.1,
+    # R = 0.946020; z̄ = 0.0039800, centre 0.0024850; s̃² = (0.675 + 30·(0.001495)² +
+    # 0.05·(0.051495² + 0.948505²))/30.1 = 0.0239230, V_J' = 0.9801·(1 − 30/990)·s̃²/30 =
+    # 0.000757986. V = 0.000757986 + 0.000183597 = 0.000941583, between V_J = 0.000802733 and
+    # 0.00098633. n_eff = 0.973050·0.026950/V = 27.851. Wilson(0.976, 27.851): z²/n =
+    # 0.137929; centre 0.918307, half 0.078532 → (0.8398, 0.9968).
     got = expert_scale(
         [WEEK], reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2)
     )
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.8349, abs=1e-4), approx(0.9970, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.8398, abs=1e-4), approx(0.9968, abs=1e-4))
     assert got.correction == approx(0.0285)
     assert (got.n_reviews, got.weeks_pooled, got.too_few) == (20, 1, False)
     assert got.judge == stratified_mean(WEEK)
 
 
 def test_without_the_judges_scores_of_the_reviews_the_covariance_is_left_out():
-    # The same reviews as sums without Σj and Σ(j − j̄)(d − d̄): the wider interval of before,
-    # V = V_J + V_Δ (n_eff 18.7252 → (0.7922, 0.9977)).
+    # The same reviews as sums without Σj and Σ(j − j̄)(d − d̄): a wider interval, V = V_J' +
+    # V_Δ = 0.000757986 + 0.000597715 = 0.00135570 (n_eff 19.3434 → (0.7966, 0.9976)).
     flagged, unflagged = review_sums(
         reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2))
     assert unflagged.cross == approx(-0.111111, abs=1e-6)
     bare = tuple(ReviewSums(s.n, s.total, s.sq_dev) for s in (flagged, unflagged))
     got = expert_scale([WEEK], bare)
     assert got.value == approx(0.976)
-    assert (got.low, got.high) == (approx(0.7922, abs=1e-4), approx(0.9977, abs=1e-4))
+    assert (got.low, got.high) == (approx(0.7966, abs=1e-4), approx(0.9976, abs=1e-4))
 
 
 def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
@@ -183,6 +190,38 @@ def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
     # Without the cross sum the same reviews give the plain sum of the variances: wider.
     plain = expert_scale([week], (sums[0], ReviewSums(20, 2.0, 1.8)))
     assert plain.low < got.low
+
+
+@pytest.mark.parametrize(("judged", "reviewed", "branch"), [
+    # The judge's errors are its own noise (expert 1.0 throughout): the correction takes
+    # variance away (V_Δ + 2·Cov < 0), and the sum keeps the full pseudo-answer, as before.
+    ([1.0] * 14 + [0.6] * 6, [(1.0, 1.0)] * 14 + [(1.0, 0.6)] * 6, "full"),
+    # Twenty equal small differences: the correction adds less than half the pseudo-answer
+    # did, and V(Ĵ) with the full pseudo-answer is the floor.
+    ([0.98] * 20, [(1.0, 0.98)] * 20, "judge"),
+    # A lenient judge (all 1.0, the experts see four answers at 0.5): the correction's spread
+    # is the larger, and the judge part's pseudo-answer counts at JUDGE_PRIOR.
+    ([1.0] * 20, [(1.0, 1.0)] * 16 + [(0.5, 1.0)] * 4, "lighter"),
+])
+def test_the_pseudo_answer_and_the_corrections_spread_do_not_stack(judged, reviewed, branch):
+    week = [Stratum(0, [], drawn=False), Stratum(1000, judged)]
+    given = reviews([], reviewed)
+    fit, lighter = fit_pooled([week]), fit_pooled([week], prior=JUDGE_PRIOR)
+    fix = rectifier((0, 1000), given)
+    assert fit is not None and lighter is not None
+    assert fix.value is not None and fix.variance is not None
+    # Every judged answer reviewed: Cov(Ĵ, Δ̂) = (1 − 20/1000)/20 · Σ(j − j̄)(d − d̄)/19.
+    cov = (1 - 20 / 1000) / 20 * review_sums(given)[1].cross / 19
+    variance = {
+        "full": fit.variance + fix.variance + 2 * cov,
+        "judge": fit.variance,
+        "lighter": lighter.variance + fix.variance + 2 * cov,
+    }[branch]
+    got = expert_scale([week], given)
+    assert got.value is not None
+    shrunk = fit.ratio + fix.value
+    low, high = wilson_interval(got.value, shrunk * (1 - shrunk) / variance, z_value(0.95))
+    assert (got.low, got.high) == (approx(low), approx(high))
 
 
 def test_a_week_judged_and_reviewed_in_full_is_known():

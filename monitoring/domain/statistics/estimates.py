@@ -295,13 +295,17 @@ def pooled_mean(
 
 def fit_pooled(
     weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+    *,
+    prior: float = SCORE_PRIOR,
 ) -> Fit | None:
-    """The working parts behind `pooled_mean` (None when it is unknown)."""
-    return _fit(_pooled_cells(weeks)[0], ratio=False)
+    """The working parts behind `pooled_mean` (None when it is unknown), with ``prior`` the
+    pseudo-answer's weight per week × stratum cell (the expert scale asks for less)."""
+    return _fit(_pooled_cells(weeks, prior)[0], ratio=False)
 
 
 def _pooled_cells(
     weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
+    prior: float = SCORE_PRIOR,
 ) -> tuple[list[_Cell], tuple[int, ...], bool]:
     """The week × stratum cells (collapsed where a stratum has an unjudged week), the judged
     answers per stratum, and whether a drawn stratum has fewer than MIN_JUDGED of them."""
@@ -313,7 +317,7 @@ def _pooled_cells(
     n_by: list[int] = []
     short = False
     for h, column in enumerate(columns):
-        stratum = [replace(_mean_cell(s, SCORE_PRIOR), stratum=h) for s in column]
+        stratum = [replace(_mean_cell(s, prior), stratum=h) for s in column]
         if any(c.size > 0 and c.n == 0 for c in stratum):
             stratum = [_merge(stratum)]
         n = sum(c.n for c in stratum)
