@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.template.defaultfilters import floatformat
 
-from monitoring.domain.statistics import shown_digits
+from monitoring.domain.statistics import Estimate, shown_digits, tops_at_estimate
 
 register = template.Library()
 
@@ -27,3 +27,9 @@ def estimate_value(context: template.Context, value: float | None) -> str:
     except (TypeError, ValueError):
         line = None
     return floatformat(value, shown_digits(value, line))
+
+
+@register.filter
+def tops_at(estimate: Estimate | None) -> bool:
+    """Whether ``estimate``'s interval ends at its value above (`tops_at_estimate`)."""
+    return isinstance(estimate, Estimate) and tops_at_estimate(estimate)

@@ -405,10 +405,14 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
             '<span class="{}">{}{} <span class="interval">({}–{})</span></span>',
             css, value, unit, low, high,
         )
+    # An interval that ends at its estimate above says why (as _dash_estimate.html does).
+    note = format_html(' title="{}"', _(
+        "Jede zufällig gezogene Antwort erhielt 1,0: die obere Grenze ist der Schätzwert selbst."
+    )) if statistics.tops_at_estimate(e) else ""
     return format_html(
         '<span class="{}"><strong class="estimate-value">{}</strong> '
-        '<span class="interval">({}–{})</span> <span class="n">n = {}</span></span>',
-        css, value, low, high, e.n,
+        '<span class="interval"{}>({}–{})</span> <span class="n">n = {}</span></span>',
+        css, value, note, low, high, e.n,
     )
 
 

@@ -51,6 +51,8 @@ def test_only_cells_whose_reference_is_over_96_are_excused(bench) -> None:
     cell = bench.CoverageCell
     cells = [
         cell("weekly", "500/wk lenient", False, 0.963, 0.977),  # the count: excused
+        cell("pooled", "300/wk", False, 0.964, 0.961),  # within 0.5 points of it: excused
+        cell("expert", "150/wk", True, 0.973, 0.963),  # a point over it: missed
         cell("weekly", "500/wk strict", False, 0.963, 0.955),  # the estimator: missed
         cell("pooled", "50000/wk", False, 0.962, None),  # no reference: missed
         cell("expert", "150/wk", True, 0.931, None),  # smallest setting: 93 % is enough
@@ -61,9 +63,10 @@ def test_only_cells_whose_reference_is_over_96_are_excused(bench) -> None:
     assert missed == [
         "weekly coverage 96.3 % at 500/wk strict",
         "pooled coverage 96.2 % at 50000/wk",
-        "expert coverage 93.9 % at 2000/wk",
+        "expert coverage 93.9 % at 2000/wk, 97.3 % at 150/wk",
     ]
-    assert discrete == ["weekly 96.3 % at 500/wk lenient (reference 97.7 %)"]
+    assert discrete == ["weekly 96.3 % at 500/wk lenient (reference 97.7 %)",
+                        "pooled 96.4 % at 300/wk (reference 96.1 %)"]
 
 
 def _one_week(bench, **values):

@@ -1,11 +1,25 @@
 """The dashboard's estimate: two decimals, three where two would print it on the action line
-it lies under or over (`shown_digits`, the `estimate_value` tag)."""
+it lies under or over (`shown_digits`, the `estimate_value` tag); an interval that ends at its
+estimate above says why (`tops_at_estimate`)."""
 
 import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from monitoring.domain.statistics import shown_digits
+from monitoring.domain.statistics import (
+    Estimate,
+    Stratum,
+    shown_digits,
+    stratified_mean,
+    tops_at_estimate,
+)
+from monitoring.views.dashboard import _estimate_cell, _Numbers
+
+# Ten flagged answers judged in full, 30 of 990 unflagged drawn at random.
+ALL_ONE = stratified_mean([Stratum(10, [0.5] * 10, drawn=False), Stratum(990, [1.0] * 30)])
+MIXED = stratified_mean([Stratum(10, [0.5] * 10, drawn=False),
+                         Stratum(990, [1.0] * 27 + [0.5] * 3)])
+CENSUS = stratified_mean([Stratum(10, [0.5] * 10, drawn=False), Stratum(20, [1.0] * 20)])
 
 
 @pytest.mark.parametrize(("value", "threshold", "digits"), [
@@ -31,3 +45,27 @@ def test_the_tag_reads_the_line_from_the_context_and_is_localised() -> None:
         assert template.render(Context({"v": None, "threshold": 0.85})) == ""
     with translation.override("en"):
         assert template.render(Context({"v": 0.846, "threshold": 0.85})) == "0.846"
+
+
+def test_an_interval_tops_at_its_estimate_only_where_every_drawn_answer_scored_one() -> None:
+    # 0.01·0.5 + 0.99·1.0 = 0.995: the drawn part cannot be higher than 1.0.
+    assert ALL_ONE.value == pytest.approx(0.995) and ALL_ONE.high == pytest.approx(0.995)
+    assert tops_at_estimate(ALL_ONE)
+    assert not tops_at_estimate(MIXED)  # three answers at 0.5: room above
+    assert CENSUS.low == CENSUS.high == CENSUS.value  # judged in full: known, nothing to say
+    assert not tops_at_estimate(CENSUS)
+    assert not tops_at_estimate(Estimate(None, None, None, 0, 10, (0, 0), True))
+
+
+@pytest.mark.parametrize(("language", "words"), [
+    ("de", "Jede zufällig gezogene Antwort erhielt 1,0"),
+    ("en", "Every randomly drawn answer scored 1.0"),
+])
+def test_the_pages_say_why_an_interval_tops_at_its_estimate(language, words) -> None:
+    partial = Template('{% include "monitoring/_dash_estimate.html" %}')
+    with translation.override(language):
+        card = partial.render(Context({"e": ALL_ONE}))
+        cell = str(_estimate_cell(ALL_ONE, _Numbers()))
+        assert words in card and words in cell
+        assert words not in partial.render(Context({"e": MIXED}))
+        assert words not in str(_estimate_cell(MIXED, _Numbers()))

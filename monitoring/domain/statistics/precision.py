@@ -71,6 +71,19 @@ def shown_digits(value: float, threshold: float | None, digits: int = 2) -> int:
     return digits + 1 if same else digits
 
 
+def tops_at_estimate(estimate: Estimate) -> bool:
+    """Whether the interval ends at the estimate itself above, while reaching below it.
+
+    That is a week whose randomly drawn answers all scored 1.0: the drawn part cannot be
+    higher than its mean, so the upper end is the value (the bounds may differ from it in the
+    last bits). A page says why, or "0.96 (0.67–0.96)" reads as a mistake.
+    """
+    value, low, high = estimate.value, estimate.low, estimate.high
+    if value is None or low is None or high is None:
+        return False
+    return high - value <= 1e-9 < value - low
+
+
 def trend(current: Estimate, previous: Estimate) -> str:
     """"up", "down" or "flat" from the previous week to this one; "none" when either is "too
     few" (or unknown).
