@@ -41,8 +41,15 @@ estimated from the reviews' judge scores and differences (`_covariance`). It is 
 the judge's errors are its own noise, and matters where a few hundred answers a week are
 judged and nearly all of the random ones reviewed: left out, the interval covered up to 98.7 %
 (with it, and the pooled judge part's shared spreads, at most 97.3 % at 150-500 answers a week;
-the bound on it binds in under 0.5 % of simulated weeks). Coverage, and what is still over and
-why, is in `bench/statistics.py` and bench/README.md.
+the bound on it binds in under 0.5 % of simulated weeks).
+
+V(Ĵ) is the pooled weeks' with a week's pseudo-answer (SCORE_PRIOR per cell, the shared spread
+over Σ(n_c + k)), not the pooled interval's lighter one over the degrees of freedom: the
+Wilson shape here is on the whole value, flagged part and all, not on the drawn part alone, so
+a pool whose random answers all scored 1.0 rests on V(Ĵ) to reach the truth (with the pooled
+interval's recipe: 91.4 % at 150 answers a week, strict judge). Where the correction widens
+the interval anyway, the pseudo-answer does not stack on it (`_variance`). Coverage, and what
+is still over and why, is in `bench/statistics.py` and bench/README.md.
 
 Plain values in, plain values out: the selectors feed it strata and reviewed pairs.
 """
@@ -57,6 +64,7 @@ from typing import cast
 from scipy import stats
 
 from monitoring.domain.statistics import (
+    SCORE_PRIOR,
     Estimate,
     Fit,
     Stratum,
@@ -252,8 +260,9 @@ def expert_scale(
     judge = pooled_mean(weeks, confidence=confidence)
     sizes = (sum(w[0].size for w in weeks), sum(w[1].size for w in weeks))
     fix = rectifier(sizes, reviews, confidence=confidence)
-    fit = fit_pooled(weeks)
-    bare = fit_pooled(weeks, prior=JUDGE_PRIOR)
+    # The judge part's spread as a week takes it (see the module's docstring).
+    fit = fit_pooled(weeks, prior=SCORE_PRIOR, pooled=False)
+    bare = fit_pooled(weeks, prior=JUDGE_PRIOR, pooled=False)
     if (fix.value is None or fix.variance is None or fit is None or bare is None
             or judge.value is None):
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)

@@ -23,6 +23,7 @@ from monitoring.domain.expert_scale import (
     review_sums,
 )
 from monitoring.domain.statistics import (
+    SCORE_PRIOR,
     Stratum,
     fit_pooled,
     pooled_mean,
@@ -206,7 +207,8 @@ def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
 def test_the_pseudo_answer_and_the_corrections_spread_do_not_stack(judged, reviewed, branch):
     week = [Stratum(0, [], drawn=False), Stratum(1000, judged)]
     given = reviews([], reviewed)
-    fit, lighter = fit_pooled([week]), fit_pooled([week], prior=JUDGE_PRIOR)
+    fit = fit_pooled([week], prior=SCORE_PRIOR, pooled=False)
+    lighter = fit_pooled([week], prior=JUDGE_PRIOR, pooled=False)
     fix = rectifier((0, 1000), given)
     assert fit is not None and lighter is not None
     assert fix.value is not None and fix.variance is not None

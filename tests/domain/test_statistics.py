@@ -12,6 +12,9 @@ import pytest
 from monitoring.domain.statistics import (
     DECISIVE_HALF_WIDTH,
     MIN_JUDGED,
+    POOLED_PRIOR,
+    SCORE_PRIOR,
+    SHARE_PRIOR,
     UNDECIDED_WIDTH,
     ClaimStratum,
     Estimate,
@@ -638,20 +641,20 @@ POOL_WEEK_2 = [Stratum(5, [1.0] * 5, drawn=False), Stratum(95, [1.0] * 5)]
 def test_pooled_two_weeks_by_hand():
     # N = 200; cells W = 0.025 (flagged, judged in full: 0.6 and 1.0) and 0.475 (unflagged,
     # 5 of 95 judged each: 0.9 and 1.0). Value = 0.015 + 0.4275 + 0.025 + 0.475 = 0.9425.
-    # Each week × stratum cell has its own pseudo-answer of weight 0.2, as a week alone would:
-    #   week 1: p̃ = (4.5 + 0.1)/5.2 = 0.884615; spread = [0.2 + 5·0.015385² + 0.1·(0.115385² +
-    #           0.884615²)]/5.2 = 0.0539941
-    #   week 2: p̃ = 5.1/5.2 = 0.980769; spread = [5·0.019231² + 0.1·(0.019231² +
-    #           0.980769²)]/5.2 = 0.0188609
-    # The unflagged cells share one spread, pooled by n + 0.2 = 5.2 each: 0.0364275; term per
-    # week 0.475²·(1 − 5/95)·0.0364275/5 = 0.00155728 (equal weights and sizes: the same V as
-    # each cell with its own spread, 0.00230825 + 0.000806305).
-    # V = 0.00311455. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.932692;
-    # n_eff = 0.932692·0.067308·0.95²/V = 18.1909. Wilson(0.95, 18.1909): z²/n = 0.211175;
-    # centre 0.871540, half 0.120157 → (0.751383, 0.991698) → 0.04 + 0.95·… = (0.7538, 0.9821).
+    # Each week × stratum cell has a pseudo-answer of weight POOLED_PRIOR = 0.03; the sums of
+    # squares about each week's shrunk mean:
+    #   week 1: p̃ = (4.5 + 0.015)/5.03 = 0.8976143; 0.2 + 5·0.0023857² + 0.015·(0.1023857² +
+    #           0.8976143²) = 0.2122714
+    #   week 2: p̃ = 5.015/5.03 = 0.9970179; 5·0.0029821² + 0.015·(0.0029821² + 0.9970179²)
+    #           = 0.0149553
+    # The unflagged cells share one spread over their degrees of freedom, 2·(5 − 1 + 0.03):
+    # 0.2272267/8.06 = 0.0281919; term per week 0.475²·(1 − 5/95)·0.0281919/5 = 0.00120520.
+    # V = 0.00241041. Fixed part 0.04, W_S = 0.95, p_S = 0.95, p̃_S = 0.9473161;
+    # n_eff = 0.9473161·0.0526839·0.95²/V = 18.6866. Wilson(0.95, 18.6866): z²/n = 0.205573;
+    # centre 0.873266, half 0.118270 → 0.04 + 0.95·(0.754996, 0.991536) = (0.7572, 0.9820).
     e = pooled_mean([POOL_WEEK_1, POOL_WEEK_2])
     assert e.value == approx(0.9425, abs=1e-12)
-    assert (e.low, e.high) == (approx(0.7538, abs=1e-4), approx(0.9821, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.7572, abs=1e-4), approx(0.9820, abs=1e-4))
     # Each week alone is too few (5 random answers); pooled, the stratum has its ten.
     assert (e.n, e.population, e.n_by_stratum, e.too_few) == (20, 200, (10, 10), False)
     assert stratified_mean(POOL_WEEK_2).too_few
@@ -659,26 +662,27 @@ def test_pooled_two_weeks_by_hand():
 
 def test_pooled_weeks_share_their_stratum_spread_by_hand():
     # A week whose 8 random answers are all 1.0 and a week of 4 with a spread, 100 answers
-    # each: W = 0.5 per cell, value = 0.5·1.0 + 0.5·0.625 = 0.8125. Pseudo-answers (0.2 each):
-    #   week 1: p̃ = 8.1/8.2 = 0.987805, its own spread p̃(1 − p̃) = 0.0120464
-    #   week 2: p̃ = 2.6/4.2 = 0.619048; spread = [2.1·0.380952² + 1·0.119048² +
-    #           1.1·0.619048²]/4.2 = 0.740476/4.2 = 0.176304
-    # One spread for the stratum, pooled by n + 0.2: (8.2·0.0120464 + 4.2·0.176304)/12.4
-    # = 0.0676820. V = 0.25·0.92·0.067682/8 + 0.25·0.96·0.067682/4 = 0.00194586 + 0.00406092
-    # = 0.00600678. p̃_S = (0.987805 + 0.619048)/2 = 0.803426; n_eff = 0.803426·0.196574/V
-    # = 26.2925. Wilson(0.8125, 26.2925): z²/n = 0.146105, centre 0.772663, half 0.144940
-    # → (0.6277, 0.9176).
-    # Each cell with its own spread (before), week 1's all-1.0 answers claimed almost none
-    # (0.012) and week 2's four answers carried V = 0.000346334 + 0.0105782 = 0.0109246:
-    # n_eff 14.4567, (0.5564, 0.9374).
+    # each: W = 0.5 per cell, value = 0.5·1.0 + 0.5·0.625 = 0.8125. Pseudo-answers (0.03
+    # each) and the sums of squares about each week's shrunk mean:
+    #   week 1: p̃ = 8.015/8.03 = 0.9981320; 8·0.0018680² + 0.015·(0.0018680² + 0.9981320²)
+    #           = 0.0149720
+    #   week 2: p̃ = 2.515/4.03 = 0.6240695; 0.6875 + 4·0.0009305² + 0.015·(0.3759305² +
+    #           0.6240695²) = 0.6954653
+    # One spread for the stratum over its degrees of freedom (8 − 1 + 0.03) + (4 − 1 + 0.03):
+    # 0.7104373/10.06 = 0.0706200. V = 0.25·0.92·0.07062/8 + 0.25·0.96·0.07062/4 = 0.00626753.
+    # p̃_S = (0.9981320 + 0.6240695)/2 = 0.8111007; n_eff = 0.8111007·0.1888993/V = 24.4461.
+    # Wilson(0.8125, 24.4461): z²/n = 0.157140, centre 0.770062, half 0.149964
+    # → (0.6201, 0.9200).
+    # Each cell with its own spread (before the spreads were pooled), week 1's answers claimed
+    # almost none and week 2's four answers carried nearly all of V: (0.5564, 0.9374).
     weeks = [[Stratum(100, [1.0] * 8)], [Stratum(100, [1.0, 1.0, 0.5, 0.0])]]
     e = pooled_mean(weeks)
     assert e.value == approx(0.8125, abs=1e-12)
-    assert (e.low, e.high) == (approx(0.6277, abs=1e-4), approx(0.9176, abs=1e-4))
+    assert (e.low, e.high) == (approx(0.6201, abs=1e-4), approx(0.9200, abs=1e-4))
     fit = fit_pooled(weeks)
     assert fit is not None
-    assert fit.variance == approx(0.00600678, abs=1e-8)
-    assert [spread for _, spread, *_ in fit.spreads] == [approx(0.0676820, abs=1e-7)] * 2
+    assert fit.variance == approx(0.00626753, abs=1e-8)
+    assert [spread for _, spread, *_ in fit.spreads] == [approx(0.0706200, abs=1e-7)] * 2
     # A week alone keeps its own spread: week 2 by itself is its stratified_mean.
     assert pooled_mean(weeks[1:]) == stratified_mean(weeks[1])
 
@@ -699,6 +703,18 @@ def test_pooled_week_without_a_random_answer_collapses_its_stratum():
     # With no judged answer of a stratum in any week, there is nothing to borrow.
     none = pooled_mean([[POOL_WEEK_1[0], Stratum(95, [])], [POOL_WEEK_2[0], Stratum(95, [])]])
     assert none.value is None and none.low is None and none.too_few
+
+
+def test_a_stratum_left_with_one_cell_takes_a_weeks_pseudo_answer():
+    # Collapsed over the two weeks, the unflagged stratum is one cell of 190 answers, 5 judged:
+    # nothing to pool, so its spread is a week's (SCORE_PRIOR over n + k), and the pool is the
+    # stratified mean of the same answers taken as one week.
+    assert (SHARE_PRIOR, SCORE_PRIOR, POOLED_PRIOR) == (1.0, 0.2, 0.03)
+    pooled = pooled_mean([POOL_WEEK_1, [POOL_WEEK_2[0], Stratum(95, [])]])
+    week = stratified_mean([Stratum(10, [1.0, 0.5, 0.5, 1.0, 0.0] + [1.0] * 5, drawn=False),
+                            Stratum(190, [1.0] * 4 + [0.5])])
+    assert (pooled.value, pooled.low, pooled.high) == (
+        approx(week.value), approx(week.low), approx(week.high))
 
 
 def test_pooled_weeks_need_the_same_strata():

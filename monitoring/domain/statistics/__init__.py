@@ -15,6 +15,7 @@ from monitoring.domain.statistics.counts import (
 )
 from monitoring.domain.statistics.estimates import (
     MIN_JUDGED,
+    POOLED_PRIOR,
     SCORE_PRIOR,
     SHARE_PRIOR,
     Estimate,
@@ -73,6 +74,7 @@ __all__ = [
     "mean_from_sums",
     "pooled_mean",
     "sample_rate_for",
+    "POOLED_PRIOR",
     "SCORE_PRIOR",
     "SHARE_PRIOR",
     "share_below",

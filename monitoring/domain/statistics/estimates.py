@@ -40,16 +40,20 @@ things keep this one honest:
 A stratum judged in full (n_h = N_h) has no sampling error: the finite population correction
 removes its variance and its values enter p̃ unshrunk.
 
-Pooled weeks (`pooled_mean`) are stratified over week × stratum cells, each with its week's
-pseudo-answer, but the cells of one stratum share one spread: their own spreads (each about its
-week's mean) pooled by their weights n_c + k, as a one-way analysis of variance pools its
-groups' variances. That is what pooling assumes anyway: a stratum's answers vary alike from
-week to week, whatever their mean. With a spread of its own, a week whose three or four random
-answers were all 1.0 claimed p̃(1 − p̃) at its tiny n, Bernoulli's worst case, as if its unseen
-answers could only be 0 or 1; where a lenient judge scores most answers 1.0, V then averaged
-1.6-2.9 times the estimate's actual variance, and the pooled interval covered 96.8-97.2 % at
-150-500 answers a week (`bench/statistics.py`; now 96.0-96.6 %, the rest is the discreteness
-of a handful of answers below 1.0, which no interval with both tails at 2.5 % can avoid).
+Pooled weeks (`pooled_mean`) are stratified over week × stratum cells, each with a
+pseudo-answer of its own, but the cells of one stratum share one spread: their sums of squares
+(each about its week's shrunk mean) over their degrees of freedom Σ(n_c − 1 + k), as a one-way
+analysis of variance pools its groups' variances. That is what pooling assumes anyway: a
+stratum's answers vary alike from week to week, whatever their mean. With a spread of its own,
+a week whose three or four random answers were all 1.0 claimed p̃(1 − p̃) at its tiny n,
+Bernoulli's worst case, as if its unseen answers could only be 0 or 1; where a lenient judge
+scores most answers 1.0, V then averaged 1.6-2.9 times the estimate's actual variance. Pooled
+over n_c + k with a week's pseudo-answer (k = SCORE_PRIOR, which also made up for the degree
+of freedom each week's mean takes), V was still 1.5 times it there and the pooled interval
+covered 96.9-97.1 % at 500 answers a week. Over the degrees of freedom, a pseudo-answer of
+POOLED_PRIOR = 0.03 per cell is enough: 94.0-95.8 % at 150-500 answers a week
+(`bench/statistics.py`). A stratum left with one cell (a pool of one week, or collapsed) has
+nothing to pool and is taken as a week is.
 
 Everything here runs on each stratum's sufficient statistics (`StratumSums`: size, judged
 count, sum, sum of squared deviations), which a database can aggregate and a simulation can
@@ -81,6 +85,13 @@ _PRIOR = 0.5
 # answers a week (one whole pseudo-answer: 97-98 % at 150-500 a week; none: 80 % there).
 SHARE_PRIOR = 1.0
 SCORE_PRIOR = 0.2
+# Pooled weeks: a stratum's spread is pooled over its week cells by their degrees of freedom
+# (`_fit`), and the pseudo-answer per week × stratum cell is this much. With the spread over
+# n_c + k, as a week takes it, k = SCORE_PRIOR also made up for the n_c − 1 the spread should
+# be divided by (a pool of four weeks of seven answers: 24 degrees of freedom, not 28), and where
+# a lenient judge leaves most scores at 1.0 it was 1.5 times the spread: the pooled interval
+# covered 96.9-97.1 % at 500 answers a week. Measured in bench/statistics.py.
+POOLED_PRIOR = 0.03
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +293,8 @@ def pooled_mean(
     stratum share one spread, pooled over its weeks (see the module's docstring), so a week of
     a few answers all 1.0 does not stand for its stratum's spread alone.
     """
-    cells, n_by, short = _pooled_cells(weeks)
-    estimate = _estimate(cells, confidence)
+    cells, n_by, short = _pooled_cells(weeks, POOLED_PRIOR, pooled=True)
+    estimate = _estimate(cells, confidence, pooled=True)
     too_few = estimate.too_few if estimate.value is None else (
         estimate.n < MIN_JUDGED or short
     )
@@ -296,19 +307,31 @@ def pooled_mean(
 def fit_pooled(
     weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
     *,
-    prior: float = SCORE_PRIOR,
+    prior: float = POOLED_PRIOR,
+    pooled: bool = True,
 ) -> Fit | None:
-    """The working parts behind `pooled_mean` (None when it is unknown), with ``prior`` the
-    pseudo-answer's weight per week × stratum cell (the expert scale asks for less)."""
-    return _fit(_pooled_cells(weeks, prior)[0], ratio=False)
+    """The working parts behind `pooled_mean` (None when it is unknown).
+
+    ``prior`` is the pseudo-answer's weight per week × stratum cell; ``pooled`` False takes a
+    stratum's shared spread over n_c + k per cell, as one week takes its own, instead of over
+    its degrees of freedom (the expert scale's judge part: see `expert_scale`).
+    """
+    return _fit(_pooled_cells(weeks, prior, pooled=pooled)[0], ratio=False, pooled=pooled)
 
 
 def _pooled_cells(
     weeks: Sequence[Sequence[Stratum]] | Sequence[Sequence[StratumSums]],
-    prior: float = SCORE_PRIOR,
+    prior: float,
+    *,
+    pooled: bool,
 ) -> tuple[list[_Cell], tuple[int, ...], bool]:
     """The week × stratum cells (collapsed where a stratum has an unjudged week), the judged
-    answers per stratum, and whether a drawn stratum has fewer than MIN_JUDGED of them."""
+    answers per stratum, and whether a drawn stratum has fewer than MIN_JUDGED of them.
+
+    ``prior`` per cell; ``pooled``: a stratum left with one non-empty cell (one week, or
+    collapsed) has no spread to pool and takes SCORE_PRIOR, as a week does, so the pool of
+    one week is that week's estimate.
+    """
     layout = {len(week) for week in weeks}
     if len(layout) > 1:
         raise ValueError(f"every week needs the same strata, not {sorted(layout)} of them")
@@ -320,6 +343,8 @@ def _pooled_cells(
         stratum = [replace(_mean_cell(s, prior), stratum=h) for s in column]
         if any(c.size > 0 and c.n == 0 for c in stratum):
             stratum = [_merge(stratum)]
+        if pooled and sum(c.size > 0 for c in stratum) < 2:
+            stratum = [replace(c, prior=SCORE_PRIOR) for c in stratum]
         n = sum(c.n for c in stratum)
         cells += stratum
         size = sum(c.size for c in stratum)
@@ -420,12 +445,13 @@ def _unit(value: float) -> float:
     return float(value)
 
 
-def _estimate(cells: Sequence[_Cell], confidence: float, *, ratio: bool = False) -> Estimate:
+def _estimate(cells: Sequence[_Cell], confidence: float, *, ratio: bool = False,
+              pooled: bool = False) -> Estimate:
     z = z_value(confidence)
     population = int(sum(c.size for c in cells))
     n_by = tuple(c.n for c in cells)
     n = sum(n_by)
-    fit = _fit(cells, ratio=ratio)
+    fit = _fit(cells, ratio=ratio, pooled=pooled)
     if fit is None:
         return Estimate(None, None, None, n, population, n_by, True)
     # A stratum drawn at random speaks through its own judged answers only: twelve flagged
@@ -442,11 +468,12 @@ def _estimate(cells: Sequence[_Cell], confidence: float, *, ratio: bool = False)
     return Estimate(fit.value, low, high, n, population, n_by, too_few)
 
 
-def _fit(cells: Sequence[_Cell], *, ratio: bool) -> Fit | None:
+def _fit(cells: Sequence[_Cell], *, ratio: bool, pooled: bool = False) -> Fit | None:
     """The shared machinery: a stratified ratio Σ W_h ā_h / Σ W_h m̄_h and its variance.
 
     For a plain mean m = 1 per answer, so the ratio is the mean. None when the value is
     unknown (nothing judged, a non-empty stratum without a judged answer, no claim at all).
+    ``pooled``: the cells of one stratum share a spread over their degrees of freedom.
     """
     population = sum(c.size for c in cells)
     if population == 0 or any(c.size > 0 and c.n == 0 for c in cells):
@@ -470,17 +497,19 @@ def _fit(cells: Sequence[_Cell], *, ratio: bool) -> Fit | None:
     r = math.fsum(w * a for w, a in zip(weights, shrunk_a, strict=True)) / d
 
     own = [_spread(c, r, d) if s else 0.0 for c, s in pairs]
-    # The cells of one stratum over pooled weeks share one spread: their own ones (each about
-    # its week's mean, with its week's pseudo-answer) pooled by their weights n_c + k, as a
-    # one-way analysis of variance pools the groups' variances (see `pooled_mean`).
+    # The cells of one stratum over pooled weeks share one spread, as a one-way analysis of
+    # variance pools its groups' variances: the sums of squares about each week's mean (with
+    # its week's pseudo-answer), n_c + k times each cell's own spread, over the degrees of
+    # freedom Σ(n_c − 1 + k) (`pooled`; else over Σ(n_c + k), as a week divides its own).
     groups: dict[int, list[int]] = {}
     for i, (c, s) in enumerate(pairs):
         if s and c.stratum is not None:
             groups.setdefault(c.stratum, []).append(i)
     for members in groups.values():
         if len(members) > 1:
-            share = math.fsum((live[i].n + live[i].prior) * own[i] for i in members) / math.fsum(
-                live[i].n + live[i].prior for i in members)
+            squares = math.fsum((live[i].n + live[i].prior) * own[i] for i in members)
+            lost = 1 if pooled else 0  # the degree of freedom each week's own mean takes
+            share = squares / math.fsum(live[i].n - lost + live[i].prior for i in members)
             for i in members:
                 own[i] = share
     spreads = []
