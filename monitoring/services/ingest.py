@@ -276,7 +276,32 @@ def _existing(service: Service, external_id: str, digest: str, raw: Any) -> Inge
     return _compare(stored, digest, raw)
 
 
+# How often one answer's insert is tried when PostgreSQL ends it to resolve a conflict with
+# another transaction (deadlock, serialization failure): nothing of it was stored.
+INSERT_ATTEMPTS = 3
+
+
 def _insert_one(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
+    attempt = 1
+    while True:
+        try:
+            return _insert_once(answer, chunks, raw)
+        except DatabaseError as e:
+            if not _rolled_back(e) or attempt >= INSERT_ATTEMPTS or connection.in_atomic_block:
+                raise
+        attempt += 1
+        _afresh(answer, chunks)
+
+
+def _afresh(answer: Answer, chunks: list[Chunk]) -> None:
+    """Make a new answer of one whose insert failed: it may have been handed an id."""
+    answer.pk = None
+    answer._state.adding = True
+    for chunk in chunks:
+        chunk.answer = answer
+
+
+def _insert_once(answer: Answer, chunks: list[Chunk], raw: Any) -> IngestResult:
     try:
         with transaction.atomic():
             if connection.vendor == "postgresql":
@@ -386,16 +411,20 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         # Its key: the unique (service, external id), a violation here is a replay.
         f", k AS (INSERT INTO {q(AnswerKey._meta.db_table)}"
         f" ({q('service_id')}, {q('external_id')}, {q('answer_id')}, {q('answer_created_at')})"
-        f" SELECT %s, %s, a.{q('id')}, %s::timestamptz FROM a)"
+        f" SELECT %s, %s, a.{q('id')}, %s::timestamptz FROM a RETURNING 1 AS ok)"
         f", r AS (INSERT INTO {q(JudgeRun._meta.db_table)}"
         f" ({q(run_link.column)}, {columns(run_fields)})"
         f" SELECT a.{q('id')}, {placeholders(run_fields)} FROM a WHERE %s"
         f" RETURNING {q('id')})"
         # The rollups: a SELECT in a WITH runs only where it is read, so the day's row reads
-        # the lock (and the answer: nothing is counted for an answer not inserted).
+        # the lock (and the answer: nothing is counted for an answer not inserted), and the
+        # key: its unique check may wait on another transaction's uncommitted key, and must
+        # do so before this one locks the day's row, which that transaction (a batch counting
+        # its answers after its keys) may be about to lock: a deadlock otherwise. (PostgreSQL
+        # runs the parts no one reads last first: the day's row came before the key.)
         f", lk AS (SELECT 1 AS ok FROM (SELECT pg_advisory_xact_lock_shared(%s, %s)) s)"
         f", d AS (INSERT INTO {day_table} ({day_columns}, {answers})"
-        f" SELECT %s, %s::date, %s, 1 FROM lk, a"
+        f" SELECT %s, %s::date, %s, 1 FROM lk, a, k"
         f" ON CONFLICT ({day_columns}) DO UPDATE SET"
         f" {answers} = {day_table}.{answers} + excluded.{answers} RETURNING 1 AS ok)"
         # ... then its week's bucket of each cause. The parts of one statement run in no set
@@ -534,11 +563,7 @@ def answer_ingest_batch(
         if not (_row_refused(e) or _rolled_back(e)):
             raise
         for i, answer, chunks in new:
-            # The failed attempt may have handed out ids: start each answer afresh.
-            answer.pk = None
-            answer._state.adding = True
-            for chunk in chunks:
-                chunk.answer = answer
+            _afresh(answer, chunks)
             results[i] = _insert_one(answer, chunks, raw_of[i])
 
     for i, answer, chunks in duplicates:

@@ -252,3 +252,79 @@ def test_rollups_stay_exact_while_batches_and_single_answers_race_a_rebuild(
     assert sum(sent) == 2 * rounds * 10 + 2 * rounds
     assert Answer.objects.count() == sum(sent)
     assert rollups.rollups_check() == []
+
+
+def test_a_single_answer_waiting_on_a_batchs_key_holds_no_rollup_row(
+    service_and_key, make_answer, monkeypatch
+):
+    # A batch has inserted its keys and is about to count its answers in the rollups (its day's
+    # row) when a single request sends one of its ids. The single insert must wait on the key
+    # before it locks the day's row: the other way round, each waits on the other and
+    # PostgreSQL ends one as a deadlock (a 503 for the single request, found by CI).
+    from monitoring.services import rollups
+
+    _, key = service_and_key
+    keys_in = threading.Event()
+    real = rollups.answers_added
+
+    def slow_answers_added(answers):
+        keys_in.set()
+        time.sleep(1.5)  # the single request starts meanwhile and waits on the key
+        return real(answers)
+
+    monkeypatch.setattr(rollups, "answers_added", slow_answers_added)
+    body = make_answer(external_id="shared")
+
+    def send(i: int) -> int:
+        if i == 0:
+            response = poster(key, BATCH_URL)({"answers": [body]})
+            assert response.status_code == 200, response.content[:300]
+            return response.json()["results"][0]["status"]
+        assert keys_in.wait(timeout=30)
+        time.sleep(0.2)
+        return poster(key, URL)(body).status_code
+
+    statuses = run_together(2, send)
+    assert statuses == [201, 200], statuses  # the batch stored it; the single one is a replay
+    assert Answer.objects.filter(external_id="shared").count() == 1
+
+
+class _Cause(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(sqlstate)
+        self.sqlstate = sqlstate
+
+
+def _failing(real, sqlstate: str, times: int, calls: list[int]):
+    from django.db import OperationalError
+
+    def insert_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= times:
+            error = OperationalError(f"SQLSTATE {sqlstate}")
+            error.__cause__ = _Cause(sqlstate)
+            raise error
+        return real(*args, **kwargs)
+
+    return insert_once
+
+
+@pytest.mark.parametrize(("sqlstate", "times", "status", "tries"), [
+    ("40P01", 1, 201, 2),  # a deadlock ended the insert once: tried again, stored
+    ("40001", 2, 201, 3),  # a serialization failure twice: the third attempt stores it
+    ("40P01", 3, 503, 3),  # every attempt ended: the client is asked to retry later
+    ("08006", 1, 503, 1),  # a lost connection is not retried here
+])
+def test_an_insert_ended_by_a_conflict_is_tried_again(
+    service_and_key, make_answer, monkeypatch, sqlstate, times, status, tries
+):
+    from monitoring.services import ingest
+
+    _, key = service_and_key
+    calls: list[int] = []
+    monkeypatch.setattr(ingest, "_insert_once", _failing(ingest._insert_once, sqlstate, times,
+                                                         calls))
+    response = poster(key, URL)(make_answer())
+    assert response.status_code == status, response.content[:300]
+    assert len(calls) == tries
+    assert Answer.objects.filter(external_id="a-1").count() == (1 if status == 201 else 0)
