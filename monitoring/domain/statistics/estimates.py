@@ -505,10 +505,10 @@ def _fit(cells: Sequence[_Cell], *, ratio: bool, pooled: bool = False) -> Fit | 
     for i, (c, s) in enumerate(pairs):
         if s and c.stratum is not None:
             groups.setdefault(c.stratum, []).append(i)
+    lost = 1 if pooled else 0  # the degree of freedom each week's own mean takes
     for members in groups.values():
         if len(members) > 1:
             squares = math.fsum((live[i].n + live[i].prior) * own[i] for i in members)
-            lost = 1 if pooled else 0  # the degree of freedom each week's own mean takes
             share = squares / math.fsum(live[i].n - lost + live[i].prior for i in members)
             for i in members:
                 own[i] = share
