@@ -44,9 +44,16 @@ answer, as if each had been reviewed. Where a drawn stratum holds a handful of a
 1.0 a week, even it covers 96-98 %: when none or one of a dozen answers falls short, the truth
 does not lie below an interval that keeps its lower tail at 2.5 % for every truth the data
 allow. A cell over 96 % counts as missed unless that reference covers over 96 % too and the
-cell no more than half a point above it. At 2,000 replications a cell's coverage has a
-standard error of 0.25 (weekly, 8,000 weeks) to 0.5 points (pooled and expert scale, 2,000
-pools); ``--reps 8000`` halves it.
+cell no more than half a point above it.
+
+At 2,000 replications a cell's coverage has a Monte Carlo standard error of 0.25 (weekly,
+8,000 weeks) to 0.5 points (pooled and expert scale, 2,000 pools); ``--reps 8000`` halves it.
+A cell outside its band by no more than two of its standard errors is listed, not counted as
+missed: the bench cannot tell it from a cell inside (Morris, White & Crowther, "Using
+simulation studies to evaluate statistical methods", Stat. Med. 2019). The seed also draws the
+settings' score distributions, so another seed is another set of use cases, not only another
+set of replications. In the smallest setting the target is the issue's "≥ 93 %"; a cell over
+96 % there is listed.
 """
 
 from __future__ import annotations
@@ -443,6 +450,9 @@ def _reference(weeks: Weeks, r: int, span: range, shortfall: float,
 # How far a cell may cover above its count reference and still count as the count's
 # discreteness: about two standard errors of a coverage at 8,000 replications.
 SLACK = 0.005
+# A cell's band is missed only by more than this many Monte Carlo standard errors of its
+# coverage, √(0.95·0.05/intervals): 0.49 points at 8,000 pools, 0.97 at 2,000.
+MONTE_CARLO_ERRORS = 2.0
 
 
 @dataclass(frozen=True)
@@ -452,30 +462,61 @@ class CoverageCell:
     smallest: bool
     coverage: float
     reference: float | None  # the count reference's coverage, where there is one
+    intervals: int = 0  # how many intervals the coverage is over (0: no Monte Carlo slack)
+
+    @property
+    def tolerance(self) -> float:
+        """Two Monte Carlo standard errors of a 95 % coverage over this cell's intervals."""
+        if self.intervals <= 0:
+            return 0.0
+        return MONTE_CARLO_ERRORS * math.sqrt(0.95 * 0.05 / self.intervals)
 
 
-def coverage_misses(cells: Sequence[CoverageCell]) -> tuple[list[str], list[str]]:
-    """(targets missed, cells over 96 % by the count's discreteness) per interval kind.
+@dataclass(frozen=True)
+class CoverageVerdict:
+    missed: list[str]  # targets missed
+    discrete: list[str]  # over 96 %, within SLACK of a count reference over 96 %
+    noise: list[str]  # outside the band by no more than the Monte Carlo error
+    smallest_over: list[str]  # the smallest setting over 96 % (its target is ≥ 93 %)
 
-    The target is 94-96 % (at least 93 % in the smallest setting). A cell over 96 % where the
-    count reference covers more than 96 % too, and the cell no more than SLACK above it, is not
-    counted as missed but listed: an interval that knows more than the product does no better
+
+def coverage_misses(cells: Sequence[CoverageCell]) -> CoverageVerdict:
+    """Which cells miss the coverage target, per interval kind.
+
+    The target is 94-96 %; in the smallest setting, as the issue writes it, at least 93 %
+    (at 150 answers a week a pool holds a dozen random answers a week, and an interval that
+    knows every expert score covers 96 % there: over-coverage is listed, not missed).
+    A cell outside its band by no more than MONTE_CARLO_ERRORS standard errors of its own
+    coverage is listed, not missed: the bench cannot tell it from one inside. A cell over 96 %
+    where the count reference covers more than 96 % too, and the cell no more than SLACK above
+    it, is listed, not missed: an interval that knows more than the product does no better
     there.
     """
-    missed, discrete = [], []
+    verdict = CoverageVerdict([], [], [], [])
     for kind in ("weekly", "pooled", "below", "expert"):
-        mine = [c for c in cells if c.kind == kind]
-        low = [c for c in mine if c.coverage < (0.93 if c.smallest else 0.94)]
-        high = [c for c in mine if c.coverage > 0.96]
-        excused = [c for c in high if c.reference is not None and c.reference > 0.96
-                   and c.coverage <= c.reference + SLACK]
-        bad = low + [c for c in high if c not in excused]
+        bad = []
+        for c in (c for c in cells if c.kind == kind):
+            floor = 0.93 if c.smallest else 0.94
+            label = f"{100 * c.coverage:.1f} % at {c.setting}"
+            if c.coverage < floor - c.tolerance:
+                bad.append(label)
+            elif c.coverage < floor:
+                verdict.noise.append(f"{kind} {label} (± {100 * c.tolerance:.1f})")
+            elif c.coverage <= 0.96:
+                continue
+            elif c.smallest:
+                verdict.smallest_over.append(f"{kind} {label}")
+            elif (c.reference is not None and c.reference > 0.96
+                  and c.coverage <= c.reference + SLACK):
+                verdict.discrete.append(
+                    f"{kind} {label} (reference {100 * c.reference:.1f} %)")
+            elif c.coverage <= 0.96 + c.tolerance:
+                verdict.noise.append(f"{kind} {label} (± {100 * c.tolerance:.1f})")
+            else:
+                bad.append(label)
         if bad:
-            missed.append(f"{kind} coverage " + ", ".join(
-                f"{100 * c.coverage:.1f} % at {c.setting}" for c in bad))
-        discrete += [f"{kind} {100 * c.coverage:.1f} % at {c.setting} (reference "
-                     f"{100 * (c.reference or 0):.1f} %)" for c in excused]
-    return missed, discrete
+            verdict.missed.append(f"{kind} coverage " + ", ".join(bad))
+    return verdict
 
 
 def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[CoverageCell]:
@@ -532,7 +573,8 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
         for key, interval in (("weekly", weekly), ("pooled", pooled), ("below", below),
                               ("expert", expert)):
             cells.append(CoverageCell(key, name.strip(), volume == SETTINGS[0][0],
-                                      interval.coverage(), floor.get(key)))
+                                      interval.coverage(), floor.get(key),
+                                      len(interval.covered)))
     print("\n## What the count below 1.0 allows: a reference interval that knows the size of "
           "a shortfall\n")
     print("The unflagged part is 1 − q·m: q bounded by the mid-p interval of the count of its "
@@ -793,10 +835,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for kind in ("weekly", "pooled", "below", "expert"):
             values = [100 * c.coverage for c in cells if c.kind == kind]
             print(f"{kind}: {min(values):.1f}-{max(values):.1f} %")
-        bad, discrete = coverage_misses(cells)
-        missed.extend(bad)
-        if discrete:
-            print("over 96 % by the count's discreteness: " + "; ".join(discrete))
+        verdict = coverage_misses(cells)
+        missed.extend(verdict.missed)
+        for label, listed in (
+                ("over 96 % by the count's discreteness", verdict.discrete),
+                ("outside 94-96 % within two Monte Carlo standard errors", verdict.noise),
+                ("the smallest setting over 96 % (its target is ≥ 93 %)",
+                 verdict.smallest_over)):
+            if listed:
+                print(f"{label}: " + "; ".join(listed))
 
     def action() -> None:
         worst = action_table(rng, reps, args.seed)
