@@ -260,3 +260,38 @@ def test_an_imported_answer_is_not_drawn_into_the_weeks_own_batch(
     own = services.review_batch_create(use_case=review_world.use_case, week=shift_week(WEEK, 1))
     drawn = set(own.batch.items.values_list("answer__external_id", flat=True))
     assert "a1" not in drawn and {"a2", "a3"} <= drawn
+
+
+@pytest.mark.parametrize("recorded", [True, False])  # alarms from before source_week was kept
+def test_a_drift_alarm_restarts_the_experts_scale_from_its_source_week_only(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, recorded: bool
+) -> None:
+    from alarms.models import Alarm
+    from monitoring.selectors import dashboard
+
+    later = shift_week(WEEK, 1)
+    review_world.answer("b1", week=later, claims=[("Fünfte.", G)])
+    run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},
+                         {"external_id": "a3", "score": 0.75},
+                         {"external_id": "b1", "score": 0.5}]))
+    until = services._week_start(later)
+
+    def reviews() -> dict[str, int | None]:
+        weeks = dashboard.use_case_weeks(use_case=review_world.use_case, weeks=2, until=until)
+        assert [w.label for w in weeks] == [WEEK, later]
+        return {w.label: w.expert.n_reviews if w.expert else None for w in weeks}
+
+    assert reviews() == {WEEK: 2, later: 3}  # the later week pools both
+    # The batch of review week WEEK+2 (the answers of WEEK+1) crossed the CUSUM's limit.
+    crossed = shift_week(WEEK, 2)
+    Alarm.objects.create(
+        use_case=review_world.use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
+        message="Kalibrierungsdrift",
+        details={"week": crossed, "source_week": later, "restart": shift_week(crossed, 1)}
+        if recorded else {},
+    )
+    # WEEK keeps its figure; WEEK+1 starts again from its own reviews.
+    assert reviews() == {WEEK: 2, later: 1}
+    # A bias alarm says the judge is off, not that it changed: nothing restarts.
+    Alarm.objects.filter(kind=Alarm.Kind.DRIFT).update(key=f"bias:{crossed}")
+    assert reviews() == {WEEK: 2, later: 3}

@@ -13,7 +13,8 @@ from decimal import Decimal
 from django.utils import timezone
 
 from monitoring.domain import statistics
-from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale
+from monitoring.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
+from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale, pooling_weeks
 from monitoring.domain.statistics import Estimate, Precision, StratumSums
 from monitoring.judging.domain import judging
 from monitoring.models import JudgeMode, UseCase
@@ -151,14 +152,18 @@ def _shares(
 
 
 def _expert(
-    use_case_id: int, window: list[int], every: list[list[StratumSums]],
-    reviews: dict[tuple[int, int], list[Review]] | None, restart: int | None,
+    use_case_id: int, i: int, labels: Sequence[str], every: list[list[StratumSums]],
+    reviews: dict[tuple[int, int], list[Review]] | None, restarts: Sequence[str],
 ) -> ExpertScale | None:
-    """The experts' scale over the pooled weeks `window` (indices into `every`)."""
+    """The experts' scale of week `i` (an index into `labels` and `every`): over it and the
+    weeks before it (expert_scale.POOLED_WEEKS, whatever the pooled view shows), none before
+    the latest drift restart up to it. Reviews after week `i` never enter, so a later alarm
+    does not change an earlier week's figure."""
     if reviews is None:
         return None
-    # Reviews measured the judge as it was: after a drift alarm only those since.
-    since = [j for j in window if restart is None or j >= restart]
+    restart = max((r for r in restarts if r <= labels[i]), default=None)
+    chosen = set(pooling_weeks(labels[: i + 1], restart=restart))
+    since = [j for j in range(i + 1) if labels[j] in chosen]
     reviewed = [r for j in since for r in reviews.get((use_case_id, j), [])]
     return expert_scale([every[j] for j in since], reviewed) if reviewed else None
 
@@ -173,7 +178,7 @@ def _week_figures(
     full_from: int = 0,
     claims_from: int | None = None,
     reviews: dict[tuple[int, int], list[Review]] | None = None,
-    restart: int | None = None,
+    restarts: Sequence[str] = (),
     pooled_weeks: int = POOLED_WEEKS,
 ) -> list[WeekFigures]:
     """The figures of each week: the shares from week `full_from` on, the claim share from
@@ -184,6 +189,7 @@ def _week_figures(
     now = timezone.now()
     out: list[WeekFigures] = []
     every: list[list[StratumSums]] = []  # each week's strata, for the pooled views
+    labels = [w.label for w in weeks]
     # The judges of the latest week before that had any: a week with a judge it lacked is a
     # change (a switch back to an earlier model or prompt is one too).
     before: set[tuple[str, str]] = set()
@@ -204,7 +210,7 @@ def _week_figures(
             judged=week_judged, strata=strata, shares=shares, threshold=threshold,
             usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
             pooled_weeks=len(window),
-            expert=_expert(use_case.pk, window, every, reviews, restart),
+            expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
         )
         out.append(figures)
         if figures.judges:
@@ -264,7 +270,7 @@ def use_cases_weeks(
     them (what /metrics asks every scrape). By use case id."""
     if not use_cases:
         return {}
-    lead = pooled_weeks - 1
+    lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
     span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [u.pk for u in use_cases]
     counts, judged = weekly_inputs(ids, span, claims_from=None)
@@ -274,7 +280,7 @@ def use_cases_weeks(
     return {
         u.pk: _week_figures(
             use_case=u, weeks=span, counts=counts, judged=judged, usage=usage,
-            reviews=reviews, restart=restarts.get(u.pk), pooled_weeks=pooled_weeks,
+            reviews=reviews, restarts=restarts.get(u.pk, ()), pooled_weeks=pooled_weeks,
         )[lead:]
         for u in use_cases
     }
@@ -328,7 +334,7 @@ def use_case_weeks(
     """The use case's figures per ISO week, oldest first, the week holding `until` last.
 
     The weeks before the first are read too, so that its pooled views are whole."""
-    lead = pooled_weeks - 1
+    lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
     span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [use_case.pk]
     counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None)
@@ -340,7 +346,7 @@ def use_case_weeks(
         usage=weekly_usage(ids, span),
         claims_from=lead if claims else None,
         reviews=_reviews(ids, span),
-        restart=_drift_restarts(ids, span).get(use_case.pk),
+        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return figures[lead:]

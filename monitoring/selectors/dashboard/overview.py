@@ -153,7 +153,7 @@ def overview_rows(
         OverviewRow(use_case, _week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
             full_from=len(span) - 2, reviews=reviews,
-            restart=restarts.get(use_case.pk),
+            restarts=restarts.get(use_case.pk, ()),
         ), alarms.get(use_case.pk, []))
         for use_case in use_cases
     ]

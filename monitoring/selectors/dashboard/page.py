@@ -66,7 +66,8 @@ def use_case_page(
     figures = _week_figures(
         use_case=use_case, weeks=span, counts=counts, judged=judged_weeks,
         usage=usage, claims_from=recent,
-        reviews=_reviews(ids, span), restart=_drift_restarts(ids, span).get(use_case.pk),
+        reviews=_reviews(ids, span),
+        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return UseCasePage(

@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -253,17 +254,32 @@ def _reviews(
     return out
 
 
-def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, int]:
-    """Per use case, the index of the week of its latest drift alarm within `weeks`: the
-    expert-scale correction starts again there (the judge has changed since)."""
-    ends = [w.end for w in weeks]
-    out: dict[int, int] = {}
+def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, list[str]]:
+    """Per use case, the ISO weeks of answers from which the experts' scale starts again after
+    a drift alarm, oldest first, those that `weeks` hold: the source week of the review batch
+    whose reviews crossed the CUSUM's limit (recorded in the alarm; before that was recorded,
+    the week before the alarm's review week). Reviews of earlier answers measured the judge as
+    it was; a week before the restart keeps the figure it had."""
+    held = {w.label for w in weeks}
+    out: dict[int, set[str]] = defaultdict(set)
     # The CUSUM's alarms only: a bias alarm says the judge is off, not that it changed.
     rows = Alarm.objects.filter(
         use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT, key__startswith="cusum:",
-        opened_at__gte=weeks[0].start, opened_at__lt=weeks[-1].end,
-    ).values_list("use_case_id", "opened_at")
-    for use_case_id, opened in rows:
-        index = bisect_right(ends, opened)
-        out[use_case_id] = max(index, out.get(use_case_id, 0))
-    return out
+    ).values_list("use_case_id", "key", "details")
+    for use_case_id, key, details in rows:
+        recorded = details.get("source_week") if isinstance(details, dict) else None
+        source = recorded or _week_before(key.removeprefix("cusum:"))
+        if source in held:
+            out[use_case_id].add(source)
+    return {use_case_id: sorted(labels) for use_case_id, labels in out.items()}
+
+
+def _week_before(label: str) -> str | None:
+    """The ISO week before "YYYY-Www" (None for anything else)."""
+    try:
+        year, week = label.split("-W")
+        monday = date.fromisocalendar(int(year), int(week), 1) - timedelta(days=7)
+    except ValueError:
+        return None
+    iso = monday.isocalendar()
+    return f"{iso.year}-W{iso.week:02d}"
