@@ -85,7 +85,8 @@ class WeekOut(BaseModel):
     start: str = Field(description="Monday 00:00 in the site's time zone, ISO 8601")
     end: str = Field(description="the next Monday 00:00, ISO 8601")
     current: bool = Field(description="the week is not over yet")
-    estimate: EstimateOut = Field(description="mean faithfulness of the week's answers")
+    estimate: EstimateOut = Field(
+        description="mean faithfulness of the week's answers, on the judge's scale")
     share_below_threshold: EstimateOut | None = Field(
         description="share of answers whose faithfulness is below the action threshold"
     )

@@ -94,7 +94,8 @@ class TreueCollector:
 
         yield from _estimate_families(
             "treue_week_faithfulness",
-            "Estimated mean faithfulness of this week's answers (stratified)",
+            "Estimated mean faithfulness of this week's answers, on the judge's scale "
+            "(stratified)",
             [(u.slug, f.estimate) for u, f in weeks],
         )
         yield from _estimate_families(
@@ -105,9 +106,9 @@ class TreueCollector:
         )
         yield from _estimate_families(
             "treue_week_faithfulness_expert_scale",
-            "Faithfulness on the experts' scale over the pooled weeks: the judge's estimate "
-            "corrected by the reviewed answers' mean expert - judge difference (absent "
-            "without reviews)",
+            "Faithfulness on the experts' scale over this week and the 3 before it (none "
+            "before a drift alarm): the judge's estimate corrected by the reviewed answers' "
+            "mean expert - judge difference (absent without reviews)",
             [(u.slug, f.expert) for u, f in weeks],
         )
         reviews = GaugeMetricFamily(

@@ -120,6 +120,18 @@ class OverviewRow:
         return statistics.trend(self.this_week.estimate, self.last_week.estimate)
 
     @property
+    def experts_lead(self) -> bool:
+        """The experts' scale heads the card once a week's batch of reviews stands behind it
+        in either week; before that it sits below the judge's figure."""
+        return self.this_week.headline_on_experts_scale or self.last_week.headline_on_experts_scale
+
+    @property
+    def experts_follow(self) -> bool:
+        """Reviews exist, but not yet a week's batch: the experts' scale below the judge's."""
+        return not self.experts_lead and (
+            self.this_week.expert is not None or self.last_week.expert is not None)
+
+    @property
     def light(self) -> str:
         """The more alarming light of the two weeks; where neither week can decide (both grey:
         a small use case), the pooled view of the weeks up to last week decides instead."""
