@@ -273,10 +273,12 @@ def _effect_text(causes: figures.Causes, name: str, unit: str) -> str | None:
 
 
 def similarity_reading(causes: figures.Causes, threshold: float) -> str:
+    effect = _effect_text(causes, "similarity", _("je 0,1 mehr an bester Ähnlichkeit"))
     if causes.cutoff is not None and _usable(causes.no_passing_chunk):
-        text = _(
+        text = _joined(_(
             "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu."
-        ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)}
+        ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)},
+            effect)
         if _holds(causes, "similarity", +1) and causes.cutoff_held_out:
             return text + " " + _(
                 "Der Zusammenhang hält, auch bereinigt um Abschnittszahl und Frageart: Als "
@@ -294,11 +296,16 @@ def similarity_reading(causes: figures.Causes, threshold: float) -> str:
         )
     usable = [b for b in causes.similarity if _usable(b.estimate)]
     if len(usable) < 2:
-        return _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage.")
-    return _(
+        return _joined(
+            _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage."), effect)
+    return _joined(_(
         "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s: "
         "Ein schlechter Abruf ist hier nicht als Zusammenhang erkennbar."
-    ) % {"threshold": _num(threshold)}
+    ) % {"threshold": _num(threshold)}, effect)
+
+
+def _joined(*sentences: str | None) -> str:
+    return " ".join(s for s in sentences if s)
 
 
 def chunks_reading(causes: figures.Causes, threshold: float) -> str:
@@ -316,15 +323,18 @@ def chunks_reading(causes: figures.Causes, threshold: float) -> str:
 
 def multi_part_reading(causes: figures.Causes) -> str:
     single, multi = causes.single, causes.multi
+    effect = _effect_text(causes, "multi_part", _("eine mehrteilige statt einer einfachen Frage"))
     if not (_usable(single) and _usable(multi)):
-        return _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
-    text = _(
+        return _joined(
+            _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich."), effect)
+    text = _joined(_(
         "Mehrteilige Fragen werden zu %(multi)s %% treu beantwortet, einfache zu %(single)s %%."
-    ) % {"multi": _percent(multi.value), "single": _percent(single.value)}
+    ) % {"multi": _percent(multi.value), "single": _percent(single.value)}, effect)
     if _holds(causes, "multi_part", -1):
         return text + " " + _(
-            "Der Unterschied hält auch bereinigt um Ähnlichkeit und Abschnittszahl: Bei "
-            "mehrteiligen Fragen erfindet das Modell oft den Teil, zu dem ihm Quellen fehlen."
+            "Der Unterschied hält auch bereinigt um Ähnlichkeit und Abschnittszahl (ein "
+            "Zusammenhang, keine Ursache). Ein häufiger Grund, den diese Zahlen nicht belegen: "
+            "zu einem Teil der Frage fehlen die Quellen, und das Modell ergänzt ihn."
         )
     return text + " " + _("Bereinigt um die übrigen Ursachen kein gesicherter Unterschied.")
 

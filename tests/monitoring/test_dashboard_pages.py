@@ -728,7 +728,18 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     )
     assert "„Weiß ich nicht“ erlauben" in views.similarity_reading(holding, 0.85)
     assert "ein Reranker ist einen Versuch wert" in views.chunks_reading(holding, 0.85)
-    assert "erfindet das Modell" in views.multi_part_reading(holding)
+    assert "fehlen die Quellen" in views.multi_part_reading(holding)
+    # Each cause as a difference with its corrected interval, in words that say "associated".
+    assert (
+        "Bei gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08 Treue "
+        "einher (korrigiertes 95-%-Intervall 0,03 bis 0,13)."
+    ) in views.similarity_reading(holding, 0.85)
+    reading = views.multi_part_reading(holding)
+    assert (
+        "Bei gleicher übriger Lage geht eine mehrteilige statt einer einfachen Frage mit -0,30 "
+        "Treue einher (korrigiertes 95-%-Intervall -0,40 bis -0,20)."
+    ) in reading
+    assert "keine Ursache" in reading and "erfindet" not in reading
     # The association holds, but the cut-off chosen on half of the weeks is not confirmed on
     # the other half: no threshold advised.
     unconfirmed = causes_with(*holding.adjusted.effects, held_out=False)
@@ -742,7 +753,8 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     )
     assert "erlauben" not in views.similarity_reading(weak, 0.85)
     assert "Reranker" not in views.chunks_reading(weak, 0.85)
-    assert "erfindet" not in views.multi_part_reading(weak)
+    assert "fehlen die Quellen" not in views.multi_part_reading(weak)
+    assert "-0,70 bis 0,10" in views.multi_part_reading(weak)  # shown, advising nothing
     # An association in the other direction never advises either.
     wrong_way = causes_with(Effect("chunks", 0.06, 0.02, 0.1, 0.001, 0.003, True))
     assert "Reranker" not in views.chunks_reading(wrong_way, 0.85)
