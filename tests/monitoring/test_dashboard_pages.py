@@ -449,8 +449,27 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     assert this.light == "grey" and this.precision is not None and not this.precision.decisive
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     note = text_of(re.search(r'<p class="note precision-note">(.*?)</p>', html, re.S).group(1))
-    assert note.startswith("Unentschieden (")
-    assert "Wochen-Sicht ergibt ±" in note
+    assert note.startswith(f"Unentschieden ({this.label}): das Intervall (±")
+    # What would decide it, from the week's own volume and spread: a sample rate and the
+    # pooled view, each to ±0.05.
+    p = this.precision
+    assert p.sample_rate is not None and p.current_rate is not None
+    rate = re.search(r"Bei diesem Volumen ergäbe eine Stichprobenrate von ([\d,]+) % \(in "
+                     r"dieser Woche geprüft: ([\d,]+) %\) ±0,05\.", note)
+    assert rate is not None, note
+    assert float(rate.group(1).replace(",", ".")) == pytest.approx(100 * p.sample_rate, abs=0.05)
+    assert float(rate.group(2).replace(",", ".")) == pytest.approx(100 * p.current_rate, abs=0.05)
+    assert p.sample_rate > p.current_rate  # deciding it takes more than was judged
+    pooled = re.search(r"Die 4-Wochen-Sicht ergibt ±(\d,\d\d)\.$", note)
+    assert pooled is not None, note
+    assert float(pooled.group(1).replace(",", ".")) == pytest.approx(p.pooled_half_width,
+                                                                    abs=0.005)
+    # The overview's card says the same under the use case's figures.
+    overview = client_for(world, "lead_a").get("/overview/").content.decode()
+    card = overview[overview.index('data-use-case="auskunft"'):]
+    card = card[:card.index("</section>")]
+    small = re.search(r'<p class="note precision-note small">(.*?)</p>', card, re.S)
+    assert small is not None and text_of(small.group(1)) == note
 
 
 def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
