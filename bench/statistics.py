@@ -594,9 +594,11 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
 def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
     weeks_per_run = 10
     print(f"\n## Action alarm (line {ACTION}): share of weeks that raise it "
-          f"({reps} runs × {weeks_per_run - 1} weeks; old = point estimate below)\n")
+          f"({reps} runs × {weeks_per_run - 1} weeks; old = point estimate below; two points "
+          f"= the rule\nread literally, two weeks in a row whose point estimates are below, "
+          f"grey weeks included)\n")
     print(f"| {'answers/wk':>10} | {'flagged':>7} | {'true mean':>9} | {'new rule':>8} "
-          f"| {'old rule':>8} | {'red':>6} | {'two amber':>9} |")
+          f"| {'old rule':>8} | {'two points':>10} | {'red':>6} | {'two amber':>9} |")
     worst = 0.0
     for index, volume in enumerate((150, 500, 2_000, 10_000, 50_000)):
         for phi in (0.05, 0.20):
@@ -604,7 +606,7 @@ def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
                 case = use_case(seed + 100 + index, flagged_share=phi, expert_mean=truth,
                                 judge="strict", bias=0.0)
                 sim = simulate(rng, [case] * weeks_per_run, volume, reps)
-                new = old = red = two = total = 0
+                new = old = points = red = two = total = 0
                 for r in range(reps):
                     strata = [_sums(sim, r, w) for w in range(weeks_per_run)]
                     estimates = [mean_from_sums(s) for s in strata]
@@ -619,9 +621,13 @@ def action_table(rng: np.random.Generator, reps: int, seed: int) -> float:
                         red += d.reason in ("interval_below", "pooled_below")
                         two += d.reason == "two_weeks_below"
                         old += (not e.too_few and e.value is not None and e.value < ACTION)
+                        before = estimates[w - 1].value
+                        points += d.alarm or (e.value is not None and before is not None
+                                              and e.value < ACTION and before < ACTION)
                 judge_mean = case.mean("judge")
                 print(f"| {volume:>10} | {phi:>7.0%} | {judge_mean:>9.3f} | "
                       f"{100 * new / total:>7.2f}% | {100 * old / total:>7.2f}% | "
+                      f"{100 * points / total:>9.2f}% | "
                       f"{100 * red / total:>5.2f}% | {100 * two / total:>8.2f}% |")
                 if judge_mean >= 0.875:
                     worst = max(worst, new / total)

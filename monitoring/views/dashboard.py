@@ -399,7 +399,7 @@ class _Numbers:
 def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digits: int = 2,
                    unit: str = "", with_n: bool = True, threshold: float | None = None) -> str:
     if e is None:
-        return format_html('<span class="muted">–</span>')
+        return mark_safe('<span class="muted">–</span>')  # a constant
     if e.value is None and not e.population:
         return format_html('<span class="too-few">{}</span>', _("keine Antworten"))
     if e.value is None or e.low is None or e.high is None:
@@ -463,7 +463,10 @@ def _table_row(week: WeekFigures, num: _Numbers, threshold: float | None = None)
 @login_required
 @require_GET
 def overview(request: AuthenticatedRequest) -> HttpResponse:
-    rows = figures.overview_rows(user=request.user)
+    pooled_weeks = _pooled_weeks(request)
+    if isinstance(pooled_weeks, HttpResponse):
+        return pooled_weeks
+    rows = figures.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
     for i, row in enumerate(rows):
         # What the template shows beside the row's figures: its chart and precision sentence.
         row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]  # for the template
@@ -478,7 +481,24 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         "rows": rows,
         "weeks": figures.OVERVIEW_WEEKS,
         "leads_any": bool(rows),
+        "pooled_weeks": pooled_weeks,
+        "pooled_choices": figures.POOLED_CHOICES,
     })
+
+
+def _pooled_weeks(request: AuthenticatedRequest) -> int | HttpResponse:
+    """The pooled view's weeks asked for (?pooled=1, 4 or 13; default 4), or the 400 to send."""
+    try:
+        pooled_weeks = int(request.GET.get("pooled", figures.POOLED_WEEKS))
+    except ValueError:
+        pooled_weeks = 0
+    if pooled_weeks not in figures.POOLED_CHOICES:
+        return HttpResponseBadRequest(
+            _("pooled: erlaubt sind %(choices)s Wochen.") % {
+                "choices": ", ".join(map(str, figures.POOLED_CHOICES))},
+            content_type="text/plain; charset=utf-8",
+        )
+    return pooled_weeks
 
 
 def _calibration_url(slug: str) -> str | None:
@@ -495,16 +515,9 @@ def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404
-    try:
-        pooled_weeks = int(request.GET.get("pooled", figures.POOLED_WEEKS))
-    except ValueError:
-        pooled_weeks = 0
-    if pooled_weeks not in figures.POOLED_CHOICES:
-        return HttpResponseBadRequest(
-            _("pooled: erlaubt sind %(choices)s Wochen.") % {
-                "choices": ", ".join(map(str, figures.POOLED_CHOICES))},
-            content_type="text/plain; charset=utf-8",
-        )
+    pooled_weeks = _pooled_weeks(request)
+    if isinstance(pooled_weeks, HttpResponse):
+        return pooled_weeks
     return _use_case_page(request, use_case, pooled_weeks)
 
 

@@ -851,3 +851,44 @@ def test_an_estimate_that_rounds_onto_the_threshold_shows_a_third_decimal(
     html = client.get("/use-cases/auskunft/").content.decode()
     assert '<strong class="estimate-value">0,85</strong>' in html
     assert '<strong class="estimate-value">0,850</strong>' not in html
+
+
+def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
+    world: DashWorld,
+) -> None:
+    # Judged answers eight weeks back (all 0.5) and last week (all 1.0): the 13-week view
+    # holds both, the 4-week view only last week's.
+    old, quiet = world.ids("alt", 4, 6)
+    for external_id in old:
+        world.answer(external_id, week=world.weeks[-9], verdicts=[G, U])
+    for external_id in quiet:
+        world.answer(external_id, week=world.weeks[-9])
+    new, quiet = world.ids("neu", 4, 6)
+    for external_id in new:
+        world.answer(external_id, week=world.last_week, verdicts=[G])
+    for external_id in quiet:
+        world.answer(external_id, week=world.last_week)
+    lead = client_for(world, "lead_a")
+    user = world.users["lead_a"]
+    shown = {}
+    for pooled in (1, 4, 13):
+        row = next(r for r in dashboard.overview_rows(user=user, pooled_weeks=pooled)
+                   if r.use_case == world.a)
+        page_week = dashboard.use_case_weeks(use_case=world.a, pooled_weeks=pooled)[-2]
+        assert row.last_week.pooled_weeks == page_week.pooled_weeks == pooled
+        assert row.last_week.pooled.value == pytest.approx(page_week.pooled.value)
+        shown[pooled] = page_week.pooled.value
+        overview = lead.get("/overview/", {"pooled": pooled}).content.decode()
+        label = f"{pooled} Woche{'n' if pooled > 1 else ''}"
+        assert '<p class="pooled-choice small">Sammelsicht: ' in overview
+        assert f"<strong>{label}</strong>" in overview
+        assert f"{label}, Prüfmodell" in overview or pooled == 1
+        page = lead.get("/use-cases/auskunft/", {"pooled": pooled}).content.decode()
+        assert f"<strong>{label}</strong>" in page
+    assert shown[1] == shown[4] == pytest.approx(1.0)  # last week alone, or with empty weeks
+    assert shown[13] < 1.0  # the 0.5s of eight weeks back count too
+    for path in ("/overview/", "/use-cases/auskunft/"):
+        for bad in ("2", "x", "", "-4", "13.0", "1e1"):
+            response = lead.get(path, {"pooled": bad})
+            assert response.status_code == 400, (path, bad)
+            assert response.content.decode() == "pooled: erlaubt sind 1, 4, 13 Wochen."

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 
 from alarms.models import Alarm
 from monitoring.domain import statistics
+from monitoring.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import (
@@ -25,7 +26,7 @@ from monitoring.selectors.dashboard.reads import (
     _drift_restarts,
     _reviews,
 )
-from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, Week, iso_weeks
+from monitoring.selectors.dashboard.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
 from treue_site.db_router import reads_from_replica
 
 _LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
@@ -144,17 +145,19 @@ class OverviewRow:
 @reads_from_replica
 def overview_rows(
     *, user: User | AnonymousUser, until: datetime | date | None = None,
-    weeks: int = OVERVIEW_WEEKS,
+    weeks: int = OVERVIEW_WEEKS, pooled_weeks: int = POOLED_WEEKS,
 ) -> list[OverviewRow]:
     """One row per use case the user leads (staff: all), the most alarming first.
 
-    Four queries for all use cases together: counts and judged answers of `weeks` weeks, judge
-    runs of the last two, open alarms. No claims: the overview does not show that share.
+    Four queries for all use cases together: counts and judged answers of `weeks` weeks (and
+    the weeks before the first that its pooled views need), judge runs of the last two, open
+    alarms. No claims: the overview does not show that share.
     """
     use_cases = list(use_cases_led_by(user=user))
     if not use_cases:
         return []
-    span = iso_weeks(weeks=max(2, weeks), until=until)
+    lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
+    span = iso_weeks(weeks=max(2, weeks) + lead, until=until)
     ids = [u.pk for u in use_cases]
     counts, judged = weekly_inputs(ids, span, claims_from=None)
     usage = weekly_usage(ids, span[-2:], offset=len(span) - 2)
@@ -165,8 +168,8 @@ def overview_rows(
         OverviewRow(use_case, _week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
             full_from=len(span) - 2, reviews=reviews,
-            restarts=restarts.get(use_case.pk, ()),
-        ), alarms.get(use_case.pk, []))
+            restarts=restarts.get(use_case.pk, ()), pooled_weeks=pooled_weeks,
+        )[lead:], alarms.get(use_case.pk, []))
         for use_case in use_cases
     ]
     currency = cost_currency(judges={j for row in rows for w in row.weeks for j in w.judges})
