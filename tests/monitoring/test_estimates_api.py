@@ -230,6 +230,34 @@ def test_figures_match_the_dashboard_selector(world: World, client: Client) -> N
     assert weeks[0]["volume"] == 0 and weeks[0]["flagged_share"] is None
 
 
+def test_pooled_is_the_week_and_the_three_before_it(
+    world: World, judge: Judge, client: Client
+) -> None:
+    # Two weeks before last week: two random answers, both fully supported (1.0).
+    first = world.answers["random_c"].created_at - timedelta(days=14)
+    for prefix in ("ox", "oy"):
+        judged(judge, world.service, world.use_case,
+               external_id(world.service, world.use_case, prefix, in_random=True),
+               [(f"{prefix} ist belegt.", "GEDECKT")], created_at=first)
+    response = client.get(url(**{"from": world.week, "to": world.week}), **as_key(world.key))
+    [week] = response.json()["weeks"]
+    empty = [Stratum(0, [], drawn=False), Stratum(0, [], drawn=True)]
+    expected = statistics.pooled_mean([
+        empty,  # three weeks before
+        [Stratum(0, [], drawn=False), Stratum(2, [1.0, 1.0], drawn=True)],
+        empty,
+        [Stratum(2, [0.5, 0.0], drawn=False), Stratum(4, [1.0, 0.5], drawn=True)],
+    ])
+    pooled = week["pooled"]
+    assert week["pooled_weeks"] == 4
+    assert pooled["value"] == pytest.approx(expected.value)
+    assert (pooled["low"], pooled["high"]) == pytest.approx((expected.low, expected.high))
+    assert (pooled["n"], pooled["population"]) == (6, 8)
+    # The earlier week's answers raise the pool above the week's own 7/12.
+    assert pooled["value"] > week["estimate"]["value"] == pytest.approx(7 / 12)
+    assert set(pooled) == set(week["estimate"])  # the same fields as the estimate
+
+
 def test_cost_is_unknown_when_a_model_has_no_price(world: World, client: Client) -> None:
     JudgePrice.objects.all().delete()
     JudgeRun.objects.update(cost=None)
