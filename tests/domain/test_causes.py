@@ -253,6 +253,31 @@ def test_adjusted_effects_recover_an_exact_linear_score():
     assert all(e.holds for e in got.effects)
 
 
+def test_adjusted_effect_interval_by_hand():
+    # One cause that varies (multi-part), one stratum, every answer judged (weight 1): the
+    # slope is the difference of the two groups' means, and the stratified sandwich variance
+    # with its k/(k − 1) is 30/29 · (Σe²_multi/15² + Σe²_single/15²).
+    rows = ([(0.7, 3, True, False, 1.0)] * 10 + [(0.7, 3, True, False, 0.5)] * 5
+            + [(0.7, 3, False, False, 1.0)] * 14 + [(0.7, 3, False, False, 0.0)])
+    multi_mean, single_mean = 12.5 / 15, 14 / 15
+    sq_multi = 10 * (1 - multi_mean) ** 2 + 5 * (0.5 - multi_mean) ** 2  # 5/6
+    sq_single = 14 * (1 - single_mean) ** 2 + single_mean**2  # 14/15
+    se = math.sqrt(30 / 29 * (sq_multi + sq_single) / 15**2)  # 0.090126
+    t = 2.048407141795244  # t(0.975, 28 = 30 answers − 2 columns); one cause fitted
+    p_value = 0.27666  # 2·P(T₂₈ > 0.1/se)
+
+    adjusted = adjusted_effects(rows)
+
+    similarity, chunks, multi = adjusted.effects
+    assert similarity.estimate is None and chunks.estimate is None  # constant: left out
+    assert multi.estimate == pytest.approx(multi_mean - single_mean)  # −0.1
+    assert (multi.low, multi.high) == pytest.approx((-0.1 - t * se, -0.1 + t * se))
+    assert (multi.low, multi.high) == pytest.approx((-0.28462, 0.08462), abs=1e-5)
+    assert multi.p_value == pytest.approx(p_value, abs=1e-4)
+    assert multi.p_adjusted == multi.p_value and not multi.holds
+    assert adjusted.n == 30 and not adjusted.too_few
+
+
 def test_a_correlated_cause_does_not_take_the_credit():
     # Similarity alone drives the score; poor retrieval also returns more chunks. Bucketed
     # alone, many chunks look bad; adjusted for similarity, chunk count has no effect, and
