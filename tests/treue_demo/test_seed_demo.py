@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from monitoring.judging.domain.judge_parse import parse_claims, parse_verdict
@@ -251,3 +251,15 @@ def test_seed_then_judge_then_import_the_experts_labels(
     assert again.getvalue().count(" 0 imported") == len(USE_CASES)
     assert ReviewSubmission.objects.filter(imported=True).count() == len(lines)
     assert get_user_model().objects.get(username=DEMO_USER).check_password("treue-demo")
+
+    # What the overview shows the demo's login: for the use cases with reviews in the last four
+    # weeks (not the small one, at this scale), the experts' scale beside the judge's, the
+    # pooled view and the trend's interval band.
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=DEMO_USER))
+    html = client.get("/overview/").content.decode()
+    for case in (HEALTHY, DEGRADING):
+        card = html[html.index(f'data-use-case="{case.slug}"'):]
+        card = card[:card.index("</section>")]
+        assert 'class="row-expert"' in card and 'class="row-pooled"' in card, case.slug
+        assert "Skala der Fachexperten" in card and '"band"' in card, case.slug
