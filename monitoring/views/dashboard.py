@@ -298,6 +298,10 @@ def similarity_reading(causes: figures.Causes, threshold: float) -> str:
     if len(usable) < 2:
         return _joined(
             _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage."), effect)
+    if _holds(causes, "similarity", +1):  # no bucket below the line, but a slope that holds
+        return _joined(_(
+            "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s."
+        ) % {"threshold": _num(threshold)}, effect)
     return _joined(_(
         "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s: "
         "Ein schlechter Abruf ist hier nicht als Zusammenhang erkennbar."
@@ -325,8 +329,7 @@ def multi_part_reading(causes: figures.Causes) -> str:
     single, multi = causes.single, causes.multi
     effect = _effect_text(causes, "multi_part", _("eine mehrteilige statt einer einfachen Frage"))
     if not (_usable(single) and _usable(multi)):
-        return _joined(
-            _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich."), effect)
+        return _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
     text = _joined(_(
         "Mehrteilige Fragen werden zu %(multi)s %% treu beantwortet, einfache zu %(single)s %%."
     ) % {"multi": _percent(multi.value), "single": _percent(single.value)}, effect)

@@ -727,7 +727,7 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
 
 
 def test_advice_only_where_the_adjusted_association_holds() -> None:
-    from monitoring.domain.causes import Adjusted, Effect
+    from monitoring.domain.causes import Adjusted, Bucket, Effect
     from monitoring.views import dashboard as views
 
     def est(value: float) -> Any:
@@ -774,6 +774,26 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "Reranker" not in views.chunks_reading(weak, 0.85)
     assert "fehlen die Quellen" not in views.multi_part_reading(weak)
     assert "-0,70 bis 0,10" in views.multi_part_reading(weak)  # shown, advising nothing
+    # No bucket safely below the line, but a slope that holds: said without a contradiction.
+    no_cutoff = dashboard.Causes(
+        similarity=[], cutoff=None, similarity_threshold=0.5, chunks=[], single=est(0.95),
+        multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
+        adjusted=holding.adjusted, cutoff_held_out=False,
+    )
+    buckets = [Bucket("0.5–0.6", 0.5, 0.6, est(0.9)), Bucket("0.6–0.7", 0.6, 0.7, est(0.95))]
+    reading = views.similarity_reading(
+        dataclasses.replace(no_cutoff, similarity=buckets), 0.85)
+    assert reading.startswith(
+        "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von 0,85. Bei "
+        "gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08")
+    assert "nicht als Zusammenhang erkennbar" not in reading
+    assert "nicht als Zusammenhang erkennbar" in views.similarity_reading(
+        dataclasses.replace(no_cutoff, similarity=buckets, adjusted=weak.adjusted), 0.85)
+    # Too few to compare the two kinds of question: no adjusted difference either.
+    few = dataclasses.replace(holding, multi=statistics.Estimate(
+        0.6, 0.3, 0.9, 3, 10, (0, 3), True))
+    assert views.multi_part_reading(few) == (
+        "Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
     # An association in the other direction never advises either.
     wrong_way = causes_with(Effect("chunks", 0.06, 0.02, 0.1, 0.001, 0.003, True))
     assert "Reranker" not in views.chunks_reading(wrong_way, 0.85)
@@ -871,6 +891,7 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
     lead = client_for(world, "lead_a")
     user = world.users["lead_a"]
     shown = {}
+    lights: list[tuple[str, str]] = []
     for pooled in (1, 4, 13):
         row = next(r for r in dashboard.overview_rows(user=user, pooled_weeks=pooled)
                    if r.use_case == world.a)
@@ -878,13 +899,19 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
         assert row.last_week.pooled_weeks == page_week.pooled_weeks == pooled
         assert row.last_week.pooled.value == pytest.approx(page_week.pooled.value)
         shown[pooled] = page_week.pooled.value
+        # The card's light (and the order of the cards) follows the 4-week view, as the action
+        # alarm does, whichever view is shown.
+        lights.append((row.light, row.last_week.standard_pooled_light))
         overview = lead.get("/overview/", {"pooled": pooled}).content.decode()
         label = f"{pooled} Woche{'n' if pooled > 1 else ''}"
         assert '<p class="pooled-choice small">Sammelsicht: ' in overview
         assert f"<strong>{label}</strong>" in overview
-        assert f"{label}, Prüfmodell" in overview or pooled == 1
+        assert f"{label}, Prüfmodell" in overview
         page = lead.get("/use-cases/auskunft/", {"pooled": pooled}).content.decode()
         assert f"<strong>{label}</strong>" in page
+    assert len(set(lights)) == 1, lights
+    four = dashboard.use_case_weeks(use_case=world.a, pooled_weeks=4)[-2]
+    assert lights[0][1] == four.pooled_light
     assert shown[1] == shown[4] == pytest.approx(1.0)  # last week alone, or with empty weeks
     assert shown[13] < 1.0  # the 0.5s of eight weeks back count too
     for path in ("/overview/", "/use-cases/auskunft/"):

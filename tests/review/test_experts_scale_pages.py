@@ -68,6 +68,7 @@ def test_the_experts_scale_leads_once_a_weeks_batch_stands_behind_it(
     import_labels(tmp_path, answered[:2])
     html = card(lead)
     assert html.index('class="row-estimate"') < html.index('class="row-expert"')
+    assert 'data-scale="experts"' not in html
     page = lead.get("/use-cases/recht/").content.decode()
     assert 'data-scale="experts"' not in page
     assert metric(staff, "treue_week_expert_scale_reviews") == 2
@@ -75,6 +76,7 @@ def test_the_experts_scale_leads_once_a_weeks_batch_stands_behind_it(
     import_labels(tmp_path, answered[2:])
     html = card(lead)
     assert html.index('class="row-expert"') < html.index('class="row-estimate"')
+    assert '<tr class="row-expert" data-scale="experts">' in html
     assert "Treue, Skala der Fachexperten" in html
     page = lead.get("/use-cases/recht/").content.decode()
     assert 'data-scale="experts"' in page

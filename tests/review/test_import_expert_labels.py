@@ -262,9 +262,16 @@ def test_an_imported_answer_is_not_drawn_into_the_weeks_own_batch(
     assert "a1" not in drawn and {"a2", "a3"} <= drawn
 
 
-@pytest.mark.parametrize("recorded", [True, False])  # alarms from before source_week was kept
+@pytest.mark.parametrize("details", [
+    "recorded",
+    {},  # alarms from before source_week was kept: the week before the key's
+    {"source_week": ["2026-W48"]},  # odd details (a hand edit): the key's week instead
+    {"source_week": 48},
+    {"source_week": "2026-w48"},
+    [],
+])
 def test_a_drift_alarm_restarts_the_experts_scale_from_its_source_week_only(
-    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, recorded: bool
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, details: Any
 ) -> None:
     from alarms.models import Alarm
     from monitoring.selectors import dashboard
@@ -288,10 +295,13 @@ def test_a_drift_alarm_restarts_the_experts_scale_from_its_source_week_only(
         use_case=review_world.use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
         message="Kalibrierungsdrift",
         details={"week": crossed, "source_week": later, "restart": shift_week(crossed, 1)}
-        if recorded else {},
+        if details == "recorded" else details,
     )
     # WEEK keeps its figure; WEEK+1 starts again from its own reviews.
     assert reviews() == {WEEK: 2, later: 1}
+    # A key that names no week restarts nothing (and breaks nothing).
+    Alarm.objects.filter(kind=Alarm.Kind.DRIFT).update(key="cusum:0001-W01", details={})
+    assert reviews() == {WEEK: 2, later: 3}
     # A bias alarm says the judge is off, not that it changed: nothing restarts.
     Alarm.objects.filter(kind=Alarm.Kind.DRIFT).update(key=f"bias:{crossed}")
     assert reviews() == {WEEK: 2, later: 3}

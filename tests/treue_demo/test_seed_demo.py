@@ -14,6 +14,7 @@ labels imported through `import_expert_labels`.
 
 import functools
 import json
+import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -261,5 +262,13 @@ def test_seed_then_judge_then_import_the_experts_labels(
     for case in (HEALTHY, DEGRADING):
         card = html[html.index(f'data-use-case="{case.slug}"'):]
         card = card[:card.index("</section>")]
-        assert 'class="row-expert"' in card and 'class="row-pooled"' in card, case.slug
-        assert "Skala der Fachexperten" in card and '"band"' in card, case.slug
+        assert 'class="row-expert"' in card and "Skala der Fachexperten" in card, case.slug
+        pooled = re.search(r'<tr class="row-pooled">(.*?)</tr>', card, re.S)
+        assert pooled is not None, case.slug
+        shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", pooled.group(1)))
+        assert re.search(r"\d,\d+ \( ?\d,\d\d–\d,\d\d ?\)", shown), shown  # a value, an interval
+        data = re.search(r'<script id="overview-figure-\d+" type="application/json">(.*?)'
+                         r"</script>", card, re.S)
+        assert data is not None, case.slug
+        [band] = [t for t in json.loads(data.group(1))["data"] if t["meta"]["role"] == "band"]
+        assert any(y is not None for y in band["y"]), case.slug  # an interval drawn

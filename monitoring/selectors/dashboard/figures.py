@@ -65,11 +65,14 @@ class WeekFigures:
     pooled: Estimate | None = None
     pooled_light: str = "grey"
     pooled_weeks: int = 1
+    # The light of the 4-week pooled view (POOLED_WEEKS), whichever view is shown: the action
+    # alarm reads that one, and so does the overview's card light where both weeks are grey.
+    standard_pooled_light: str = "grey"
     # What the week's own estimate can decide and what would make it decisive.
     precision: Precision | None = None
-    # Faithfulness on the experts' scale (prediction-powered: the pooled judge-scale estimate
-    # corrected by the mean expert − judge difference of the reviews of those weeks); None
-    # without any review in the window.
+    # Faithfulness on the experts' scale (prediction-powered: the judge-scale estimate over
+    # this week and the 3 before it, corrected by the mean expert − judge difference of the
+    # reviews of those weeks, none before a drift restart); None without any review there.
     expert: ExpertScale | None = None
     expert_light: str = "grey"
 
@@ -201,6 +204,8 @@ def _week_figures(
         every.append(strata)
         window = list(range(max(0, i - pooled_weeks + 1), i + 1))
         pooled = statistics.pooled_mean([every[j] for j in window])
+        standard = pooled if pooled_weeks == POOLED_WEEKS else statistics.pooled_mean(
+            every[max(0, i - POOLED_WEEKS + 1):i + 1])
         shares = _Shares()
         if i >= full_from:
             shares = _shares(sizes, week_judged, threshold,
@@ -209,7 +214,7 @@ def _week_figures(
             week=week, current=week.end > now, volume=volume, flagged=flagged,
             judged=week_judged, strata=strata, shares=shares, threshold=threshold,
             usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
-            pooled_weeks=len(window),
+            pooled_weeks=len(window), standard_pooled=standard,
             expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
         )
         out.append(figures)
@@ -224,7 +229,7 @@ _NOTHING_JUDGED = WeekJudged()
 def _figures(
     *, week: Week, current: bool, volume: int, flagged: int, judged: WeekJudged,
     strata: list[StratumSums], shares: _Shares, threshold: float, usage: Usage,
-    before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int,
+    before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int, standard_pooled: Estimate,
     expert: ExpertScale | None,
 ) -> WeekFigures:
     estimate = statistics.mean_from_sums(strata)
@@ -253,6 +258,7 @@ def _figures(
         pooled=pooled,
         pooled_light=statistics.traffic_light(pooled, threshold),
         pooled_weeks=pooled_weeks,
+        standard_pooled_light=statistics.traffic_light(standard_pooled, threshold),
         precision=statistics.week_precision(
             strata, action_threshold=threshold, pooled=pooled, pooled_weeks=pooled_weeks
         ),

@@ -135,10 +135,11 @@ class OverviewRow:
     @property
     def light(self) -> str:
         """The more alarming light of the two weeks; where neither week can decide (both grey:
-        a small use case), the pooled view of the weeks up to last week decides instead."""
+        a small use case), the 4-week pooled view up to last week decides instead (the one the
+        action alarm reads, whichever pooled view the page shows)."""
         weekly = min(self.this_week.light, self.last_week.light, key=_LIGHT_ORDER.__getitem__)
         if self.this_week.light == self.last_week.light == "grey":
-            return self.last_week.pooled_light
+            return self.last_week.standard_pooled_light
         return weekly
 
 

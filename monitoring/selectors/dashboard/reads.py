@@ -12,6 +12,7 @@ answers:
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from monitoring import extensions
 from monitoring.domain.expert_scale import Review
 from monitoring.models import Answer, Claim, JudgeRun
 from monitoring.selectors.dashboard.weeks import Week, _week_of
+
+_ISO_WEEK = re.compile(r"\d{4}-W\d{2}")
 
 CLAIM_POINTS = {
     Claim.Label.GEDECKT: 1.0,
@@ -268,6 +271,8 @@ def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[
     ).values_list("use_case_id", "key", "details")
     for use_case_id, key, details in rows:
         recorded = details.get("source_week") if isinstance(details, dict) else None
+        if not (isinstance(recorded, str) and _ISO_WEEK.fullmatch(recorded)):
+            recorded = None  # not written by the CUSUM check: derived from the key instead
         source = recorded or _week_before(key.removeprefix("cusum:"))
         if source in held:
             out[use_case_id].add(source)
@@ -276,10 +281,12 @@ def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[
 
 def _week_before(label: str) -> str | None:
     """The ISO week before "YYYY-Www" (None for anything else)."""
+    if not _ISO_WEEK.fullmatch(label):
+        return None
+    year, week = label.split("-W")
     try:
-        year, week = label.split("-W")
         monday = date.fromisocalendar(int(year), int(week), 1) - timedelta(days=7)
-    except ValueError:
+    except (ValueError, OverflowError):  # week 54, or the week before year 1
         return None
     iso = monday.isocalendar()
     return f"{iso.year}-W{iso.week:02d}"
