@@ -90,6 +90,9 @@ def test_two_workers_on_their_own_queues_share_a_batch(
     assert front.log().count(fan_out) >= 1 and "succeeded" in front.log()
     assert front.results() == []
     assert fan_out not in judges.log()
+    # A run is committed before its task returns and the worker logs the result.
+    wait_for("the judge worker to log every result", lambda: len(judges.results()) >= count,
+             workers=(judges,), timeout=10)
     assert sorted(judges.results()) == ["scored"] * count
     assert len(judge_server.requests) == 2 * count
 

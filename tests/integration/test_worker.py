@@ -190,6 +190,9 @@ def test_an_unreachable_judge_fails_the_run_visibly_after_the_last_attempt(
     assert run.score is None and not run.claims.exists()
     answer.refresh_from_db()
     assert answer.status == Answer.Status.FAILED and answer.score is None
+    # The run is committed before its task returns and the worker logs the result.
+    wait_for("the worker to log the result", lambda: worker.results(), workers=(worker,),
+             timeout=10)
     assert worker.results().count("gave up") == 1
 
 
@@ -230,6 +233,8 @@ def test_a_worker_killed_while_scoring_leaves_the_answer_scored_exactly_once(
 
     run = assert_scored_once(answer, claims=2)
     assert run.attempts == 2  # the dead worker's claim, then the one that finished
+    wait_for("the second worker to log the result", lambda: second.results(),
+             workers=(second,), timeout=10)
     assert second.results().count("scored") == 1
     # The dead worker's decomposition, then the second worker's decomposition and verdicts.
     assert len(judge_server.requests) == 1 + 3
