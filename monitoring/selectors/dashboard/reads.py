@@ -12,12 +12,10 @@ answers:
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 from decimal import Decimal
 from typing import NamedTuple
 
@@ -29,8 +27,6 @@ from monitoring import extensions
 from monitoring.domain.expert_scale import Review
 from monitoring.models import Answer, Claim, JudgeRun
 from monitoring.selectors.dashboard.weeks import Week, _week_of
-
-_ISO_WEEK = re.compile(r"\d{4}-W\d{2}")
 
 CLAIM_POINTS = {
     Claim.Label.GEDECKT: 1.0,
@@ -260,10 +256,12 @@ def _reviews(
 def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, list[str]]:
     """Per use case, the ISO weeks of answers from which the experts' scale starts again after
     a drift alarm, oldest first, those that `weeks` hold: the source week of the review batch
-    whose reviews crossed the CUSUM's limit (recorded in the alarm; before that was recorded,
-    the week before the alarm's review week). Reviews of earlier answers measured the judge as
-    it was; a week before the restart keeps the figure it had."""
+    whose reviews crossed the CUSUM's limit (recorded in the alarm; where it is not, the week
+    before the alarm's review week). Reviews of earlier answers measured the judge as it was;
+    a week before the restart keeps the figure it had."""
     held = {w.label for w in weeks}
+    # Each held week by the review week that follows it (the one starting at its end).
+    before = {"{}-W{:02d}".format(*w.end.date().isocalendar()[:2]): w.label for w in weeks}
     out: dict[int, set[str]] = defaultdict(set)
     # The CUSUM's alarms only: a bias alarm says the judge is off, not that it changed.
     rows = Alarm.objects.filter(
@@ -271,22 +269,9 @@ def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[
     ).values_list("use_case_id", "key", "details")
     for use_case_id, key, details in rows:
         recorded = details.get("source_week") if isinstance(details, dict) else None
-        if not (isinstance(recorded, str) and _ISO_WEEK.fullmatch(recorded)):
-            recorded = None  # not written by the CUSUM check: derived from the key instead
-        source = recorded or _week_before(key.removeprefix("cusum:"))
-        if source in held:
-            out[use_case_id].add(source)
+        if not (isinstance(recorded, str) and recorded in held):
+            # Not recorded (or not a week shown): derived from the key's review week.
+            recorded = before.get(key.removeprefix("cusum:"))
+        if recorded is not None:
+            out[use_case_id].add(recorded)
     return {use_case_id: sorted(labels) for use_case_id, labels in out.items()}
-
-
-def _week_before(label: str) -> str | None:
-    """The ISO week before "YYYY-Www" (None for anything else)."""
-    if not _ISO_WEEK.fullmatch(label):
-        return None
-    year, week = label.split("-W")
-    try:
-        monday = date.fromisocalendar(int(year), int(week), 1) - timedelta(days=7)
-    except (ValueError, OverflowError):  # week 54, or the week before year 1
-        return None
-    iso = monday.isocalendar()
-    return f"{iso.year}-W{iso.week:02d}"
