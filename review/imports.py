@@ -26,7 +26,7 @@ from django.utils import timezone
 from monitoring.judging.domain.scoring import score_labels
 from monitoring.models import Answer, JudgeRun, UseCase
 from review.domain import batches
-from review.domain.imports import LabelLine, LineError, parse_lines
+from review.domain.imports import LabelLine, LineError, OverlongLine, parse_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 
 
@@ -44,7 +44,7 @@ class _Refused(Exception):
 
 
 def expert_labels_import(
-    *, use_case: UseCase, reviewer: User, lines: Iterable[str | bytes]
+    *, use_case: UseCase, reviewer: User, lines: Iterable[str | bytes | OverlongLine]
 ) -> ImportReport:
     report = ImportReport()
     for parsed in parse_lines(lines):

@@ -329,16 +329,26 @@ def judges(request: AuthenticatedRequest, slug: str) -> HttpResponse:
                 ),
                 "mode_label": JudgeMode(mode).label,
                 "fields": {"judge_model": model, "judge_mode": mode, "answers": answers},
+                "running": shadow_selectors.comparison_running(
+                    use_case=use_case, judge_model=model, judge_mode=mode
+                ),
             })
         try:
-            comparison = shadow_services.judge_comparison_start(
+            start = shadow_services.judge_comparison_start(
                 use_case=use_case, judge_model=model, judge_mode=mode, answers=answers,
                 user=request.user,
             )
         except shadow_services.ComparisonRefused as e:
             messages.error(request, str(e))
         else:
-            return redirect(reverse("review:judge_comparison", args=[slug, comparison.pk]))
+            if not start.started:
+                messages.info(request, _(
+                    "Dieser Vergleich läuft schon; er wurde nicht noch einmal gestartet "
+                    "(das hätte seine Aufrufe ein zweites Mal gekostet)."
+                ))
+            return redirect(
+                reverse("review:judge_comparison", args=[slug, start.comparison.pk])
+            )
     status = 400 if request.method == "POST" else 200
     return render(request, "review/judges.html", {
         "use_case": use_case,

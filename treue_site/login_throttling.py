@@ -3,6 +3,7 @@
 settings.py holds the limits (TREUE_LOGIN_*) and the django-axes wiring, treue_site/apps.py the
 admin's section; this module holds the pieces axes lets a project supply:
 
+- `client_username`: the username as typed, or a digest for one the records cannot hold.
 - `client_ip`: REMOTE_ADDR, or behind a proxy the last entry of the header that
   TREUE_CLIENT_IP_HEADER names. Not django-ipware (an extra package whose default order takes
   the left-most X-Forwarded-For entry, which the client writes itself): a lock keyed by a
@@ -13,11 +14,13 @@ admin's section; this module holds the pieces axes lets a project supply:
   without single sign-on's refusals.
 """
 
+import hashlib
 import ipaddress
 import math
 from datetime import timedelta
 from typing import Any
 
+from axes.conf import settings as axes_settings
 from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_cool_off
 from django.conf import settings
@@ -51,6 +54,28 @@ def client_ip(request: HttpRequest) -> str | None:
         if forwarded is not None:
             return forwarded
     return _address(request.META.get("REMOTE_ADDR", ""))
+
+
+# axes keeps a username in a column of 255 characters; PostgreSQL refuses a longer value and NUL.
+_USERNAME_COLUMN = 255
+_DIGEST = 64  # hex characters of SHA-256
+
+
+def client_username(request: HttpRequest, credentials: dict | None = None) -> str | None:
+    """The username a login attempt counts against (AXES_USERNAME_CALLABLE): as typed, or for a
+    name the records cannot hold (over 255 characters, or with a NUL) its start and a digest of
+    the whole. No account has such a name (Django's usernames end at 150); the digest keeps two
+    such names apart, so each is locked on its own, and costs no 500 (a 256-character username
+    did on PostgreSQL)."""
+    field = axes_settings.AXES_USERNAME_FORM_FIELD
+    if credentials:
+        name = credentials.get(field)
+    else:
+        name = getattr(request, "data", request.POST).get(field)
+    if not isinstance(name, str) or (len(name) <= _USERNAME_COLUMN and "\x00" not in name):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return name.replace("\x00", "")[: _USERNAME_COLUMN - _DIGEST - 1] + "#" + digest
 
 
 def _time_left(request: HttpRequest, credentials: dict | None, cool_off: timedelta) -> timedelta:

@@ -404,6 +404,7 @@ AXES_ENABLE_ACCESS_FAILURE_LOG = False
 AXES_VERBOSE = False  # no start-up banner from every manage.py command and worker
 AXES_HANDLER = "treue_site.login_throttling.DatabaseHandler"
 AXES_CLIENT_IP_CALLABLE = "treue_site.login_throttling.client_ip"
+AXES_USERNAME_CALLABLE = "treue_site.login_throttling.client_username"
 AXES_LOCKOUT_CALLABLE = "treue_site.login_throttling.lockout_response"
 
 # Mail: alarms go to the use case's team leads. The console backend (the default) prints them,

@@ -21,7 +21,8 @@ from typing import Any
 import openai
 from django.conf import settings
 
-from monitoring.judging.domain.judging import CallResult
+from monitoring.judging.domain.judge_parse import storable_text
+from monitoring.judging.domain.judging import CallResult, usage_figure
 
 
 class JudgeError(Exception):
@@ -188,8 +189,8 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
         usage = completion.usage
-        prompt_tokens = (usage.prompt_tokens if usage else 0) or 0
-        completion_tokens = (usage.completion_tokens if usage else 0) or 0
+        prompt_tokens = _usage(usage, "prompt_tokens")
+        completion_tokens = _usage(usage, "completion_tokens")
         cached_tokens = _cached_tokens(usage)
         reported = completion.model or model
     except (AttributeError, TypeError, IndexError, KeyError) as e:
@@ -197,19 +198,29 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
         # ChatCompletion built without validation from JSON of another shape. Like a 5xx, that
         # is the endpoint's (or a proxy's) trouble: retried, and shown if it persists.
         raise _not_a_completion(who, completion) from e
-    if not (
-        isinstance(text, str) and isinstance(reported, str)
-        and isinstance(prompt_tokens, int) and isinstance(completion_tokens, int)
-    ):
+    if not (isinstance(text, str) and isinstance(reported, str)):
         raise _not_a_completion(who, completion)
+    # Usage figures a call cannot have had (-5, 10**30, "12") are the endpoint's slip, not a
+    # reason to fail a run whose verdicts were read: the call counts, its tokens are unknown.
+    # A missing figure (None) is taken as 0, as endpoints that report no usage do.
+    known = prompt_tokens is not None and completion_tokens is not None
+    prompt = prompt_tokens if prompt_tokens is not None and known else 0
     return CallResult(
-        text=text,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        text=storable_text(text),
+        prompt_tokens=prompt,
+        completion_tokens=completion_tokens if completion_tokens is not None and known else 0,
         latency_ms=latency_ms,
-        model=reported,
-        cached_tokens=min(cached_tokens, prompt_tokens),
+        model=storable_text(reported)[:200],
+        cached_tokens=min(cached_tokens, prompt),
+        usage_known=known,
     )
+
+
+def _usage(usage: Any, name: str) -> int | None:
+    """A usage figure of the completion: 0 where the endpoint reports none, None where what it
+    reports cannot be a token count."""
+    value = getattr(usage, name) if usage else None
+    return 0 if value is None else usage_figure(value)
 
 
 def _cached_tokens(usage: Any) -> int:
@@ -221,7 +232,7 @@ def _cached_tokens(usage: Any) -> int:
         cached = details.get("cached_tokens")
     else:
         cached = getattr(details, "cached_tokens", None)
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+    return usage_figure(cached) or 0
 
 
 def _not_a_completion(who: str, reply: object) -> JudgeUnavailable:

@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 LABELS = ("GEDECKT", "TEILWEISE", "UNGEDECKT")
 MAX_EXTERNAL_ID = 200  # as the ingest API
@@ -23,6 +24,30 @@ MAX_EXTERNAL_ID = 200  # as the ingest API
 # would only cost time (json.loads is linear, but a megabyte of labels is no expert's work).
 MAX_LINE_CHARS = 100_000
 MAX_LABELS = 1_000
+# What a line of MAX_LINE_CHARS can take in UTF-8 (up to 4 bytes a character), and the most of
+# any line that is ever held in memory: a 150 MB line took 506 MB before it was refused.
+MAX_LINE_BYTES = 4 * MAX_LINE_CHARS + 2  # and "\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class OverlongLine:
+    """A line longer than MAX_LINE_BYTES, of which nothing was kept."""
+
+
+def read_lines(stream: BinaryIO, max_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes | OverlongLine]:
+    """The lines of ``stream``, each read with a limit: a line over ``max_bytes`` is an
+    OverlongLine, its rest read past in pieces of ``max_bytes``, so memory stays bounded by
+    the limit whatever the file holds."""
+    while True:
+        line = stream.readline(max_bytes + 1)
+        if not line:
+            return
+        if len(line) <= max_bytes or line.endswith(b"\n"):
+            yield line  # whole: at most max_bytes, or max_bytes and its newline
+            continue
+        while line and not line.endswith(b"\n"):
+            line = stream.readline(max_bytes)
+        yield OverlongLine()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +67,7 @@ class LineError:
     external_id: str | None = None
 
 
-def parse_lines(lines: Iterable[str | bytes]) -> Iterator[LabelLine | LineError]:
+def parse_lines(lines: Iterable[str | bytes | OverlongLine]) -> Iterator[LabelLine | LineError]:
     """Each non-blank line as a LabelLine or a LineError, numbered from 1 as an editor shows.
 
     Lines as read from a file (bytes) are decoded one by one as UTF-8: a line that is not
@@ -50,6 +75,9 @@ def parse_lines(lines: Iterable[str | bytes]) -> Iterator[LabelLine | LineError]
     before the first line, as some editors on Windows write, is not part of it.
     """
     for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, OverlongLine):
+            yield LineError(number, f"line longer than {MAX_LINE_CHARS} characters")
+            continue
         if isinstance(raw, bytes):
             try:
                 raw = raw.decode("utf-8")

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from monitoring.judging.domain import cost
 from monitoring.judging.domain.judge_parse import Label
@@ -124,6 +124,24 @@ def comparisons_with_figures(
         (c, comparison_figures(comparison=c) if i < LISTED_WITH_FIGURES else None)
         for i, c in enumerate(comparisons)
     ]
+
+
+def comparison_running(
+    *, use_case: UseCase, judge_model: str, judge_mode: str
+) -> JudgeComparison | None:
+    """The newest comparison of this candidate (the same model by the judge's rule, the same
+    mode) with a run still waiting or under way; None if there is none."""
+    under_way = ShadowRun.objects.filter(
+        comparison=OuterRef("pk"), status__in=(ShadowRun.Status.PENDING, ShadowRun.Status.RUNNING)
+    )
+    for comparison in (
+        JudgeComparison.objects.filter(use_case=use_case, judge_mode=judge_mode)
+        .filter(Exists(under_way))
+        .order_by("-created_at", "-id")
+    ):
+        if same_model(comparison.judge_model, judge_model):
+            return comparison
+    return None
 
 
 def comparisons_of(*, use_case: UseCase) -> QuerySet[JudgeComparison]:

@@ -9,6 +9,7 @@ shadow run writes only itself: never an answer's score, run or status, so no est
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -24,7 +25,7 @@ from monitoring.models import UseCase
 from monitoring.services.tuning import use_case_judge_set
 from review.domain.comparison import LABELS
 from review.models import JudgeComparison, ShadowRun
-from review.shadow.selectors import comparison_plan
+from review.shadow.selectors import comparison_plan, comparison_running
 
 SHADOW_RUN_TASK = "review.tasks.shadow_run"
 
@@ -37,11 +38,22 @@ class ComparisonRefused(Exception):
     """Why a comparison cannot start, in the reader's language."""
 
 
+@dataclass(frozen=True)
+class ComparisonStart:
+    """The comparison a start leads to: a new one, or the one of the same candidate that is
+    still under way (``started`` False), which a second start shows instead of paying again."""
+
+    comparison: JudgeComparison
+    started: bool
+
+
 def judge_comparison_start(
     *, use_case: UseCase, judge_model: str, judge_mode: str, answers: int, user: User
-) -> JudgeComparison:
+) -> ComparisonStart:
     """Create the comparison and a shadow run per reviewed answer it takes; the runs are
-    published once the transaction commits. Raises ComparisonRefused when there is nothing to
+    published once the transaction commits. A comparison of the same candidate (model and mode)
+    whose runs are not all done is returned instead of a new one: five confirmed starts made
+    five comparisons, each paying its calls. Raises ComparisonRefused when there is nothing to
     compare on."""
     plan = comparison_plan(
         use_case=use_case, judge_model=judge_model, judge_mode=judge_mode, answers=answers
@@ -52,6 +64,13 @@ def judge_comparison_start(
             "verglichen werden könnte."
         ) % {"model": judge_model})
     with transaction.atomic():
+        # Starts for one use case one after another, so two at once cannot both miss the other.
+        UseCase.objects.select_for_update().filter(pk=use_case.pk).exists()
+        running = comparison_running(
+            use_case=use_case, judge_model=plan.judge_model, judge_mode=judge_mode
+        )
+        if running is not None:
+            return ComparisonStart(running, started=False)
         comparison = JudgeComparison.objects.create(
             use_case=use_case, judge_model=plan.judge_model, judge_mode=judge_mode,
             requested=answers, created_by=user,
@@ -60,7 +79,7 @@ def judge_comparison_start(
             ShadowRun(comparison=comparison, submission=s) for s in plan.submissions
         )
         jobs.publish_on_commit(SHADOW_RUN, [run.pk for run in runs])
-    return comparison
+    return ComparisonStart(comparison, started=True)
 
 
 def judge_comparison_adopt(*, comparison: JudgeComparison, user: User) -> None:

@@ -183,6 +183,36 @@ CLAIM_CASES = [
     ("array of objects", '[{"claim": "Die Frist beträgt 14 Tage."}]', None),
     ("array of blanks is not an abstention", '["", "  "]', None),
     ("a json object without an array", '{"claim": "Die Frist beträgt 14 Tage."}', None),
+    # An empty array is an abstention only where it ends the reply, alone.
+    (
+        "empty array as the item of a garbled list",
+        '["Die Frist gilt.", "Das ist FALSCH.", []]',
+        None,
+    ),
+    ("empty array nested in arrays", "[" * 50 + "]" * 50, None),
+    (
+        "a preamble that mentions the empty array",
+        "Gäbe es keine Aussagen, schriebe ich []. Hier sind sie:\n"
+        "1. Die Frist gilt.\n2. Sie gilt ab heute.",
+        ["Die Frist gilt.", "Sie gilt ab heute."],
+    ),
+    (
+        "a preamble that mentions the empty array before the array",
+        'Ohne Aussagen wäre es []; hier: ["Die Frist gilt."]',
+        ["Die Frist gilt."],
+    ),
+    (
+        "a preamble that mentions the empty array and prose",
+        "Ich gebe [] aus, wenn nichts da ist. Es ist etwas da.",
+        None,
+    ),
+    (
+        "list lines beside a closing empty array",
+        "- Die Frist gilt.\nSonst: []",
+        ["Die Frist gilt."],
+    ),
+    ("empty array closing with a full stop", "Keine Aussagen: [].", []),
+    ("a string array inside an array is no claim list", '[["Die Frist gilt."], 3]', None),
 ]
 
 

@@ -130,6 +130,10 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "(": _repeat("("),
     "{": _repeat("{"),
     '["a", ': _repeat('["a", '),
+    # arrays the claim list skips one by one: nested in another, or an empty one mid-text
+    '[["a"], ': _repeat('[["a"], '),
+    "[] x ": _repeat("[] x "),
+    '[ <spaces> ["a"]': _run("[", " ", '["a"]'),
     # quotes and markdown wrapping
     '"': _repeat('"'),
     "„“": _repeat("„“"),
@@ -522,9 +526,10 @@ def test_tier1_bounded_on_adversarial_tokens(family: str) -> None:
 
 def test_deeply_nested_decomposition_is_unparseable_not_an_error():
     assert judge_parse.parse_claims("[" * 5000) is None
-    assert judge_parse.parse_claims("[" * 5000 + '["Der Behälter ist grün."]') == [
-        "Der Behälter ist grün."
-    ]
+    # An array inside unclosed brackets is an item of a garbled list, not the claim list.
+    assert judge_parse.parse_claims("[" * 5000 + '["Der Behälter ist grün."]') is None
+    assert judge_parse.parse_claims("[" * 5000 + '\n["Der Behälter ist grün."]') is None
+    assert judge_parse.parse_claims("[" * 5000 + "]" * 5000) is None
     judgement = _judge("[" * 5000, "GEDECKT")
     assert judgement.failed_reason == judging.DECOMPOSITION_UNPARSEABLE
 

@@ -1288,3 +1288,92 @@ def test_a_use_case_in_batched_mode_gets_batched_runs(judge, api, make_answer, u
     use_case.save(update_fields=["judge_mode"])
     [again] = judging.judge_runs_create(answers=[answer], trigger=JudgeRun.Trigger.RESCORE)
     assert (again.judge_mode, again.prompt_version) == ("per-claim", PROMPT_VERSION)
+
+
+# --- A judge's reply never breaks a run it did not cause (hardening, round 2) ---------------
+
+
+@pytest.mark.parametrize(
+    "garbled",
+    [
+        json.dumps([C1, "Das ist FALSCH."])[:-1] + ", []]",  # a list with an empty list inside
+        "Gäbe es keine Aussagen, schriebe ich []. Die Antwort sagt aber einiges.",
+        "[" * 5000 + "]" * 5000,
+    ],
+    ids=["empty list as an item", "preamble mentions []", "nested brackets"],
+)
+def test_a_garbled_decomposition_is_no_abstention(judge, api, make_answer, garbled):
+    # Before, the first "[]" anywhere in the reply read as "no claims": judged, score 1.0.
+    judge.responder = ScriptedJudge(decomposition=[garbled, garbled])
+    answer = ingest(api, make_answer)
+
+    execute(answer)
+
+    run = only_run(answer)
+    assert (run.status, run.error, run.abstention) == (
+        JudgeRun.Status.FAILED, "decomposition unparseable", False
+    )
+    assert run.score is None and fresh(answer).score is None
+
+
+def test_nul_and_lone_surrogates_in_a_reply_are_stored_without_them(judge, api, make_answer):
+    # PostgreSQL refuses NUL in text and JSON, and a lone surrogate cannot be encoded: the run
+    # failed as an internal error marked retryable, and every retry met the same reply.
+    bad = "Der Behälter\x00 wird alle 5 Jahre geprüft \ud83d."
+    judge.responder = ScriptedJudge(
+        claims=[bad, C2], verdicts={bad: "GEDECKT", C2: "UNGEDECKT\x00"}
+    )
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.SUCCEEDED and run.error == ""
+    assert list(run.claims.order_by("position").values_list("text", "label")) == [
+        ("Der Behälter wird alle 5 Jahre geprüft \ufffd.", Claim.Label.GEDECKT),
+        (C2, Claim.Label.UNGEDECKT),
+    ]
+    assert "\x00" not in run.decomposition_raw and "\ufffd" in run.decomposition_raw
+    assert fresh(answer).score == 0.5
+
+
+@pytest.mark.parametrize(
+    "usage", [(-5, 3), (10**30, 3), (120, -1), (120, 10**7 + 1), (1.5, 3)],
+    ids=["negative prompt", "huge prompt", "negative completion", "completion over 10^7",
+         "a fraction"],
+)
+def test_absurd_token_counts_are_unknown_and_the_run_ends_with_its_calls(
+    judge, api, make_answer, usage
+):
+    JudgePrice.objects.create(judge_model="judge-x", prompt_per_1k=Decimal("1"),
+                              completion_per_1k=Decimal("1"))
+    judge.responder = ScriptedJudge(claims=[C1, C2])
+    # The decomposition reports sane figures, the verifications absurd ones.
+    judge.usage_for = lambda request, content: (
+        usage if "Aussage:" in request["messages"][1]["content"] else (1000, 10)
+    )
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert run.status == JudgeRun.Status.SUCCEEDED
+    assert (run.calls, run.usage_unknown_calls) == (3, 2)
+    assert (run.prompt_tokens, run.completion_tokens) == (1000, 10)
+    assert run.cost == Decimal("1.010000")  # the calls that could be priced
+    assert [r["usage_known"] for r in run.call_log] == [True, False, False]
+    assert fresh(answer).status == Answer.Status.JUDGED
+
+
+def test_the_answer_page_says_how_many_calls_had_no_believable_usage(
+    judge, api, make_answer, client
+):
+    judge.responder = ScriptedJudge(claims=[C1])
+    judge.usage_for = lambda request, content: (10**30, -5)
+    answer = ingest(api, make_answer)
+    execute(answer)
+    client.force_login(User.objects.create_superuser("chefin", "c@example.org", "pw-123"))
+
+    page = client.get(f"/answers/{answer.pk}/").content.decode()
+
+    assert "ohne 2 Aufrufe, deren Token-Angaben nicht stimmen können" in page

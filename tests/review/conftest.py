@@ -27,11 +27,13 @@ PASSWORD = "pw-only-for-tests-31c"
 
 
 def week_time(week: str, day: int = 2, hour: int = 10) -> datetime:
-    """A moment inside an ISO week (site time zone): by default Wednesday 10:00."""
+    """A moment inside an ISO week (site time zone): by default Tuesday 10:00, or now if that
+    is still to come (early in the current week, such as on Monday night, when CI may run)."""
     monday = week_monday(week)
-    return datetime.combine(
-        monday + timedelta(days=day - 1), time(hour), tzinfo=timezone.get_current_timezone()
-    )
+    zone = timezone.get_current_timezone()
+    moment = datetime.combine(monday + timedelta(days=day - 1), time(hour), tzinfo=zone)
+    start = datetime.combine(monday, time(0), tzinfo=zone)
+    return max(start, min(moment, timezone.now() - timedelta(seconds=1)))
 
 
 def uncertain_logprobs(text: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ cost nothing else; a second run imports nothing twice."""
 
 import io
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.core.management import CommandError, call_command
 
 from monitoring.models import Answer
 from review import selectors, services
+from review.domain.imports import OverlongLine, read_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
 from tests.review.conftest import ReviewWorld, shift_week
 
@@ -186,6 +188,35 @@ def test_a_nul_or_a_surrogate_in_an_id_is_refused_and_the_file_goes_on(
     assert "line 2: external_id: contains a NUL character or an unpaired surrogate" in err
     assert "1 imported, 0 already there, 2 refused" in out
     assert ReviewSubmission.objects.get().item.answer.external_id == "a3"
+
+
+def test_an_overlong_line_is_refused_without_holding_it_in_memory(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    # A 150 MB line took 506 MB of memory before it was refused: the whole line was read first.
+    path = tmp_path / "long.jsonl"
+    with path.open("wb") as f:
+        f.write(b'{"external_id": "a1", "score": 1, "note": "')
+        for _ in range(40):
+            f.write(b"x" * 1_000_000)
+        f.write(b'"}\n{"external_id": "a3", "score": 1}\n')
+        f.write(b'{"external_id": "a2", "labels": [' + b'"GEDECKT", ' * 60_000 + b'"GEDECKT"]}')
+    tracemalloc.start()
+    try:
+        out, err = run(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "line 1: line longer than 100000 characters" in err
+    assert "line 3: line longer than 100000 characters" in err  # the last line, no newline
+    assert "1 imported, 0 already there, 2 refused" in out
+    assert peak < 8_000_000, f"{peak / 1e6:.0f} MB held for a 40 MB line"
+
+
+def test_read_lines_keeps_every_line_up_to_its_limit() -> None:
+    stream = io.BytesIO(b"abc\n" + b"y" * 10 + b"\n" + b"z" * 11 + b"\nlast")
+    lines = list(read_lines(stream, max_bytes=10))
+    assert lines == [b"abc\n", b"y" * 10 + b"\n", OverlongLine(), b"last"]
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_line(

@@ -102,6 +102,35 @@ def test_cost_shown_before_starting_then_shadow_runs_change_no_score_or_estimate
     assert [v["label"] for v in run.verdicts] == [U, G]
 
 
+def test_a_comparison_under_way_is_shown_not_started_again(
+    review_world: ReviewWorld, reviewed: list[Any], login: Any
+) -> None:
+    # Five identical confirmed starts made five comparisons, each paying its calls.
+    client = login(review_world.users["lead"])
+    first = start(client, confirm="1")
+    comparison = JudgeComparison.objects.get()
+    again = [start(client, confirm="1", judge_model=f" {CANDIDATE.upper()}") for _ in range(4)]
+
+    assert JudgeComparison.objects.count() == 1
+    assert ShadowRun.objects.count() == 5
+    assert {r["Location"] for r in [first, *again]} == {
+        f"/review/calibration/recht/judges/{comparison.pk}/"
+    }
+    page = text_of(client.get(again[-1]["Location"]).content.decode())
+    assert "Dieser Vergleich läuft schon; er wurde nicht noch einmal gestartet" in page
+    confirm = text_of(start(client).content.decode())
+    assert f"„{CANDIDATE}“ (gebündelt) wird schon verglichen." in confirm
+    assert "Ja, vergleichen" not in confirm
+
+    # Another mode is another candidate; once the runs are done, a new start is a new one.
+    start(client, confirm="1", judge_mode="per-claim")
+    assert JudgeComparison.objects.count() == 2
+    for run in ShadowRun.objects.filter(comparison=comparison):
+        shadow_run_execute(run_id=run.pk)
+    start(client, confirm="1")
+    assert JudgeComparison.objects.filter(judge_mode="batched").count() == 2
+
+
 def test_the_comparison_page_by_hand(
     review_world: ReviewWorld, reviewed: list[Any], login: Any
 ) -> None:

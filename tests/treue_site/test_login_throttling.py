@@ -215,6 +215,23 @@ def test_odd_requests_never_cost_a_500(people: dict[str, User], agent: str) -> N
     assert attempt(client, "site", "anna", PASSWORD, HTTP_USER_AGENT=agent).status_code == 429
 
 
+@pytest.mark.parametrize("which", LOGINS)
+@pytest.mark.parametrize("length", [256, 10_000])
+def test_an_overlong_username_is_a_failed_login_and_locks_like_any(
+    people: dict[str, User], which: str, length: int
+) -> None:
+    # django-axes stored the username in a 255-character column: on PostgreSQL a 500.
+    client = Client()
+    name = "ä" * length
+    assert attempt(client, which, name, WRONG).status_code == 200  # the form, with its error
+    fail(client, which, name, 4)
+    assert attempt(client, which, name, WRONG).status_code == 429
+    # A name that shares its first 255 characters is another person: not locked.
+    other = Client()
+    assert attempt(other, which, name[:-1] + "b", WRONG).status_code == 200
+    assert attempt(Client(), which, "anna", PASSWORD).status_code == 302
+
+
 # --- the end of a lock: cool-off, the admin, the command -----------------------------------------
 
 

@@ -63,6 +63,20 @@ def strip_wrapping(text: str, trailing: str, wrapping: str = _WRAPPING) -> str:
     return text.lstrip(_WHITESPACE + wrapping).rstrip(_WHITESPACE + wrapping + trailing)
 
 
+# A lone surrogate cannot be encoded (UTF-8, the database, JSON) and PostgreSQL refuses NUL in
+# text and JSON: both came back from a judge inside a claim or a reason and failed the run on
+# every retry. They come as characters, or as JSON escapes ("\\u0000") that decoding turns
+# into them, so the client cleans a reply and parse_claims the claims it decodes. One pass,
+# linear in the text.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` with NUL dropped and each lone surrogate replaced by U+FFFD: what a model wrote,
+    kept as far as it can be stored and read."""
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
 # "1. claim", "12) claim", "- claim", "* claim", "• claim". The space after the marker keeps
 # "1.5 Jahre …" from counting as item 1. The runs of blanks are possessive: giving blanks back
 # never helps (a marker is no blank, and a claim given blanks still ends where it ended), and
@@ -74,16 +88,21 @@ _QUOTES = "\"„“”'‚‘’"
 def parse_claims(reply: str) -> list[str] | None:
     """The claims in a decomposition reply; [] for an explicit "[]"; None if unreadable.
 
-    Accepts the first JSON array of strings anywhere in the reply (so also inside a ```json
-    fence or after a sentence of preamble), else numbered or bulleted lines. Claims are
-    stripped, blanks and exact repeats dropped (order kept), and the list is cut at MAX_CLAIMS.
+    Accepts the first JSON array of strings in the reply that stands on its own (so also inside
+    a ```json fence, after a sentence of preamble or in an object), else numbered or bulleted
+    lines. An array that is an item of a bigger array is never taken: ``["…", "…", []]`` is a
+    garbled list, not an abstention. An empty array is an abstention only where it ends the reply
+    and no list line stands beside it: a preamble that mentions "[]" says nothing about the
+    answer. Claims are stripped, blanks and exact repeats dropped (order kept), and the list is
+    cut at MAX_CLAIMS.
     """
-    items = _first_string_array(reply)
+    lines = [_unquote(m.group(1)) for m in _LIST_LINE.finditer(reply)]
+    items = _first_string_array(reply, abstention_allowed=not lines)
     if items is None:
-        items = [_unquote(m.group(1)) for m in _LIST_LINE.finditer(reply)]
+        items = lines
         if not items:
             return None
-    claims = list(dict.fromkeys(c for c in (item.strip() for item in items) if c))
+    claims = list(dict.fromkeys(c for c in (storable_text(i).strip() for i in items) if c))
     if items and not claims:
         # ["", " "] is not the explicit "[]" of an abstention: treat it as unreadable.
         return None
@@ -102,10 +121,41 @@ _STRING_ARRAY = re.compile(
 )
 
 
-def _first_string_array(text: str) -> list[str] | None:
-    """The first "[" at which a JSON array of strings starts, decoded; None if there is none."""
-    match = _STRING_ARRAY.search(text)
-    return None if match is None else json.loads(match.group())
+def _first_string_array(text: str, *, abstention_allowed: bool) -> list[str] | None:
+    """The first JSON array of strings in ``text`` that is no item of another array, decoded.
+
+    An empty one counts only if ``abstention_allowed`` and nothing but wrapping and a full stop
+    follows it. None if there is no such array. Each match is looked at once, with only the
+    blanks around it read again, so the search stays linear.
+    """
+    # Where the reply's last word ends: an empty array that ends there ends the reply.
+    end = len(text.rstrip(_WHITESPACE + _WRAPPING + _TRAILING))
+    for match in _STRING_ARRAY.finditer(text):
+        if _neighbour(text, match.start() - 1, -1) in "[," or _neighbour(
+            text, match.end(), 1
+        ) in ",]":
+            continue
+        items: list[str] = json.loads(match.group())
+        if items:
+            return items
+        if abstention_allowed and match.end() == end:
+            return items
+    return None
+
+
+def _neighbour(text: str, index: int, step: int) -> str:
+    """The first character from ``index`` on (in ``step``'s direction) that is no blank; NUL
+    past either end.
+
+    Only the blanks between a match and the next character are read, so the blanks read for
+    all matches together are at most the text.
+    """
+    while 0 <= index < len(text) and text[index] in _JSON_BLANKS:
+        index += step
+    return text[index] if 0 <= index < len(text) else "\x00"
+
+
+_JSON_BLANKS = frozenset(" \t\n\r")
 
 
 def _unquote(item: str) -> str:

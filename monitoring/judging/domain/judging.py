@@ -57,6 +57,24 @@ class CallResult:
     model: str  # as the endpoint reports it (may name a dated snapshot of the configured model)
     # Of prompt_tokens, those the provider served from its prefix cache (billed cheaper).
     cached_tokens: int = 0
+    # False when the endpoint's usage figures could not be believed (usage_figure): the call
+    # counts, its tokens are recorded as 0 and the run says how many calls it could not price.
+    usage_known: bool = True
+
+
+# A single call's token count beyond this is no count (a chat completion's context is at most
+# a few hundred thousand tokens; 10**7 leaves room for any model to come): an endpoint that
+# reports it is not believed, whatever it meant.
+MAX_CALL_TOKENS = 10**7
+
+
+def usage_figure(value: object) -> int | None:
+    """A token figure an endpoint reported, or None where it cannot be one: not a whole number
+    (a float, a string, a bool), below 0 or above MAX_CALL_TOKENS. Such figures came as -5 and
+    10**30 and broke the run at its end (the database's integer overflowed)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_CALL_TOKENS else None
 
 
 JudgeCall = Callable[[list[dict[str, str]]], CallResult]
@@ -75,6 +93,7 @@ class CallRecord:
     latency_ms: int
     model: str
     cached_tokens: int = 0
+    usage_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +125,7 @@ class Judgement:
     failed_reason: str | None  # set whenever result.failed
     call_log: tuple[CallRecord, ...] = ()
     cached_tokens: int = 0  # of prompt_tokens
+    usage_unknown_calls: int = 0  # of calls, those whose tokens the endpoint misreported
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +235,7 @@ def _judgement(
         failed_reason=result.reason if result.failed else None,
         call_log=tuple(log),
         cached_tokens=sum(r.cached_tokens for r in log),
+        usage_unknown_calls=sum(not r.usage_known for r in log),
     )
 
 
@@ -229,6 +250,7 @@ def _record(purpose: str, position: int | None, attempt: int, reply: CallResult)
         reply.latency_ms,
         reply.model,
         reply.cached_tokens,
+        reply.usage_known,
     )
 
 

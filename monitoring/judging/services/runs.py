@@ -155,6 +155,7 @@ class Meter:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cached_tokens = 0
+        self.usage_unknown_calls = 0
         self._lock = threading.Lock()
 
     def wrap(self, call: JudgeCall) -> JudgeCall:
@@ -165,6 +166,7 @@ class Meter:
                 self.prompt_tokens += result.prompt_tokens
                 self.completion_tokens += result.completion_tokens
                 self.cached_tokens += result.cached_tokens
+                self.usage_unknown_calls += not result.usage_known
             return result
 
         return metered
@@ -173,21 +175,23 @@ class Meter:
         """The usage fields of ``run`` (a judge run or a shadow run) after this attempt: what
         earlier attempts spent (as read after the claim) plus this one's; {} without calls."""
         return usage_fields(run, model, self.calls, self.prompt_tokens, self.completion_tokens,
-                            self.cached_tokens) if self.calls else {}
+                            self.cached_tokens, self.usage_unknown_calls) if self.calls else {}
 
 
 def usage_fields(
     run: JudgeUsage, model: str, calls: int, prompt_tokens: int, completion_tokens: int,
-    cached_tokens: int,
+    cached_tokens: int, usage_unknown_calls: int = 0,
 ) -> dict[str, object]:
     """A job's usage fields: its earlier attempts' (as read after the claim) plus these,
-    priced by ``model``'s price (cached prompt tokens at its cached price)."""
+    priced by ``model``'s price (cached prompt tokens at its cached price). Calls whose usage
+    the endpoint misreported count as calls, with no tokens and so no cost."""
     prompt = run.prompt_tokens + prompt_tokens
     completion = run.completion_tokens + completion_tokens
     cached = run.cached_tokens + cached_tokens
     price = judging_selectors.price_for_model(judge_model=model)
     return {
         "calls": run.calls + calls,
+        "usage_unknown_calls": run.usage_unknown_calls + usage_unknown_calls,
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "cached_tokens": cached,
@@ -336,6 +340,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             **usage_fields(
                 run, run.judge_model, judgement.calls, judgement.prompt_tokens,
                 judgement.completion_tokens, judgement.cached_tokens,
+                judgement.usage_unknown_calls,
             ),
             decomposition_raw=judgement.decomposition_raw,
             call_log=[dataclasses.asdict(record) for record in judgement.call_log],

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from monitoring.models import UseCase
+from review.domain.imports import read_lines
 from review.imports import expert_labels_import
 
 
@@ -41,12 +42,12 @@ class Command(BaseCommand):
         try:
             if name == "-":
                 report = expert_labels_import(
-                    use_case=use_case, reviewer=reviewer, lines=sys.stdin.buffer
+                    use_case=use_case, reviewer=reviewer, lines=read_lines(sys.stdin.buffer)
                 )
             else:
                 with Path(name).open("rb") as raw:
                     report = expert_labels_import(
-                        use_case=use_case, reviewer=reviewer, lines=raw
+                        use_case=use_case, reviewer=reviewer, lines=read_lines(raw)
                     )
         except OSError as e:
             raise CommandError(f"cannot read {name}: {e.strerror or e}") from e
