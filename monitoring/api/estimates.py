@@ -20,6 +20,7 @@ from monitoring.models import Service, SettingChange, UseCase
 from monitoring.schemas import ErrorOut
 from monitoring.selectors import dashboard
 from monitoring.selectors import metrics as metric_selectors
+from monitoring.selectors.dashboard import blind
 
 router = Router()
 
@@ -300,6 +301,8 @@ def get_estimates(
     except WeekError as e:
         return errors(400, [{"field": e.field, "message": str(e)}])
     figures = dashboard.use_case_weeks(use_case=use_case, weeks=weeks, until=until)
+    if not isinstance(caller, Service):
+        figures = blind.figures_for_reader(figures, user=caller, use_case_id=use_case.pk)
     currencies = metric_selectors.judge_currencies(
         models={model for f in figures for model, _ in f.judges}
     )

@@ -30,7 +30,7 @@ from monitoring.domain.statistics import Estimate
 from monitoring.forms import TuningForm
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors import dashboard as figures
-from monitoring.selectors.dashboard import WeekFigures
+from monitoring.selectors.dashboard import WeekFigures, blind
 from monitoring.services import tuning
 from monitoring.views import answer_list
 from treue_site.charts import chart_config
@@ -469,7 +469,10 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
     pooled_weeks = _pooled_weeks(request)
     if isinstance(pooled_weeks, HttpResponse):
         return pooled_weeks
-    rows = figures.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
+    rows = [
+        blind.figures_for_reader(row, user=request.user, use_case_id=row.use_case.pk)
+        for row in figures.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
+    ]
     for i, row in enumerate(rows):
         # What the template shows beside the row's figures: its chart and precision sentence.
         row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]  # for the template
@@ -528,7 +531,10 @@ def _use_case_page(
     request: AuthenticatedRequest, use_case: UseCase, pooled_weeks: int,
     tuning_form: TuningForm | None = None, status: int = 200,
 ) -> HttpResponse:
-    page = figures.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks)
+    page = blind.figures_for_reader(
+        figures.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
+        user=request.user, use_case_id=use_case.pk,
+    )
     threshold = use_case.action_threshold
     diagnosis = page.diagnosis
     causes = diagnosis.causes

@@ -176,8 +176,14 @@ ROWS = [
     Row("monitoring:judge_run_retry", "POST", "/answers/{answer_a}/runs/{run_a}/retry/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}, note="without `confirm`: the confirmation page"),
+    # The blind answer is alone in a similarity and a chunk-count bucket (and one of two in
+    # its week): the lead sees its score there, its expert no figure on fewer than 5 answers.
     Row("monitoring:use_case", "GET", "/use-cases/{a}/",
-                                                        (L, L, 200, 200, 404, 404, 404, 200)),
+                                                        (L, L, B, S, 404, 404, 404, S)),
+    Row("monitoring:use_case", "GET", "/use-cases/{a}/?pooled=1",
+                                                        (L, L, B, S, 404, 404, 404, S)),
+    Row("monitoring:use_case", "GET", "/use-cases/{a}/?pooled=13",
+                                                        (L, L, B, S, 404, 404, 404, S)),
     Row("monitoring:use_case_judge", "GET", "/use-cases/{a}/judge/",
                                                         (L, L, B, S, 404, 404, 404, S)),
     Row("monitoring:use_case_judge_mode", "POST", "/use-cases/{a}/judge/mode/",

@@ -71,7 +71,11 @@ def build_world(builder: WorldBuilder) -> World:
     blind_a = in_a.answer("last-week-1", week=last_week, flagged=True,
                           claims=[("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
                                   ("Kleine Behälter jährlich.", "UNGEDECKT"),
-                                  *((f"Behälter {n} nie.", "UNGEDECKT") for n in range(5))])
+                                  *((f"Behälter {n} nie.", "UNGEDECKT") for n in range(5))],
+                          # Alone in its similarity bucket (< 0.5) and its chunk-count bucket:
+                          # a cause's figure on it would be its score.
+                          chunks=[{"text": f"Abschnitt {n}.", "score": 0.31, "source": "x.pdf"}
+                                  for n in range(12)])
     in_a.answer("last-week-2", week=last_week)
     answer_a = in_a.answer("now-a", week=this_week)
     answer_b = in_b.answer("now-b", week=this_week, use_case=b)

@@ -68,6 +68,7 @@ class WeekFigures:
     # The light of the 4-week pooled view (POOLED_WEEKS), whichever view is shown: the action
     # alarm reads that one, and so does the overview's card light where both weeks are grey.
     standard_pooled_light: str = "grey"
+    standard_pooled_n: int = 0  # the judged answers that light rests on
     # What the week's own estimate can decide and what would make it decisive.
     precision: Precision | None = None
     # Faithfulness on the experts' scale (prediction-powered: the judge-scale estimate over
@@ -259,6 +260,7 @@ def _figures(
         pooled_light=statistics.traffic_light(pooled, threshold),
         pooled_weeks=pooled_weeks,
         standard_pooled_light=statistics.traffic_light(standard_pooled, threshold),
+        standard_pooled_n=standard_pooled.n,
         precision=statistics.week_precision(
             strata, action_threshold=threshold, pooled=pooled, pooled_weeks=pooled_weeks
         ),
