@@ -123,7 +123,12 @@ fi
 # minutes old. The demo has it re-send after 2, so its reviews need not wait a quarter of an hour.
 export TREUE_JUDGE_RECONCILE_AFTER_SECONDS=${TREUE_JUDGE_RECONCILE_AFTER_SECONDS:-120}
 : >var/worker.log  # a new log each start; both writers below append, so neither overwrites
-.venv/bin/celery -A treue_site worker --beat --loglevel=INFO --pool=threads --concurrency=8 \
+# Under scripts/supervise.sh, which starts the worker again whenever it ends (a worker can exit
+# after a broker outage instead of reconnecting: docs/operations.md); TERM from stop() reaches it
+# and the worker's warm shutdown. Gossip, mingle and worker events are off: Treue uses none of
+# them, and their channels are what Celery fails to close after a lost connection.
+bash scripts/supervise.sh .venv/bin/celery -A treue_site worker --beat --loglevel=INFO \
+  --pool=threads --concurrency=8 --without-gossip --without-mingle --without-heartbeat \
   --schedule=var/celerybeat-schedule >>var/worker.log 2>&1 &
 worker=$!
 echo "Worker läuft (Log: var/worker.log). Web: http://127.0.0.1:${PORT:-8000}/"
