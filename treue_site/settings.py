@@ -540,6 +540,9 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # A broker that is down or hung must not hang ingest: publishing gives up within seconds, and the
 # answer stays marked for the judge so the reconciler can dispatch it later (treue_site/broker.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
+# A worker retries its broker connection for ever (Celery gives up after 100 retries, about 47
+# minutes, and exits): a long Redis outage must not need someone to start the workers again.
+CELERY_BROKER_CONNECTION_MAX_RETRIES: int | None = None
 CELERY_BROKER_TRANSPORT_OPTIONS = transport_options(CELERY_BROKER_URL)
 # Four queues (ingest follow-up, judge, investigations, housekeeping; treue_site/queues.py), so
 # that each kind of work can have its own workers; a worker without --queues consumes all four.
