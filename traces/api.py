@@ -5,11 +5,14 @@ gzip-compressed, and the errors are what the OTLP specification says, not the re
 `{"errors": [...]}`: a google.rpc.Status message (`{"code", "message"}` in JSON) in the
 request's encoding (JSON when the encoding is unknown), with 400 for a body that cannot be
 decoded, 401 for a missing or wrong key, 413 for a body over TREUE_OTLP_MAX_BODY_BYTES (before
-or after decompression), 415 for a content type or encoding other than protobuf/JSON and gzip,
-429 over the key's rate limit and 503 while the database is away (both with Retry-After; the
-exporter retries them, and nothing else). Spans refused one by one (a bad id, a use case the
-key may not send to, a span after its trace was assembled) cost only themselves: 200 with
-`partial_success` counting them, which the exporter does not retry.
+or after decompression) or with more spans or attribute values than one request may hold
+(traces.decoding.MAX_SPANS and its neighbours: a request's work is bounded; a 413 is not
+retried, and the message says to export smaller batches), 415 for a content type or encoding
+other than protobuf/JSON and gzip, 429 over the key's rate limit and 503 while the database
+is away (both with Retry-After; the exporter retries them, and nothing else). Spans refused one
+by one (a bad id, a use case the key may not send to, a span after its trace was assembled)
+cost only themselves: 200 with `partial_success` counting them, which the exporter does not
+retry.
 
 The key is checked as for the rest of the API (monitoring.api.auth.service_for_token): an
 export is one request of the key's TREUE_API_RATE_LIMIT.
@@ -86,6 +89,8 @@ def export_traces(request: HttpRequest) -> HttpResponse:
         return _status(415, code_pb2.INVALID_ARGUMENT, str(e), media)
     except (decoding.BodyTooLarge, RequestDataTooBig):
         return too_large
+    except decoding.TooMuch as e:
+        return _status(413, code_pb2.RESOURCE_EXHAUSTED, str(e), media)
     except decoding.BodyInvalid as e:
         return _status(400, code_pb2.INVALID_ARGUMENT, str(e), media)
     except ValueError:  # a Content-Length that is no number

@@ -12,7 +12,7 @@ No Django here: bytes and a content type in, records or a named error out.
 import base64
 import math
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,23 @@ CONTEXT_HAS_IS_REMOTE = 0x100
 CONTEXT_IS_REMOTE = 0x200
 ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
+# What one request may hold (413 above; README "OpenTelemetry", bench/otlp.py). An SDK's batch
+# span processor exports at most 512 spans a request, the Collector's batch processor 8,192 by
+# default: twice that passes. Decoding and holding a span costs about 0.1 ms of web CPU, so the
+# largest request costs a few seconds, well inside gunicorn's timeout.
+MAX_SPANS = 20_000
+# Attribute values (of spans and resources, each nested value counted): 4 µs each to decode,
+# 50 a span for 20,000 RAG spans. Bounds a body of many tiny attributes (a 64 MiB body holds ten
+# million), which the span limit does not.
+MAX_VALUES = 1_000_000
+# Values (objects, arrays, strings, numbers) of an OTLP/JSON body, which protobuf's JSON parser
+# reads at about 10 µs each: 5 s at most. A single-span trace holds 12, a RAG span with 50
+# attributes 200 (an SDK's batch of 512 such spans 100,000).
+MAX_JSON_VALUES = 500_000
+# gzip members of one body: concatenated members are one stream (RFC 1952), so all are read; an
+# exporter writes one, and each costs a decompressor.
+MAX_GZIP_MEMBERS = 100
+
 
 class BodyInvalid(Exception):
     """Not a decodable export request (400)."""
@@ -44,6 +61,11 @@ class BodyTooLarge(Exception):
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"the body is larger than {limit} bytes")
+
+
+class TooMuch(Exception):
+    """More spans, attribute values or JSON values than one request may hold (413): the exporter
+    should send smaller batches."""
 
 
 class UnsupportedMedia(Exception):
@@ -82,21 +104,28 @@ def check_encoding(content_encoding: str) -> bool:
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
-    """The decompressed body, never more than `limit` bytes of it (a small body can unpack to
-    gigabytes)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, limit + 1)
-        if len(out) > limit or inflater.unconsumed_tail:
+    """The decompressed body, every member of it (RFC 1952: a gzip stream is a series of
+    members), never more than `limit` bytes (a small body can unpack to gigabytes)."""
+    out = bytearray()
+    rest = body
+    for _ in range(MAX_GZIP_MEMBERS):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = inflater.decompress(rest, limit - len(out) + 1)
+            if len(out) + len(part) > limit or inflater.unconsumed_tail:
+                raise BodyTooLarge(limit)
+            part += inflater.flush()
+        except zlib.error as e:
+            raise BodyInvalid(f"the body is not valid gzip: {e}") from e
+        out += part
+        if len(out) > limit:
             raise BodyTooLarge(limit)
-        out += inflater.flush()
-    except zlib.error as e:
-        raise BodyInvalid(f"the body is not valid gzip: {e}") from e
-    if len(out) > limit:
-        raise BodyTooLarge(limit)
-    if not inflater.eof:
-        raise BodyInvalid("the gzip body ends early")
-    return out
+        if not inflater.eof:
+            raise BodyInvalid("the gzip body ends early")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+    raise BodyInvalid(f"the gzip body has more than {MAX_GZIP_MEMBERS} members")
 
 
 def decode(body: bytes, media: str) -> Decoded:
@@ -114,6 +143,7 @@ def decode(body: bytes, media: str) -> Decoded:
             raise BodyInvalid(f"the body is not JSON: {e}") from e
         if not isinstance(data, dict):
             raise BodyInvalid("the body must be a JSON object (an ExportTraceServiceRequest)")
+        _count_json_values(data)
         _hex_ids_to_base64(data)
         try:
             json_format.ParseDict(data, message, ignore_unknown_fields=True)
@@ -123,15 +153,23 @@ def decode(body: bytes, media: str) -> Decoded:
 
 
 def records(message: trace_service_pb2.ExportTraceServiceRequest) -> Decoded:
+    """The message's spans as records; TooMuch before the work when it holds more spans (or
+    groups of them) than MAX_SPANS, or more attribute values than MAX_VALUES."""
+    _count_spans(message)
+    budget = _Budget()
     decoded = Decoded()
     for resource_spans in message.resource_spans:
-        resource = flatten(_attributes(resource_spans.resource.attributes))
+        resource: dict[str, Any] | None = None
+        resource_problem: str | None = None
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                if resource is None:  # once a resource, and only one that has spans
+                    resource = flatten(_attributes(resource_spans.resource.attributes, budget))
+                    resource_problem = _unstorable(resource)
                 reason = _id_problem(span.trace_id, span.span_id, span.parent_span_id)
-                attributes = flatten(_attributes(span.attributes))
+                attributes = flatten(_attributes(span.attributes, budget))
                 if reason is None:
-                    reason = _unstorable(attributes) or _unstorable(resource)
+                    reason = _unstorable(attributes) or resource_problem
                 if reason is not None:
                     decoded.reject(reason)
                     continue
@@ -153,6 +191,33 @@ def records(message: trace_service_pb2.ExportTraceServiceRequest) -> Decoded:
                     scope_name=scope_spans.scope.name,
                 ))
     return decoded
+
+
+def _count_spans(message: trace_service_pb2.ExportTraceServiceRequest) -> None:
+    """TooMuch when the request holds more than MAX_SPANS spans, or groups of them (an empty
+    group costs a step and carries nothing); counted by lengths, not by looking at each."""
+    groups = message.resource_spans
+    if len(groups) > MAX_SPANS:
+        raise TooMuch(f"the request has more than {MAX_SPANS} resource spans")
+    if sum(len(r.scope_spans) for r in groups) > MAX_SPANS:
+        raise TooMuch(f"the request has more than {MAX_SPANS} scope spans")
+    spans = sum(len(s.spans) for r in groups for s in r.scope_spans)
+    if spans > MAX_SPANS:
+        raise TooMuch(f"the request has {spans} spans, at most {MAX_SPANS} are read a request: "
+                      "export smaller batches")
+
+
+class _Budget:
+    """The attribute values a request may still hold."""
+
+    def __init__(self) -> None:
+        self.left = MAX_VALUES
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise TooMuch(f"the request has more than {MAX_VALUES} attribute values: export "
+                          "smaller batches")
 
 
 def _id_problem(trace_id: bytes, span_id: bytes, parent_span_id: bytes) -> str | None:
@@ -188,11 +253,12 @@ def _strings(value: Any) -> Iterable[str]:
         yield from (v for v in value if isinstance(v, str))
 
 
-def _attributes(pairs: Iterable[common_pb2.KeyValue]) -> list[tuple[str, Value]]:
-    return [(kv.key, _value(kv.value, 0)) for kv in pairs]
+def _attributes(pairs: Sequence[common_pb2.KeyValue], budget: _Budget) -> list[tuple[str, Value]]:
+    budget.take(len(pairs))
+    return [(kv.key, _value(kv.value, 0, budget)) for kv in pairs]
 
 
-def _value(value: common_pb2.AnyValue, depth: int) -> Value:
+def _value(value: common_pb2.AnyValue, depth: int, budget: _Budget) -> Value:
     kind = value.WhichOneof("value")
     if kind == "string_value":
         return value.string_value
@@ -207,10 +273,27 @@ def _value(value: common_pb2.AnyValue, depth: int) -> Value:
     if depth >= MAX_DEPTH:
         return None
     if kind == "array_value":
-        return [_value(v, depth + 1) for v in value.array_value.values]
+        budget.take(len(value.array_value.values))
+        return [_value(v, depth + 1, budget) for v in value.array_value.values]
     if kind == "kvlist_value":
-        return {kv.key: _value(kv.value, depth + 1) for kv in value.kvlist_value.values}
+        budget.take(len(value.kvlist_value.values))
+        return {kv.key: _value(kv.value, depth + 1, budget) for kv in value.kvlist_value.values}
     return None
+
+
+def _count_json_values(data: dict[str, Any]) -> None:
+    """TooMuch when the document holds more than MAX_JSON_VALUES values (before protobuf's
+    JSON parser reads them); stops counting there."""
+    left = MAX_JSON_VALUES
+    stack: list[Any] = [data]
+    while stack:
+        node = stack.pop()
+        children = list(node.values()) if isinstance(node, dict) else node
+        left -= len(children)
+        if left < 0:
+            raise TooMuch(f"the request has more than {MAX_JSON_VALUES} JSON values: export "
+                          "smaller batches")
+        stack.extend(c for c in children if isinstance(c, dict | list))
 
 
 def _hex_ids_to_base64(data: dict[str, Any]) -> None:

@@ -43,6 +43,9 @@ class OtlpTrace(LeasedJob):
     last_span_at = models.DateTimeField(_("letzter Span"))
     root_seen_at = models.DateTimeField(_("Wurzel-Span erhalten"), null=True, blank=True)
     span_count = models.PositiveIntegerField(_("Spans"), default=0)
+    # The use case a span of the trace names (`treue.use_case`), empty while none does: the
+    # sweep takes turns between (service, use case), so that a backlog waits behind itself.
+    use_case = models.CharField(_("Anwendungsfall"), max_length=64, blank=True)
     outcome = models.CharField(
         _("Ergebnis"), max_length=20, choices=Result.choices, blank=True
     )

@@ -174,3 +174,107 @@ def test_nested_values_are_flattened() -> None:
 def test_nesting_beyond_the_parsers_limit_is_a_bad_body() -> None:
     with pytest.raises(decoding.BodyInvalid):
         decoding.decode(_nested_body(200), PROTOBUF)
+
+
+# --- bounds: gzip members, spans, values ------------------------------------------------------
+
+def test_gunzip_reads_every_member() -> None:
+    # RFC 1952: a gzip stream is a series of members; `cat a.gz b.gz` is a.gz's and b.gz's data.
+    assert decoding.gunzip(gzip.compress(b"first ") + gzip.compress(b"second"), 100) == (
+        b"first second"
+    )
+
+
+def test_gunzip_members_count_together_toward_the_limit() -> None:
+    with pytest.raises(decoding.BodyTooLarge):
+        decoding.gunzip(gzip.compress(b"x" * 60) + gzip.compress(b"y" * 60), 100)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        gzip.compress(b"x") * (decoding.MAX_GZIP_MEMBERS + 1),
+        gzip.compress(b"x") + b"trailing garbage",
+        gzip.compress(b"x") + gzip.compress(b"x")[:-4],
+    ],
+    ids=["too-many-members", "garbage-after-a-member", "second-member-cut"],
+)
+def test_gunzip_refuses_what_follows_a_member_unless_it_is_one(body: bytes) -> None:
+    with pytest.raises(decoding.BodyInvalid):
+        decoding.gunzip(body, 10**6)
+
+
+def test_gunzip_reads_as_many_members_as_allowed() -> None:
+    body = gzip.compress(b"x") * decoding.MAX_GZIP_MEMBERS
+    assert decoding.gunzip(body, 10**6) == b"x" * decoding.MAX_GZIP_MEMBERS
+
+
+def _single_span_traces(n: int) -> list[Any]:
+    return [span(trace_id(i + 1), 1) for i in range(n)]
+
+
+@pytest.mark.parametrize("media", [PROTOBUF, JSON])
+def test_spans_up_to_the_limit_are_read(media: str) -> None:
+    message = request(_single_span_traces(decoding.MAX_SPANS))
+    body = message.SerializeToString() if media == PROTOBUF else to_json(message)
+    assert len(decoding.decode(body, media).spans) == decoding.MAX_SPANS
+
+
+def test_more_spans_than_the_limit_are_too_much() -> None:
+    body = request(_single_span_traces(decoding.MAX_SPANS + 1)).SerializeToString()
+    with pytest.raises(decoding.TooMuch, match=f"{decoding.MAX_SPANS + 1} spans"):
+        decoding.decode(body, PROTOBUF)
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (b"\x0a\x00", "resource spans"),  # an empty ResourceSpans, 2 bytes
+        (b"\x12\x00", "scope spans"),  # an empty ScopeSpans, inside one ResourceSpans below
+    ],
+    ids=["resource-spans", "scope-spans"],
+)
+def test_empty_groups_beyond_the_limit_are_too_much(entry: bytes, words: str) -> None:
+    # Millions of empty groups fit in a body; each costs a step and carries nothing.
+    entries = entry * (decoding.MAX_SPANS + 1)
+    body = entries if words == "resource spans" else _field(1, entries)
+    with pytest.raises(decoding.TooMuch, match=words):
+        decoding.decode(body, PROTOBUF)
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["attributes", "array-values"])
+def test_more_attribute_values_than_the_limit_are_too_much(nested: bool) -> None:
+    # One span, a single attribute of a million tiny values or a million tiny attributes:
+    # the span limit does not bound them, the value limit does.
+    n = decoding.MAX_VALUES + 1
+    s = span(trace_id(1), 1)
+    tiny = b"\x0a\x00"  # an empty AnyValue
+    if nested:
+        array = _field(5, tiny * n)  # AnyValue.array_value -> ArrayValue.values
+        extra = _field(9, _field(1, b"a") + _field(2, array))
+    else:
+        extra = _field(9, _field(1, b"a")) * n  # Span.attributes: KeyValue{key: "a"}
+    body = _field(1, _field(2, _field(2, s.SerializeToString() + extra)))
+    with pytest.raises(decoding.TooMuch, match="attribute values"):
+        decoding.decode(body, PROTOBUF)
+
+
+def test_values_up_to_the_limit_are_read() -> None:
+    n = decoding.MAX_VALUES - 1  # and the attribute holding them
+    array = _field(5, b"\x0a\x00" * n)
+    extra = _field(9, _field(1, b"a") + _field(2, array))
+    body = _field(1, _field(2, _field(2, span(trace_id(1), 1).SerializeToString() + extra)))
+    [record] = decoding.decode(body, PROTOBUF).spans
+    assert len(record.attributes["a"]) == n
+
+
+def test_json_with_more_values_than_the_limit_is_too_much() -> None:
+    # A JSON array of tiny values in one attribute: protobuf's JSON parser would read each.
+    values = b",".join([b"{}"] * decoding.MAX_JSON_VALUES)
+    body = (
+        b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "' + trace_id(1).encode()
+        + b'", "spanId": "0000000000000001", "attributes": [{"key": "a", "value": '
+        b'{"arrayValue": {"values": [' + values + b"]}}}]}]}]}]}"
+    )
+    with pytest.raises(decoding.TooMuch, match="JSON values"):
+        decoding.decode(body, JSON)
