@@ -2,17 +2,18 @@
 around `celery worker` (docs/operations.md has the systemd units that do the same).
 
 A worker can exit after a broker outage instead of reconnecting (issue 36), and then nothing is
-judged until someone starts it again. The cause, reproduced by the cuts below in about one run
-of three: Celery 5.7.0's consumer, on a lost connection, first collects the kombu connection
-(which drops the transport's link to its connection) and then closes it; closing the channel
-that holds unacknowledged messages (acks_late) restores them to Redis through a new client
-built from that link, and so fails with AttributeError "'NoneType' object has no attribute
-'hostname'", which Celery does not count among the connection errors it retries: "Unrecoverable
-error", then the same error on "stopping Hub", and the worker exits with status 1. 5.7.0 is the
-newest Celery and kombu; 5.6 did not close there, but could hang in that collect instead (Celery
-GH-9705), which is worse than exiting. So the worker is supervised. These tests prove that it
-comes back by itself and that every answer is judged: a worker killed outright, and twenty cuts
-of the broker while answers arrive (the supervisor's restarts are printed).
+judged until someone starts it again. The cause, reproduced by the cuts below (once or twice in
+each of the last two runs): Celery 5.7.0's consumer, on a lost connection, first collects the
+kombu connection (which drops the transport's link to its connection) and then closes it;
+closing the channel that holds unacknowledged messages (acks_late) restores them to Redis
+through a new client built from that link, and so fails with AttributeError "'NoneType' object
+has no attribute 'hostname'", which Celery does not count among the connection errors it
+retries: "Unrecoverable error", then the same error on "stopping Hub", and the worker exits
+with status 1. 5.7.0 is the newest Celery and kombu; 5.6 did not close there, but could hang in
+that collect instead (Celery GH-9705), which is worse than exiting. So the worker is
+supervised. These tests prove that it comes back by itself and that every answer is judged: a
+worker killed outright, and twenty cuts of the broker while answers arrive (the supervisor's
+restarts are printed).
 
 The broker of the cuts is a private redis-server behind a TCP proxy (the machine's Redis is
 shared and never stopped): a cut of the proxy breaks every open connection and refuses new ones
