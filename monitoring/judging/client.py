@@ -174,13 +174,15 @@ def _create(client: openai.OpenAI, who: str, **request: Any) -> Any:
             raise JudgeUnavailable(
                 f"{who} error {e.status_code}", retry_after=_retry_after(e.response.headers)
             ) from e
+        # The endpoint's own words: stored as the run's error, so made storable (a NUL in them
+        # made PostgreSQL refuse the failure itself, and the run was paid for again).
         raise JudgeMisconfigured(
-            f"{who} refused the request ({e.status_code}): {e.message}"[:500]
+            storable_text(f"{who} refused the request ({e.status_code}): {e.message}")[:500]
         ) from e
     except json.JSONDecodeError as e:
         # A 200 whose body is not JSON (a proxy's or gateway's page): the endpoint's
         # trouble, not ours; retried like a 5xx, and shown if it persists.
-        raise JudgeUnavailable(f"{who} reply is not JSON: {e}"[:500]) from e
+        raise JudgeUnavailable(storable_text(f"{who} reply is not JSON: {e}")[:500]) from e
 
 
 def _result(completion: Any, model: str, started: float, who: str) -> CallResult:
@@ -295,5 +297,18 @@ class GeneratorClient:
         if logprobs is not None and not hasattr(logprobs, "model_dump"):
             raise _not_a_completion("generator", completion)
         return Generation(
-            result=result, logprobs=logprobs.model_dump(mode="json") if logprobs else None
+            result=result,
+            logprobs=_storable(logprobs.model_dump(mode="json")) if logprobs else None,
         )
+
+
+def _storable(value: Any) -> Any:
+    """A reply's JSON with every string made storable (storable_text): a generator's token may
+    be a NUL or half of a character's surrogate pair, which the database refuses in JSON."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _storable(v) for k, v in value.items()}
+    return value

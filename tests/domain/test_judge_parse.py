@@ -212,6 +212,21 @@ CLAIM_CASES = [
         ["Die Frist gilt."],
     ),
     ("empty array closing with a full stop", "Keine Aussagen: [].", []),
+    ("empty array opening an explanation", "[]\nDie Antwort ist nur eine Rückfrage.", []),
+    ("garbled list without a comma before []", '["Die Frist gilt.", "Das ist FALSCH." []', None),
+    ("garbled list, [] on a line of its own", '["Die Frist gilt.", "FALSCH."\n[]', None),
+    ("unclosed brackets before []", "[[[ x []", None),
+    ("a list with an array inside", '["x", ["Die Frist gilt."]', None),
+    (
+        "an object with the claims and a count",
+        '{"claims": ["A gilt.", "B gilt."], "anzahl": 2}',
+        ["A gilt.", "B gilt."],
+    ),
+    ("an object with no claims", '{"claims": []}', []),
+    ("an object in an object", '{"result": {"claims": ["A gilt."]}}', ["A gilt."]),
+    ("prose and a comma before the array", 'Aussagen, ["A gilt."]', ["A gilt."]),
+    ("a comma after the array", '["A gilt."],', ["A gilt."]),
+    ("an array over several lines", '[\n  "A gilt.",\n  "B gilt."\n]', ["A gilt.", "B gilt."]),
     ("a string array inside an array is no claim list", '[["Die Frist gilt."], 3]', None),
 ]
 

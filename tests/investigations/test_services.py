@@ -4,6 +4,7 @@ real worker)."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -338,3 +339,20 @@ def test_anonymised_answers_are_skipped_with_their_own_reason(world: World) -> N
     )
     assert [a.pk for a in plan.answers] == [kept.pk]
     assert [(a.pk, r) for a, r in plan.skipped] == [(gone.pk, selectors.SKIP_ANONYMISED)]
+
+
+def test_a_sample_with_nul_and_a_lone_surrogate_is_stored_without_them(world: World) -> None:
+    # The samples and their log-probabilities (a token may be a NUL or half of a pair) are
+    # stored as JSON, which PostgreSQL refuses with either in it: the question failed.
+    world.models.scripts[Q_KNOWN] = ["Die Prüfung\x00 gilt 5 Jahre \ud83d.", *KNOWN[1:]]
+    world.answer("a1", Q_KNOWN)
+    question = question_for(start(world), Q_KNOWN)
+
+    assert services.question_execute(question_id=question.pk) == "done"
+
+    question.refresh_from_db()
+    first = question.sample_data[0]
+    assert first["text"] == "Die Prüfung gilt 5 Jahre \ufffd."
+    stored = json.dumps(question.sample_data)
+    assert "\\u0000" not in stored and "\\ud83d" not in stored
+    assert "".join(t["token"] for t in first["logprobs"]["content"]).startswith("Die")

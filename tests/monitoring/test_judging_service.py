@@ -1377,3 +1377,17 @@ def test_the_answer_page_says_how_many_calls_had_no_believable_usage(
     page = client.get(f"/answers/{answer.pk}/").content.decode()
 
     assert "ohne 2 Aufrufe, deren Token-Angaben nicht stimmen können" in page
+
+
+def test_a_refusal_whose_message_holds_nul_fails_the_run_once(judge, api, make_answer):
+    # The endpoint's own message becomes the run's error: with a NUL in it PostgreSQL refused
+    # the failure itself, and the run, still leased, was claimed and paid for again.
+    judge.fail_next(400, body={"error": {"message": "bad\x00 model \ud800", "type": "x"}})
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "failed"
+
+    run = only_run(answer)
+    assert (run.status, run.retryable) == (JudgeRun.Status.FAILED, False)
+    assert "bad model \ufffd" in run.error
+    assert len(judge.requests) == 1

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from alarms.models import Alarm
+from alarms.services import alarm_raise
 from review import services
 from review.models import ReviewBatch, ReviewItem
-from tests.review.conftest import JUDGE, ReviewWorld
+from tests.review.conftest import JUDGE, ReviewWorld, shift_week
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 SCORE_TEXTS = ("0,00", "0.00", "0,0<", "0.0<")
@@ -288,3 +290,46 @@ def test_an_investigation_report_is_blind_for_an_expert_with_the_answers_open(
     for item in batch.items.all():
         expert.post(f"/review/items/{item.pk}/submit/", {"claim-1": G, "claim-2": G})
     assert login(w.users["expert"]).get(url).content.decode().count("Treue 0,00") == 2
+
+
+def test_small_figures_are_withheld_from_a_reader_with_open_items_on_every_page(
+    review_world: ReviewWorld, login: Any
+) -> None:
+    # A lead who is also an expert of the use case, with last week's two answers open in this
+    # week's batch: last week rests on 2 judged answers (mean (1/7 + 1) / 2 = 0.57), the week
+    # before on 6 (1.0). The figure on 2 must not reach them on the use-case page, the
+    # overview or the estimates API; the one on 6 does; a lead without open items sees both.
+    w = review_world
+    this_week = services.current_week()
+    last_week, before = shift_week(this_week, -1), shift_week(this_week, -2)
+    w.answer("open-1", week=last_week, claims=[("Eins.", G), *((f"{n}.", U) for n in range(6))])
+    w.answer("open-2", week=last_week)
+    for n in range(6):
+        w.answer(f"old-{n}", week=before)
+    batch = services.review_batch_create(use_case=w.use_case, week=this_week).batch
+    assert batch.items.count() == 2
+    both = w.users["lead"]
+    w.use_case.experts.add(both)
+    plain = w.users["staff"]
+
+    def estimates(user: Any) -> dict[str, Any]:
+        client = login(user)
+        response = client.get("/api/v1/use-cases/recht/estimates?weeks=3")
+        assert response.status_code == 200, response.content
+        return {week["week"]: week["estimate"] for week in response.json()["weeks"]}
+
+    seen, hidden = estimates(plain), estimates(both)
+    assert seen[last_week]["value"] == pytest.approx((1 / 7 + 1) / 2)
+    assert hidden[last_week]["value"] is None and hidden[last_week]["n"] == 2
+    assert hidden[before]["value"] == seen[before]["value"] == pytest.approx(1.0)
+    # An action alarm on that week says its value: the reader with open items is told the
+    # week, not the figure.
+    alarm_raise(use_case=w.use_case, kind=Alarm.Kind.ACTION, key=last_week,
+                text=[("Woche %(week)s: liegt bei %(value)s.", {"week": last_week,
+                                                                "value": "0,57"})],
+                details={"week": last_week, "n": 2})
+    for path in ("/overview/", "/use-cases/recht/", "/use-cases/recht/?pooled=1"):
+        assert "0,57" in login(plain).get(path).content.decode(), path
+        page = login(both).get(path).content.decode()
+        assert "0,57" not in page and "0.57" not in page and "0,14" not in page, path
+        assert f"Woche {last_week}: unter der Handlungsschwelle" in page, path

@@ -88,25 +88,59 @@ _QUOTES = "\"„“”'‚‘’"
 def parse_claims(reply: str) -> list[str] | None:
     """The claims in a decomposition reply; [] for an explicit "[]"; None if unreadable.
 
-    Accepts the first JSON array of strings in the reply that stands on its own (so also inside
-    a ```json fence, after a sentence of preamble or in an object), else numbered or bulleted
-    lines. An array that is an item of a bigger array is never taken: ``["…", "…", []]`` is a
-    garbled list, not an abstention. An empty array is an abstention only where it ends the reply
-    and no list line stands beside it: a preamble that mentions "[]" says nothing about the
-    answer. Claims are stripped, blanks and exact repeats dropped (order kept), and the list is
-    cut at MAX_CLAIMS.
+    A reply that is one JSON value (inside a ```json fence or not) is read as JSON: an array of
+    strings is the claims, any other array is unreadable (``["…", "…", []]`` is a garbled list,
+    not an abstention), and an object gives the array of strings it holds. Otherwise the first
+    JSON array of strings in the text that is no item of another array (after a sentence of
+    preamble, say) is the claims, else the numbered or bulleted lines. An empty array in text is
+    an abstention only where it opens or ends the reply, with no other bracket and no list line
+    beside it: a preamble that mentions "[]" says nothing about the answer. Claims are stripped,
+    blanks and exact repeats dropped (order kept), and the list is cut at MAX_CLAIMS.
     """
-    lines = [_unquote(m.group(1)) for m in _LIST_LINE.finditer(reply)]
-    items = _first_string_array(reply, abstention_allowed=not lines)
-    if items is None:
-        items = lines
-        if not items:
-            return None
+    items = _json_claims(reply)
+    if items is _NOT_JSON:
+        lines = [_unquote(m.group(1)) for m in _LIST_LINE.finditer(reply)]
+        items = _array_in_text(reply, abstention_allowed=not lines)
+        if items is None:
+            items = lines
+    if not isinstance(items, list) or (not items and items is not _ABSTENTION):
+        return None
     claims = list(dict.fromkeys(c for c in (storable_text(i).strip() for i in items) if c))
     if items and not claims:
         # ["", " "] is not the explicit "[]" of an abstention: treat it as unreadable.
         return None
     return claims[:MAX_CLAIMS]
+
+
+# What _json_claims gives for a reply that is no JSON value; the empty list that stands for an
+# explicit abstention (any other empty list is "nothing found").
+_NOT_JSON = object()
+_ABSTENTION: list[str] = []
+_FENCE = re.compile(r"\A```[A-Za-z]*+[ \t]*+\n?(.*?)\n?```\Z", re.DOTALL)
+
+
+def _json_claims(reply: str) -> object:
+    """The claims of a reply that is one JSON value: a list of strings (_ABSTENTION for "[]"),
+    None for JSON of another shape, _NOT_JSON for a reply that is no JSON value (or an object
+    without a direct array of strings, searched as text)."""
+    text = reply.strip(_WHITESPACE)
+    fenced = _FENCE.match(text)
+    if fenced is not None:
+        text = fenced.group(1).strip(_WHITESPACE)
+    if text[:1] not in ("[", "{"):
+        return _NOT_JSON
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+    if isinstance(value, dict):
+        arrays = [v for v in value.values() if isinstance(v, list)]
+        if len(arrays) != 1:
+            return _NOT_JSON
+        value = arrays[0]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return value if value else _ABSTENTION
 
 
 # A JSON array of strings, exactly as the json module reads one (whitespace is " \t\n\r", a
@@ -121,38 +155,47 @@ _STRING_ARRAY = re.compile(
 )
 
 
-def _first_string_array(text: str, *, abstention_allowed: bool) -> list[str] | None:
+def _array_in_text(text: str, *, abstention_allowed: bool) -> list[str] | None:
     """The first JSON array of strings in ``text`` that is no item of another array, decoded.
 
-    An empty one counts only if ``abstention_allowed`` and nothing but wrapping and a full stop
-    follows it. None if there is no such array. Each match is looked at once, with only the
-    blanks around it read again, so the search stays linear.
+    An empty one counts (as _ABSTENTION) only if ``abstention_allowed``, it is the text's only
+    "[" and nothing but wrapping stands before it or after it. None if there is no such array.
+    Each match is looked at once, with only the blanks around it read again: linear.
     """
-    # Where the reply's last word ends: an empty array that ends there ends the reply.
-    end = len(text.rstrip(_WHITESPACE + _WRAPPING + _TRAILING))
+    # Where the reply's first word starts and its last word ends, and whether an empty array
+    # could be the reply's only bracket.
+    first = len(text) - len(text.lstrip(_WHITESPACE + _WRAPPING))
+    last = len(text.rstrip(_WHITESPACE + _WRAPPING + _TRAILING))
+    lone = abstention_allowed and text.count("[") == 1
     for match in _STRING_ARRAY.finditer(text):
-        if _neighbour(text, match.start() - 1, -1) in "[," or _neighbour(
-            text, match.end(), 1
-        ) in ",]":
-            continue
         items: list[str] = json.loads(match.group())
-        if items:
-            return items
-        if abstention_allowed and match.end() == end:
+        if not items:
+            if lone and (match.start() == first or match.end() == last):
+                return _ABSTENTION
+        elif not _an_item(text, match.start(), match.end()):
             return items
     return None
 
 
-def _neighbour(text: str, index: int, step: int) -> str:
-    """The first character from ``index`` on (in ``step``'s direction) that is no blank; NUL
-    past either end.
+def _an_item(text: str, start: int, end: int) -> bool:
+    """Whether the array at text[start:end] reads as an item of a bigger array: "[" before it,
+    "]" after it, or a comma before it that follows a string, an array or an object."""
+    before, at = _neighbour(text, start - 1, -1)
+    if before == "[" or _neighbour(text, end, 1)[0] == "]":
+        return True
+    return before == "," and _neighbour(text, at - 1, -1)[0] in "\"]}"
+
+
+def _neighbour(text: str, index: int, step: int) -> tuple[str, int]:
+    """The first character from ``index`` on (in ``step``'s direction) that is no blank, and
+    where it is; NUL past either end.
 
     Only the blanks between a match and the next character are read, so the blanks read for
-    all matches together are at most the text.
+    all matches together are at most the text (twice).
     """
     while 0 <= index < len(text) and text[index] in _JSON_BLANKS:
         index += step
-    return text[index] if 0 <= index < len(text) else "\x00"
+    return (text[index] if 0 <= index < len(text) else "\x00"), index
 
 
 _JSON_BLANKS = frozenset(" \t\n\r")

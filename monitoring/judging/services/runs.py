@@ -178,6 +178,9 @@ class Meter:
                             self.cached_tokens, self.usage_unknown_calls) if self.calls else {}
 
 
+MAX_RUN_TOKENS = 2**31 - 1  # PositiveIntegerField on PostgreSQL
+
+
 def usage_fields(
     run: JudgeUsage, model: str, calls: int, prompt_tokens: int, completion_tokens: int,
     cached_tokens: int, usage_unknown_calls: int = 0,
@@ -185,9 +188,11 @@ def usage_fields(
     """A job's usage fields: its earlier attempts' (as read after the claim) plus these,
     priced by ``model``'s price (cached prompt tokens at its cached price). Calls whose usage
     the endpoint misreported count as calls, with no tokens and so no cost."""
-    prompt = run.prompt_tokens + prompt_tokens
-    completion = run.completion_tokens + completion_tokens
-    cached = run.cached_tokens + cached_tokens
+    # A run's totals stay within their columns however many attempts add up (10^7 believed
+    # tokens a call, ~215 calls reach 2^31): the most the column holds, not an error at the end.
+    prompt = min(run.prompt_tokens + prompt_tokens, MAX_RUN_TOKENS)
+    completion = min(run.completion_tokens + completion_tokens, MAX_RUN_TOKENS)
+    cached = min(run.cached_tokens + cached_tokens, prompt)
     price = judging_selectors.price_for_model(judge_model=model)
     return {
         "calls": run.calls + calls,

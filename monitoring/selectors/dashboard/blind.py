@@ -7,11 +7,13 @@ page, and the estimates API, that shows a use case's figures to a person passes 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, TypeVar
 
 from django.contrib.auth.models import AnonymousUser, User
 
+from alarms.models import Alarm
 from monitoring.domain.small_cells import small, withhold_small
 from monitoring.models import Answer
 from monitoring.selectors.answers import blind_answer_ids
@@ -36,7 +38,23 @@ def figures_for_reader(figures: T, *, user: User | AnonymousUser, use_case_id: i
     `small_cells.MIN_ANSWERS` judged answers withheld, with the lights that read them grey."""
     if use_case_id not in use_cases_with_open_items(user=user):
         return figures
-    return withhold_small(figures, then=_lights)
+    withheld: Any = withhold_small(figures, then=_lights)
+    alarms = getattr(withheld, "alarms", None)
+    if isinstance(alarms, list):
+        withheld = dataclasses.replace(withheld, alarms=[_alarm(a) for a in alarms])
+    result: T = withheld
+    return result
+
+
+def _alarm(alarm: Alarm) -> Alarm:
+    """An action alarm says its week's value and interval: on fewer than MIN_ANSWERS judged
+    answers the reader is told the week and that the figures wait for the review, not them."""
+    n = alarm.details.get("n") if isinstance(alarm.details, dict) else None
+    if alarm.kind != Alarm.Kind.ACTION or not (isinstance(n, int) and small(n)):
+        return alarm
+    shown = copy.copy(alarm)
+    shown.figures_withheld = True  # type: ignore[attr-defined]  # read by _dash_alarms.html
+    return shown
 
 
 def _lights(old: Any, new: Any) -> Any:

@@ -143,6 +143,12 @@ class OverviewRow:
         return weekly
 
 
+def overview_order(row: OverviewRow) -> tuple[int, int, str]:
+    """The overview's order: the most alarming light first, then the most alarms, then by
+    name."""
+    return (_LIGHT_ORDER[row.light], -len(row.alarms), row.use_case.name)
+
+
 @reads_from_replica
 def overview_rows(
     *, user: User | AnonymousUser, until: datetime | date | None = None,
@@ -176,5 +182,5 @@ def overview_rows(
     currency = cost_currency(judges={j for row in rows for w in row.weeks for j in w.judges})
     for row in rows:
         row.currency = currency
-    rows.sort(key=lambda r: (_LIGHT_ORDER[r.light], -len(r.alarms), r.use_case.name))
+    rows.sort(key=overview_order)
     return rows
