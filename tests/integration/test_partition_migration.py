@@ -66,11 +66,13 @@ FILL = textwrap.dedent("""
                            "bytes": list(t.encode())}
                           for t in text.replace(" ", "\\0 ").split("\\0")]}
     from django.db import connection
-    # Today's code writes the runs' use case and answer time (0025), which 0023's table lacks:
-    # the columns while filling, dropped after, so that 0025 fills them from the answers.
+    # Today's code writes the runs' use case and answer time (0025) and the calls of unknown
+    # usage (0026), which 0023's table lacks: the columns while filling, dropped after, so
+    # that 0025 fills them from the answers.
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
-                  " ADD COLUMN answer_created_at timestamptz")
+                  " ADD COLUMN answer_created_at timestamptz,"
+                  " ADD COLUMN usage_unknown_calls integer NOT NULL DEFAULT 0")
     N = %(n)d
     for first in range(0, N, 500):
         items = [{
@@ -85,7 +87,7 @@ FILL = textwrap.dedent("""
         assert all(r.answer is not None for r in results), results[0].errors
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id,"
-                  " DROP COLUMN answer_created_at")
+                  " DROP COLUMN answer_created_at, DROP COLUMN usage_unknown_calls")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
 
