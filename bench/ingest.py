@@ -362,6 +362,28 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+def clean_up(
+    *, server: Any, meter: Any, created: bool, keep: bool, pg: str, db: str,
+    var_dir: tempfile.TemporaryDirectory[str],
+) -> None:
+    """What a bench run leaves behind, whatever ended it: its server and CPU meter stopped, its
+    database dropped (unless kept) and its var folder removed, with the time limit off and
+    signals ignored so that nothing cuts the clean-up short."""
+    signal.alarm(0)
+    with _signals_ignored():
+        if server is not None:
+            server.stop()
+            server.log.close()
+        if meter is not None:
+            meter.close()
+        if created and not keep:
+            drop_database(pg, db)
+            print(f"dropped database {db}", flush=True)
+        elif created:
+            print(f"kept database {db}", flush=True)
+        var_dir.cleanup()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -1271,19 +1293,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 2 if args.strict and not met else 0
     finally:
-        signal.alarm(0)  # the clean-up must not be cut short by the time limit
-        with _signals_ignored():
-            if server is not None:
-                server.stop()
-                server.log.close()
-            if meter is not None:
-                meter.close()
-            if created and not args.keep:
-                drop_database(args.pg, args.db)
-                print(f"dropped database {args.db}", flush=True)
-            elif created:
-                print(f"kept database {args.db}", flush=True)
-            var_dir.cleanup()
+        clean_up(server=server, meter=meter, created=created, keep=args.keep, pg=args.pg,
+                 db=args.db, var_dir=var_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

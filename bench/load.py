@@ -46,7 +46,6 @@ import http.client
 import math
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -821,19 +820,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"gunicorn log (last lines):\n{server.log_tail(30)}")
         return 1 if any(ch.fails_run and not ch.ok for ch in checks) else 0
     finally:
-        signal.alarm(0)  # the clean-up must not be cut short by the time limit
-        with ingest._signals_ignored():
-            if server is not None:
-                server.stop()
-                server.log.close()
-            if meter is not None:
-                meter.close()
-            if created and not args.keep:
-                ingest.drop_database(args.pg, args.db)
-                print(f"dropped database {args.db}", flush=True)
-            elif created:
-                print(f"kept database {args.db}", flush=True)
-            var_dir.cleanup()
+        ingest.clean_up(server=server, meter=meter, created=created, keep=args.keep,
+                        pg=args.pg, db=args.db, var_dir=var_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

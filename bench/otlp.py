@@ -45,7 +45,6 @@ import gzip
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -264,19 +263,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 2 if args.strict and not met else 0
     finally:
-        signal.alarm(0)
-        with ingest._signals_ignored():
-            if server is not None:
-                server.stop()
-                server.log.close()
-            if meter is not None:
-                meter.close()
-            if created and not args.keep:
-                ingest.drop_database(args.pg, args.db)
-                print(f"dropped database {args.db}", flush=True)
-            elif created:
-                print(f"kept database {args.db}", flush=True)
-            var_dir.cleanup()
+        ingest.clean_up(server=server, meter=meter, created=created, keep=args.keep,
+                        pg=args.pg, db=args.db, var_dir=var_dir)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
