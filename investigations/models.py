@@ -107,6 +107,11 @@ class Question(LeasedJob):
     judge_calls = models.PositiveIntegerField(_("Aufrufe des Prüfmodells"), default=0)
     prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
     completion_tokens = models.PositiveIntegerField(_("Antwort-Token"), default=0)
+    # Of the calls, those whose token figures the endpoint misreported (below 0, above 10^7):
+    # counted, their tokens unknown and so not in the tokens or the cost.
+    usage_unknown_calls = models.PositiveIntegerField(
+        _("Aufrufe ohne glaubhafte Token-Angabe"), default=0
+    )
     cost = models.DecimalField(
         _("Kosten"), max_digits=12, decimal_places=6, null=True, blank=True
     )

@@ -287,6 +287,7 @@ class Report:
     cost: Decimal | None
     cost_known: bool
     currency: str
+    usage_unknown_calls: int = 0  # calls whose tokens, and so cost, are not in the figures
 
 
 def investigation_report(*, investigation: Investigation, user: User | None = None) -> Report:
@@ -338,6 +339,7 @@ def investigation_report(*, investigation: Investigation, user: User | None = No
         judge_calls=sum(q.judge_calls for q in asked),
         cost=sum((c for c in costs if c is not None), Decimal(0)),
         cost_known=all(c is not None for c in costs),
+        usage_unknown_calls=sum(q.usage_unknown_calls for q in asked),
         currency=currency_of(
             {q.generator_model for q in asked if q.generator_model}
             | {investigation.judge_model}

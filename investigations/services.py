@@ -145,6 +145,7 @@ def _record_call(
         **{counter: F(counter) + 1},
         prompt_tokens=F("prompt_tokens") + result.prompt_tokens,
         completion_tokens=F("completion_tokens") + result.completion_tokens,
+        usage_unknown_calls=F("usage_unknown_calls") + int(not result.usage_known),
         cost=cost,
         **fields,
     )

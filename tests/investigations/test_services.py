@@ -356,3 +356,34 @@ def test_a_sample_with_nul_and_a_lone_surrogate_is_stored_without_them(world: Wo
     stored = json.dumps(question.sample_data)
     assert "\\u0000" not in stored and "\\ud83d" not in stored
     assert "".join(t["token"] for t in first["logprobs"]["content"]).startswith("Die")
+
+
+def test_calls_with_absurd_usage_count_with_unknown_tokens(world: World, client: Any) -> None:
+    # -5 and 10^30 tokens broke the end of a run ("integer out of range"); here the calls
+    # count, their tokens are unknown and the report says how many.
+    JudgePrice.objects.create(
+        judge_model=GENERATOR, prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
+    )
+    JudgePrice.objects.create(
+        judge_model=JUDGE, prompt_per_1k=Decimal("0.5"), completion_per_1k=Decimal("1")
+    )
+    world.server.usage_for = lambda request, content: (
+        (10**30, -5) if request["model"] == GENERATOR else (1000, 100)
+    )
+    world.models.scripts[Q_KNOWN] = KNOWN
+    world.answer("a1", Q_KNOWN)
+    investigation = start(world)
+    question = question_for(investigation, Q_KNOWN)
+
+    assert services.question_execute(question_id=question.pk) == "done"
+
+    question.refresh_from_db()
+    assert (question.generator_calls, question.judge_calls) == (3, 1)
+    assert question.usage_unknown_calls == 3
+    assert (question.prompt_tokens, question.completion_tokens) == (1000, 100)
+    assert question.cost == Decimal("0.6")  # the judge call; the others' tokens are unknown
+    report = selectors.investigation_report(investigation=investigation)
+    assert report.usage_unknown_calls == 3
+    client.force_login(world.users["lead"])
+    page = client.get(f"/investigations/{investigation.pk}/").content.decode()
+    assert "ohne 3 Aufrufe, deren Token-Angaben nicht stimmen können" in page
