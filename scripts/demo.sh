@@ -54,7 +54,9 @@ trap 'exit 143' TERM
 
 # The demo server (treue_demo/server.py) plays the judge and, for self-consistency
 # investigations, the generator: it starts when either has no endpoint of its own.
-if [ -z "${TREUE_JUDGE_BASE_URL:-}" ] || [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
+# A real judge: an OpenAI-compatible endpoint or an Azure OpenAI resource.
+real_judge=${TREUE_JUDGE_BASE_URL:-${TREUE_JUDGE_AZURE_ENDPOINT:-}}
+if [ -z "$real_judge" ] || [ -z "${TREUE_GENERATOR_BASE_URL:-}" ]; then
   port_args=(--port "${DEMO_JUDGE_PORT:-8790}")
   # Only an explicitly chosen port must be that port; the default may move if it is taken.
   [ -n "${DEMO_JUDGE_PORT:-}" ] || port_args+=(--any-port)
@@ -80,7 +82,7 @@ if [ -z "${TREUE_JUDGE_BASE_URL:-}" ] || [ -z "${TREUE_GENERATOR_BASE_URL:-}" ];
   fi
 fi
 
-if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
+if [ -z "$real_judge" ]; then
   echo "Demo-Prüfer: Urteile sind wiedergegebene menschliche Labels (RAGTruth), kein Modell."
   echo "Demo judge: verdicts are replayed human labels (RAGTruth), not a model."
   echo "Echter Prüfer / real judge: TREUE_JUDGE_BASE_URL=... TREUE_JUDGE_API_KEY=..." \
@@ -90,11 +92,11 @@ if [ -z "${TREUE_JUDGE_BASE_URL:-}" ]; then
   scale=${DEMO_SCALE:-1}
 else
   if [ -z "${TREUE_JUDGE_MODEL:-}" ]; then
-    echo "TREUE_JUDGE_BASE_URL ist gesetzt, TREUE_JUDGE_MODEL nicht: welches Modell soll prüfen?" >&2
-    echo "TREUE_JUDGE_BASE_URL is set but TREUE_JUDGE_MODEL is not: name the judge model." >&2
+    echo "Ein Prüfer-Endpunkt ist gesetzt, TREUE_JUDGE_MODEL nicht: welches Modell (bei Azure: welche Bereitstellung) soll prüfen?" >&2
+    echo "A judge endpoint is set but TREUE_JUDGE_MODEL is not: name the judge model (on Azure: the deployment)." >&2
     exit 2
   fi
-  echo "Prüfer / judge: $TREUE_JUDGE_MODEL über $TREUE_JUDGE_BASE_URL"
+  echo "Prüfer / judge: $TREUE_JUDGE_MODEL über $real_judge"
   # Every run of a real judge is paid for: the whole demo is about 4,000 runs (38,000 calls,
   # 20 million prompt tokens). A tenth of it unless DEMO_SCALE asks for more.
   scale=${DEMO_SCALE:-0.1}

@@ -465,6 +465,16 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 TREUE_JUDGE_BASE_URL = os.environ.get("TREUE_JUDGE_BASE_URL", "")
 TREUE_JUDGE_API_KEY = os.environ.get("TREUE_JUDGE_API_KEY", "")
 TREUE_JUDGE_MODEL = os.environ.get("TREUE_JUDGE_MODEL", "")
+# Azure OpenAI instead (many companies may use only that): the resource's endpoint
+# (https://<resource>.openai.azure.com), its API version, and TREUE_JUDGE_API_KEY or an Entra ID
+# (Azure AD) access token; TREUE_JUDGE_MODEL is then the deployment's name.
+TREUE_JUDGE_AZURE_ENDPOINT = os.environ.get("TREUE_JUDGE_AZURE_ENDPOINT", "")
+TREUE_JUDGE_AZURE_API_VERSION = os.environ.get("TREUE_JUDGE_AZURE_API_VERSION", "2024-10-21")
+TREUE_JUDGE_AZURE_AD_TOKEN = os.environ.get("TREUE_JUDGE_AZURE_AD_TOKEN", "")
+if TREUE_JUDGE_AZURE_ENDPOINT and TREUE_JUDGE_BASE_URL:
+    raise ImproperlyConfigured(
+        "set TREUE_JUDGE_BASE_URL or TREUE_JUDGE_AZURE_ENDPOINT, not both: which endpoint judges?"
+    )
 # A judge model whose verdicts are replayed human labels, not a model's (the demo judge, named
 # by scripts/demo.sh): the pages mark its runs as such. Empty: no run is marked.
 TREUE_DEMO_JUDGE_MODEL = os.environ.get("TREUE_DEMO_JUDGE_MODEL", "")

@@ -47,17 +47,31 @@ class JudgeConfig:
     timeout: float
     max_tokens_decompose: int
     max_tokens_verify: int
+    # Azure OpenAI: the resource's endpoint instead of base_url; the model is the deployment.
+    azure_endpoint: str = ""
+    azure_api_version: str = ""
+    azure_ad_token: str = ""  # an Entra ID access token, instead of the API key
 
     @classmethod
     def from_settings(cls, model: str | None = None) -> "JudgeConfig":
+        azure = settings.TREUE_JUDGE_AZURE_ENDPOINT
         return cls(
             base_url=settings.TREUE_JUDGE_BASE_URL,
-            api_key=settings.TREUE_JUDGE_API_KEY or "unused",
+            # Azure takes a key or a token: "unused" would be sent as a key that is wrong.
+            api_key=settings.TREUE_JUDGE_API_KEY or ("" if azure else "unused"),
             model=model or settings.TREUE_JUDGE_MODEL,
             timeout=settings.TREUE_JUDGE_TIMEOUT_SECONDS,
             max_tokens_decompose=settings.TREUE_JUDGE_MAX_TOKENS_DECOMPOSE,
             max_tokens_verify=settings.TREUE_JUDGE_MAX_TOKENS_VERIFY,
+            azure_endpoint=azure,
+            azure_api_version=settings.TREUE_JUDGE_AZURE_API_VERSION,
+            azure_ad_token=settings.TREUE_JUDGE_AZURE_AD_TOKEN,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """Where the calls go, as the pages and errors name it."""
+        return self.azure_endpoint or self.base_url
 
 
 def _retry_after(headers: object) -> float | None:
@@ -83,23 +97,45 @@ def _retry_after(headers: object) -> float | None:
 
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+_clients: dict[tuple[str, ...], openai.OpenAI] = {}
 _slots: dict[int, threading.BoundedSemaphore] = {}
 
 
 def _shared_client(config: JudgeConfig) -> openai.OpenAI:
     # Creating a client loads the certificate store (~0.1 s): once per endpoint and process.
-    key = (config.base_url, config.api_key, config.timeout)
+    key = (config.base_url, config.api_key, str(config.timeout), config.azure_endpoint,
+           config.azure_api_version, config.azure_ad_token)
     with _lock:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = openai.OpenAI(
-                base_url=config.base_url,
-                api_key=config.api_key,
-                timeout=config.timeout,
-                max_retries=0,
-            )
+            client = _clients[key] = _new_client(config)
         return client
+
+
+def _new_client(config: JudgeConfig) -> openai.OpenAI:
+    if not config.azure_endpoint:
+        return openai.OpenAI(
+            base_url=config.base_url, api_key=config.api_key, timeout=config.timeout,
+            max_retries=0,
+        )
+    if bool(config.api_key) == bool(config.azure_ad_token):
+        raise JudgeMisconfigured(
+            "Azure OpenAI takes one credential: set TREUE_JUDGE_API_KEY or "
+            "TREUE_JUDGE_AZURE_AD_TOKEN (an Entra ID access token), not both and not neither"
+        )
+    if not config.azure_api_version:
+        raise JudgeMisconfigured("no Azure OpenAI API version: set TREUE_JUDGE_AZURE_API_VERSION")
+    # The deployment is the model of each call: the SDK puts it in the path
+    # (/openai/deployments/<model>/chat/completions?api-version=...), so a comparison's
+    # candidate is another deployment of the same resource.
+    return openai.AzureOpenAI(
+        azure_endpoint=config.azure_endpoint,
+        api_version=config.azure_api_version,
+        api_key=config.api_key or None,
+        azure_ad_token=config.azure_ad_token or None,
+        timeout=config.timeout,
+        max_retries=0,
+    )
 
 
 def _call_slots(concurrency: int) -> threading.BoundedSemaphore:
@@ -120,8 +156,10 @@ class JudgeClient:
         """`deadline` (time.monotonic()) is the task's soft time limit, enforced here for every
         pool: Celery's own limits apply only to prefork, and the workers run threads."""
         self.deadline = deadline
-        if not config.base_url:
-            raise JudgeMisconfigured("no judge endpoint: set TREUE_JUDGE_BASE_URL")
+        if not config.endpoint:
+            raise JudgeMisconfigured(
+                "no judge endpoint: set TREUE_JUDGE_BASE_URL (or TREUE_JUDGE_AZURE_ENDPOINT)"
+            )
         if not config.model:
             raise JudgeMisconfigured("no judge model: set TREUE_JUDGE_MODEL")
         self.config = config

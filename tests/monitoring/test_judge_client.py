@@ -250,3 +250,58 @@ def test_an_empty_reply_is_empty_text_not_an_error(openai_server, client):
 def test_missing_configuration_is_misconfigured_before_any_call(base_url, model, message):
     with pytest.raises(JudgeMisconfigured, match=message):
         make_client(base_url, model=model)
+
+
+# --- Azure OpenAI ----------------------------------------------------------------------------
+
+
+def azure_client(openai_server, *, key: str = "", token: str = "", version: str = "2024-10-21",
+                 deployment: str = "prüfer-4o") -> JudgeClient:
+    return JudgeClient(JudgeConfig(
+        base_url="", api_key=key, model=deployment, timeout=5.0, max_tokens_decompose=1500,
+        max_tokens_verify=16, azure_endpoint=openai_server.base_url.removesuffix("/v1"),
+        azure_api_version=version, azure_ad_token=token,
+    ))
+
+
+def test_azure_openai_calls_the_deployment_with_its_api_version_and_key(openai_server):
+    openai_server.responder = lambda request: "GEDECKT"
+    openai_server.usage_for = lambda request, content: (120, 1)
+
+    result = azure_client(openai_server, key="azure-key").call(MESSAGES, max_tokens=16)
+
+    assert (result.text, result.prompt_tokens) == ("GEDECKT", 120)
+    assert openai_server.azure_calls == [{
+        "deployment": "prüfer-4o", "api_version": "2024-10-21", "api_key": "azure-key",
+        "authorization": None,
+    }]
+    assert openai_server.requests[0]["messages"] == MESSAGES
+
+
+def test_azure_openai_with_an_entra_token_sends_it_as_a_bearer(openai_server):
+    openai_server.responder = lambda request: "UNGEDECKT"
+
+    client = azure_client(openai_server, token="eyJ0eXAi.entra", version="2025-01-01-preview")
+    assert client.call(MESSAGES, max_tokens=16).text == "UNGEDECKT"
+
+    (call,) = openai_server.azure_calls
+    assert call["authorization"] == "Bearer eyJ0eXAi.entra" and call["api_key"] is None
+    assert call["api_version"] == "2025-01-01-preview"
+
+
+@pytest.mark.parametrize(("key", "token", "version", "message"), [
+    ("", "", "2024-10-21", "Azure OpenAI takes one credential"),
+    ("k", "t", "2024-10-21", "Azure OpenAI takes one credential"),
+    ("k", "", "", "TREUE_JUDGE_AZURE_API_VERSION"),
+])
+def test_azure_openai_misconfigured_before_any_call(openai_server, key, token, version, message):
+    with pytest.raises(JudgeMisconfigured, match=message):
+        azure_client(openai_server, key=key, token=token, version=version)
+    assert openai_server.requests == []
+
+
+def test_an_unknown_deployment_is_a_misconfiguration(openai_server):
+    openai_server.fail_next(404, body={"error": {"code": "DeploymentNotFound",
+                                                 "message": "The API deployment does not exist."}})
+    with pytest.raises(JudgeMisconfigured, match="404.*deployment does not exist"):
+        azure_client(openai_server, key="k", deployment="fehlt").call(MESSAGES, max_tokens=16)

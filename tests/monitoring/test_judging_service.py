@@ -1391,3 +1391,23 @@ def test_a_refusal_whose_message_holds_nul_fails_the_run_once(judge, api, make_a
     assert (run.status, run.retryable) == (JudgeRun.Status.FAILED, False)
     assert "bad model \ufffd" in run.error
     assert len(judge.requests) == 1
+
+
+def test_a_run_on_azure_openai_is_judged_through_the_deployment(
+    judge, api, make_answer, settings
+):
+    settings.TREUE_JUDGE_BASE_URL = ""
+    settings.TREUE_JUDGE_AZURE_ENDPOINT = judge.base_url.removesuffix("/v1")
+    settings.TREUE_JUDGE_AZURE_API_VERSION = "2024-10-21"
+    settings.TREUE_JUDGE_API_KEY = "azure-key"
+    settings.TREUE_JUDGE_MODEL = "treue-judge-deployment"
+    judge.responder = ScriptedJudge(claims=[C1, C2], verdicts={C1: "GEDECKT", C2: "UNGEDECKT"})
+    answer = ingest(api, make_answer)
+
+    assert execute(answer) == "scored"
+
+    run = only_run(answer)
+    assert (run.status, run.score, run.calls) == (JudgeRun.Status.SUCCEEDED, 0.5, 3)
+    assert run.judge_model == "treue-judge-deployment"
+    assert {c["deployment"] for c in judge.azure_calls} == {"treue-judge-deployment"}
+    assert len(judge.azure_calls) == 3 and judge.requests[0]["model"] == "treue-judge-deployment"

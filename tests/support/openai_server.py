@@ -22,6 +22,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,6 +49,8 @@ BYTE_STYLES = ("openai", "escape", "replacement")
 
 # Pre-tokenisation like GPT's: a word with its leading space, a run of digits, one
 # punctuation mark with its leading space, whitespace, or any other single character.
+# Azure OpenAI's path for a chat completion: /openai/deployments/<deployment>/chat/completions.
+_AZURE_PATH = re.compile(r"/openai/deployments/([^/]+)/chat/completions/?")
 _PIECE_RE = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]|\s+|.")
 _PIECE_CHARS = 4
 
@@ -199,6 +202,8 @@ class FakeOpenAIServer:
         # (prompt_tokens, completion_tokens[, cached_tokens]) to report for a request and its
         # reply content.
         self.usage_for: Callable[[dict[str, Any], str], tuple[int, ...]] | None = None
+        # Requests that came the Azure OpenAI way: deployment, API version and credential.
+        self.azure_calls: list[dict[str, Any]] = []
         # The status to fail the request with this 0-based arrival index with (an OpenAI-shaped
         # error body; 429 with Retry-After: 0), or None to answer it: a share of failing calls.
         self.fail_for: Callable[[int, dict[str, Any]], int | None] | None = None
@@ -267,6 +272,7 @@ class FakeOpenAIServer:
             self.usage_for = None
             self.fail_for = None
             self.requests.clear()
+            self.azure_calls.clear()
             self.request_times.clear()
             self.max_in_flight = self.in_flight
             self._failures.clear()
@@ -370,7 +376,22 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            path, _, query = self.path.partition("?")
+            azure = _AZURE_PATH.fullmatch(path)
+            if azure is not None:
+                # Azure OpenAI: the deployment in the path, the API version in the query, the
+                # key in api-key or an Entra token as a bearer (never both).
+                versions = urllib.parse.parse_qs(query).get("api-version", [])
+                key, bearer = self.headers.get("api-key"), self.headers.get("Authorization")
+                if len(versions) != 1 or bool(key) == bool(bearer):
+                    self._send(400, {"error": {"message": "api-version and one credential",
+                                               "type": "invalid_request_error"}})
+                    return
+                server.azure_calls.append({
+                    "deployment": urllib.parse.unquote(azure.group(1)),
+                    "api_version": versions[0], "api_key": key, "authorization": bearer,
+                })
+            elif path.rstrip("/") != "/v1/chat/completions":
                 self._send(
                     404, {"error": {"message": "Not found", "type": "invalid_request_error"}}
                 )

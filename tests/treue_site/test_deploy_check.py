@@ -181,3 +181,11 @@ def test_behind_a_proxy_that_ends_tls(tmp_path: Path) -> None:
     assert out["api_proxied"][0] == 401  # reaches the API (no key), not a redirect loop
     assert out["health"][0] in (200, 503) and out["health"][1] is None
     assert out["login"][0] == 301  # the proxy's plain-HTTP side is still redirected
+
+
+def test_two_judge_endpoints_refuse_to_start(tmp_path: Path) -> None:
+    result = run(production_env(tmp_path, TREUE_JUDGE_BASE_URL="http://127.0.0.1:9/v1",
+                                TREUE_JUDGE_AZURE_ENDPOINT="https://x.openai.azure.com"),
+                 "manage.py", "check")
+    assert result.returncode != 0
+    assert "set TREUE_JUDGE_BASE_URL or TREUE_JUDGE_AZURE_ENDPOINT, not both" in result.stderr
