@@ -40,6 +40,10 @@ def test_installed_for_the_demo_with_its_command() -> None:
 
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TREUE_DEMO")}
+    # The product's settings, as `manage.py` reads them by default: under the tests' settings
+    # module (which imports them) Django's `help` answered "Unknown command" instead of the
+    # refusal whenever CELERY_BROKER_URL was unset, as on a fresh machine (CI sets it).
+    environ["DJANGO_SETTINGS_MODULE"] = "treue_site.settings"
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environ | env,
                           capture_output=True, text=True, timeout=60)
 
