@@ -471,8 +471,11 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
     if isinstance(pooled_weeks, HttpResponse):
         return pooled_weeks
     # Sorted again after blind review greyed a light: the order must not tell it.
+    open_in = blind.use_cases_with_open_items(user=request.user)
     rows = sorted((
-        blind.figures_for_reader(row, user=request.user, use_case_id=row.use_case.pk)
+        blind.figures_for_reader(
+            row, user=request.user, use_case_id=row.use_case.pk, open_in=open_in
+        )
         for row in figures.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
     ), key=overview_order)
     for i, row in enumerate(rows):

@@ -32,11 +32,18 @@ def use_cases_with_open_items(*, user: User | AnonymousUser) -> set[int]:
     )
 
 
-def figures_for_reader(figures: T, *, user: User | AnonymousUser, use_case_id: int) -> T:
+def figures_for_reader(
+    figures: T, *, user: User | AnonymousUser, use_case_id: int,
+    open_in: set[int] | None = None,
+) -> T:
     """``figures`` (a page, a row, a list of weeks) as this reader may see them: unchanged, or
     for a reader with open items in the use case every figure resting on fewer than
-    `small_cells.MIN_ANSWERS` judged answers withheld, with the lights that read them grey."""
-    if use_case_id not in use_cases_with_open_items(user=user):
+    `small_cells.MIN_ANSWERS` judged answers withheld, with the lights that read them grey.
+    ``open_in``: `use_cases_with_open_items` of the reader, where a page shows several use
+    cases (read once, not per use case)."""
+    if open_in is None:
+        open_in = use_cases_with_open_items(user=user)
+    if use_case_id not in open_in:
         return figures
     withheld: Any = withhold_small(figures, then=_lights)
     alarms = getattr(withheld, "alarms", None)
