@@ -414,7 +414,9 @@ def _diagnosis(use_case: UseCase) -> Any:
 
     page = use_case_page(use_case=use_case, weeks=26).diagnosis
     alone = use_case_diagnosis(use_case=use_case)
-    assert alone == page
+    # The same figures; the regression's to rounding (the two reads sum its moments in
+    # another order, and CI once met a difference in the 14th digit).
+    _assert_same_diagnosis(page, alone)
     return page
 
 
