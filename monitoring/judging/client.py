@@ -21,6 +21,7 @@ from typing import Any
 import openai
 from django.conf import settings
 
+from monitoring.judging.domain.batched import StructuredOutputRefused
 from monitoring.judging.domain.judge_parse import storable_text
 from monitoring.judging.domain.judging import CallResult, usage_figure
 
@@ -36,7 +37,9 @@ class JudgeUnavailable(JudgeError):
 
 
 class JudgeMisconfigured(JudgeError):
-    pass
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the endpoint's HTTP status, where it refused a request
 
 
 @dataclass(frozen=True)
@@ -170,9 +173,23 @@ class JudgeClient:
         """Nothing to release: the HTTP client is shared by every run in this process, so
         connections are reused instead of set up (with TLS) again for each answer."""
 
-    def call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
+    def call(
+        self, messages: list[dict[str, str]], *, max_tokens: int,
+        response_format: dict[str, Any] | None = None,
+    ) -> CallResult:
+        """One chat completion at temperature 0. With ``response_format`` (a JSON schema), a
+        400 or 422 is the endpoint refusing the schema: StructuredOutputRefused, so the caller
+        asks again without one and remembers."""
         with self._slots:
-            return self._call(messages, max_tokens=max_tokens)
+            if response_format is None:
+                return self._call(messages, max_tokens=max_tokens)
+            try:
+                return self._call(messages, max_tokens=max_tokens,
+                                  response_format=response_format)
+            except JudgeMisconfigured as e:
+                if e.status in (400, 422):
+                    raise StructuredOutputRefused(str(e)) from e
+                raise
 
     def _timeout(self) -> float:
         if self.deadline is None:
@@ -182,7 +199,8 @@ class JudgeClient:
             raise JudgeUnavailable("time limit exceeded")
         return min(self.config.timeout, left)
 
-    def _call(self, messages: list[dict[str, str]], *, max_tokens: int) -> CallResult:
+    def _call(self, messages: list[dict[str, str]], *, max_tokens: int,
+              **extra: Any) -> CallResult:
         timeout = self._timeout()
         started = time.monotonic()
         completion = _create(
@@ -193,6 +211,7 @@ class JudgeClient:
             temperature=0,
             max_tokens=max_tokens,
             timeout=timeout,
+            **extra,
         )
         return _result(completion, self.config.model, started, "judge")
 
@@ -215,7 +234,8 @@ def _create(client: openai.OpenAI, who: str, **request: Any) -> Any:
         # The endpoint's own words: stored as the run's error, so made storable (a NUL in them
         # made PostgreSQL refuse the failure itself, and the run was paid for again).
         raise JudgeMisconfigured(
-            storable_text(f"{who} refused the request ({e.status_code}): {e.message}")[:500]
+            storable_text(f"{who} refused the request ({e.status_code}): {e.message}")[:500],
+            status=e.status_code,
         ) from e
     except json.JSONDecodeError as e:
         # A 200 whose body is not JSON (a proxy's or gateway's page): the endpoint's
@@ -228,6 +248,7 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
     try:
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
+        truncated = getattr(choice, "finish_reason", None) == "length"
         usage = completion.usage
         prompt_tokens = _usage(usage, "prompt_tokens")
         completion_tokens = _usage(usage, "completion_tokens")
@@ -253,6 +274,7 @@ def _result(completion: Any, model: str, started: float, who: str) -> CallResult
         model=storable_text(reported)[:200],
         cached_tokens=min(cached_tokens, prompt),
         usage_known=known,
+        truncated=truncated,
     )
 
 

@@ -20,6 +20,7 @@ from monitoring.judging.domain import cost
 from monitoring.models import (
     Answer,
     Claim,
+    JudgeEndpoint,
     JudgePrice,
     JudgeRun,
     RollupDay,
@@ -36,6 +37,16 @@ USAGE_DAYS = 14
 # Sample rates the cost estimate also shows, so whoever sets the rate sees what it buys.
 COMPARED_RATES = (0.02, 0.03, 0.05)
 OPEN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
+
+
+def structured_output(*, endpoint: str, model: str) -> bool | None:
+    """Whether ``model`` at ``endpoint`` answers in a JSON schema it is sent: None until a
+    batched or one-call request found out (monitoring.judging.services.runs)."""
+    return (
+        JudgeEndpoint.objects.filter(endpoint=endpoint[:500], model=model[:200])
+        .values_list("structured_output", flat=True)
+        .first()
+    )
 
 
 def same_model(a: str, b: str) -> bool:

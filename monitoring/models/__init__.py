@@ -9,10 +9,12 @@ from monitoring.models.answers import Answer, AnswerKey, Chunk, CompactTokensFie
 from monitoring.models.health import WorkerHeartbeat
 from monitoring.models.judging import (
     Claim,
+    JudgeEndpoint,
     JudgePrice,
     JudgeProgress,
     JudgeRun,
     JudgeUsage,
+    VerifyPath,
 )
 from monitoring.models.rollups import (
     DroppedMonth,
@@ -38,6 +40,8 @@ from monitoring.models.use_cases import (
 __all__ = [
     "Answer",
     "DroppedMonth",
+    "JudgeEndpoint",
+    "VerifyPath",
     "AnswerKey",
     "Chunk",
     "Claim",

@@ -15,6 +15,16 @@ from monitoring.models.answers import Answer
 from monitoring.models.use_cases import JudgeMode
 
 
+class VerifyPath(models.TextChoices):
+    """How a run's verdicts came back (monitoring.judging.domain.judging.PATHS)."""
+
+    PER_CLAIM = "per-claim", _("je Aussage")
+    BATCHED = "batched", _("gebündelt")
+    CORRECTED = "corrected", _("gebündelt nach Korrektur")
+    FALLBACK = "fallback", _("einzeln nachgefragt")
+    SINGLE = "single", _("ein Aufruf")
+
+
 class JudgeUsage(models.Model):
     """What a judge job's calls cost: every attempt's calls and tokens, priced by its model
     (monitoring.judging.services.runs.usage_fields). A judge run's, and a shadow run's."""
@@ -84,6 +94,12 @@ class JudgeRun(LeasedJob, JudgeUsage):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", verbose_name=_("angefordert von"),
+    )
+    # The way the claims' verdicts came (monitoring.judging.domain.judging.PATHS): read from
+    # the batched reply, after one correction in the same conversation, or some asked again one
+    # by one; empty for runs before it was recorded and for runs without claims to verify.
+    verify_path = models.CharField(
+        _("Weg der Urteile"), max_length=12, choices=VerifyPath.choices, blank=True, default=""
     )
     # The lease fields (created_at, finished_at, lease_token, lease_expires_at, attempts,
     # not_before, error) are jobs.models.LeasedJob's; started_at is set at every claim.
@@ -254,3 +270,25 @@ class JudgeProgress(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}:{self.key[:12]}"
+
+
+class JudgeEndpoint(models.Model):
+    """What Treue found out about a judge endpoint and model: whether it answers a request with
+    a JSON schema (`response_format`) in that schema. Asked once, on the first batched call,
+    and remembered, so that no run pays the question again."""
+
+    endpoint = models.CharField(_("Endpunkt"), max_length=500)
+    model = models.CharField(_("Prüfmodell"), max_length=200)
+    structured_output = models.BooleanField(_("strukturierte Ausgabe"))
+    detail = models.CharField(_("Befund"), max_length=500, blank=True)
+    checked_at = models.DateTimeField(_("geprüft"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("Prüfmodell-Endpunkt")
+        verbose_name_plural = _("Prüfmodell-Endpunkte")
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "model"], name="judgeendpoint_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} @ {self.endpoint}"

@@ -35,6 +35,7 @@ class JudgeMode(models.TextChoices):
 
     PER_CLAIM = "per-claim", _("je Aussage")
     BATCHED = "batched", _("gebündelt")
+    SINGLE = "single", _("ein Aufruf")
 
 
 class UseCase(models.Model):
@@ -69,8 +70,17 @@ class UseCase(models.Model):
         _("Prüfmodus"), max_length=12, choices=JudgeMode.choices, default=JudgeMode.PER_CLAIM,
         help_text=_(
             "Je Aussage: ein Aufruf des Prüfmodells für jede Aussage, mit dem Prüf-Prompt des "
-            "Artikels. Gebündelt: alle Aussagen einer Antwort in einem Aufruf, mit Beleg und "
-            "Begründung je Aussage; etwa ein Drittel der Prompt-Token."
+            "Artikels. Gebündelt: alle Aussagen einer Antwort in einem Aufruf, jedes Urteil "
+            "an die Kennung seiner Aussage gebunden; etwa ein Viertel der Prompt-Token. Ein "
+            "Aufruf: Zerlegung und Urteile zusammen, strukturiert."
+        ),
+    )
+    judge_evidence = models.BooleanField(
+        _("Belege und Begründungen des Prüfers"),
+        default=True,
+        help_text=_(
+            "Gebündelt und in einem Aufruf: zu jedem Urteil die Abschnitte, auf die es sich "
+            "stützt, und ein Satz Begründung. Kostet Antwort-Token (etwa 25 je Aussage)."
         ),
     )
     # Set when a team lead adopts a candidate judge compared on the experts' labels (review's

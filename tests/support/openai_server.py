@@ -38,6 +38,7 @@ from monitoring.judging.domain.judge_prompt import (
     VERIFY_RETRY_DE,
     VERIFY_RETRY_EN,
 )
+from monitoring.judging.domain.single import SINGLE_SYSTEM_DE, SINGLE_SYSTEM_EN
 
 DEFAULT_ANSWER = (
     "Die Aufbewahrungsfrist beträgt 3,5 Jahre gemäß § 4 der Verordnung. "
@@ -108,7 +109,18 @@ def token_text(chunk: bytes, byte_style: str) -> str:
 
 
 _CLAIM_LINE = re.compile(r"^(?:Aussage|Claim): (.*)$", re.MULTILINE)
-_LISTED_CLAIM = re.compile(r"^(\d+)\. (.*)$", re.MULTILINE)
+# A batched request lists its claims after the context: "Aussagen (3):", then "K7: claim".
+_LISTED_CLAIM = re.compile(r"^([A-Z][0-9]): (.*)$", re.MULTILINE)
+_CORRECTION_IDS = re.compile(r"\b([A-Z][0-9])\b")
+
+
+class Refused(Exception):
+    """Raised by a responder: the server answers with ``status`` and this message, as an
+    endpoint refuses a request (a 400 for a response_format it does not take)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ScriptedJudge:
@@ -118,10 +130,16 @@ class ScriptedJudge:
     array, or with ``decomposition`` (raw text; a list gives the replies in order of attempts).
     A verification is answered with ``verdicts[claim]`` (a list gives the replies in order of
     attempts, the last one repeating), else ``default``. A retry is recognised by the reminder
-    the judge domain appends. A batched verification gets one line per listed claim,
-    "<n>: <its verdict> [<evidence[claim]>] <reasons[claim]>" (a claim in ``skip_in_batch``
-    gets no line), or ``batch_reply`` as it is where given. ``seen`` records (kind, claim or
-    None, attempt) per request.
+    the judge domain appends.
+
+    A batched verification gets one line per listed claim, "<id>: <its verdict>
+    [<evidence[claim]>] <reasons[claim]>" (a claim in ``skip_in_batch`` gets no line), or
+    ``batch_reply`` as it is where given (a list: the first reply, then the correction's). A
+    request with a JSON schema (response_format) is refused with a 400 unless ``structured``,
+    which answers it in the schema. A correction (the domain's follow-up in the same
+    conversation) is answered for the ids it names, like a first reply. A one-call request
+    gets ``{"claims": [{claim, verdict, chunks, reason}]}`` from ``claims``, or
+    ``single_reply``. ``seen`` records (kind, claim or None, attempt) per request and claim.
     """
 
     def __init__(
@@ -133,7 +151,9 @@ class ScriptedJudge:
         evidence: dict[str, str] | None = None,
         reasons: dict[str, str] | None = None,
         skip_in_batch: tuple[str, ...] = (),
-        batch_reply: str | None = None,
+        batch_reply: str | list[str] | None = None,
+        structured: bool = False,
+        single_reply: str | list[str] | None = None,
     ) -> None:
         self.batch_reply = batch_reply
         self.evidence = dict(evidence or {})
@@ -143,6 +163,8 @@ class ScriptedJudge:
         self.verdicts = dict(verdicts or {})
         self.default = default
         self.decomposition = decomposition
+        self.structured = structured
+        self.single_reply = single_reply
         self.seen: list[tuple[str, str | None, int]] = []
         self._lock = threading.Lock()
 
@@ -150,6 +172,7 @@ class ScriptedJudge:
         messages = request.get("messages") or []
         system = messages[0].get("content", "") if messages else ""
         last = messages[-1].get("content", "") if messages else ""
+        schema = request.get("response_format")
         if system in (DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN):
             attempt = 2 if last in (DECOMPOSE_RETRY_DE, DECOMPOSE_RETRY_EN) else 1
             with self._lock:
@@ -157,19 +180,48 @@ class ScriptedJudge:
             if self.decomposition is None:
                 return json.dumps(self.claims, ensure_ascii=False)
             return _nth(self.decomposition, attempt)
-        if system in (VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN):
-            # The claims are listed after the context (whose chunks may hold "1. " lines too).
-            content = messages[1].get("content", "")
-            tail = re.split(r"\n\n(?:Aussagen|Claims):\n", content)[-1]
-            listed = _LISTED_CLAIM.findall(tail)
+        if schema is not None and not self.structured:
+            raise Refused(400, "Unsupported parameter: 'response_format'")
+        if system.startswith((SINGLE_SYSTEM_DE, SINGLE_SYSTEM_EN)):
+            attempt = 2 if len(messages) > 2 else 1
             with self._lock:
-                self.seen += [("verify_batch", claim, 1) for _, claim in listed]
+                self.seen.append(("single", None, attempt))
+            if self.single_reply is not None:
+                return _nth(self.single_reply, attempt)
+            return json.dumps({"claims": [
+                {"claim": claim, "verdict": _nth(self.verdicts.get(claim, self.default), 1),
+                 "chunks": [int(r) for r in re.findall(r"\d+", self.evidence.get(claim, ""))],
+                 "reason": self.reasons.get(claim, "")}
+                for claim in self.claims
+            ]}, ensure_ascii=False)
+        if system.startswith((VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN)):
+            # The claims are listed after the context (whose chunks may hold such lines too).
+            content = messages[1].get("content", "")
+            tail = re.split(r"\n\n(?:Aussagen|Claims) \(\d+\):\n", content)[-1]
+            listed = _LISTED_CLAIM.findall(tail)
+            attempt = 2 if len(messages) > 2 else 1
+            if attempt == 2:
+                named = set(_CORRECTION_IDS.findall(last.split("\n")[0]))
+                listed = [(id_, claim) for id_, claim in listed if id_ in named]
+            with self._lock:
+                kind = "verify_batch" if attempt == 1 else "correct_batch"
+                self.seen += [(kind, claim, attempt) for _, claim in listed]
             if self.batch_reply is not None:
-                return self.batch_reply
+                return _nth(self.batch_reply, attempt)
+            given = [(id_, claim) for id_, claim in listed if claim not in self.skip_in_batch
+                     or attempt == 2]
+            if schema is not None:
+                return json.dumps({"verdicts": [
+                    {"id": id_, "verdict": _nth(self.verdicts.get(claim, self.default), 1),
+                     "chunks": [int(r) for r in re.findall(r"\d+",
+                                                          self.evidence.get(claim, ""))],
+                     "reason": self.reasons.get(claim, "")}
+                    for id_, claim in given
+                ]}, ensure_ascii=False)
             return "\n".join(
-                f"{n}: {_nth(self.verdicts.get(claim, self.default), 1)} "
+                f"{id_}: {_nth(self.verdicts.get(claim, self.default), 1)} "
                 f"[{self.evidence.get(claim, '')}] {self.reasons.get(claim, '')}".rstrip()
-                for n, claim in listed if claim not in self.skip_in_batch
+                for id_, claim in given
             )
         attempt = 2 if last in (VERIFY_RETRY_DE, VERIFY_RETRY_EN) else 1
         user = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
@@ -202,6 +254,8 @@ class FakeOpenAIServer:
         # (prompt_tokens, completion_tokens[, cached_tokens]) to report for a request and its
         # reply content.
         self.usage_for: Callable[[dict[str, Any], str], tuple[int, ...]] | None = None
+        # The choice's finish_reason for a reply ("length": cut off at max_tokens); "stop" without.
+        self.finish_reason_for: Callable[[dict[str, Any], str], str] | None = None
         # Requests that came the Azure OpenAI way: deployment, API version and credential.
         self.azure_calls: list[dict[str, Any]] = []
         # The status to fail the request with this 0-based arrival index with (an OpenAI-shaped
@@ -270,6 +324,7 @@ class FakeOpenAIServer:
             self.byte_style = "openai"
             self.delay_for = None
             self.usage_for = None
+            self.finish_reason_for = None
             self.fail_for = None
             self.requests.clear()
             self.azure_calls.clear()
@@ -313,7 +368,10 @@ class FakeOpenAIServer:
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": content, "refusal": None},
-            "finish_reason": "stop",
+            "finish_reason": (
+                "stop" if self.finish_reason_for is None
+                else self.finish_reason_for(request, content)
+            ),
             "logprobs": None,
         }
         if request.get("logprobs"):
@@ -426,6 +484,10 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 body = server.completion(request)
+            except Refused as refused:
+                self._send(refused.status, {"error": {
+                    "message": str(refused), "type": "invalid_request_error"}})
+                return
             except Exception as error:  # a broken responder hook: show it, as OpenAI would
                 message = f"responder failed: {error!r}"
                 self._send(500, {"error": {"message": message, "type": "server_error"}})

@@ -1,24 +1,30 @@
-"""Batched verification (issue 18): all claims of an answer checked against its context in one
-call, with the judge's evidence per claim (issue 20: the chunk a verdict rests on and a reason).
+"""Batched verification (issues 18, 20, 37): all claims of an answer checked against its context
+in one call, each verdict tied to its claim by the claim's id, with the judge's evidence.
 
-Per-claim verification sends the retrieved context once per claim: half of a judged answer's
-prompt tokens. Here one call carries the context once and the claims as a numbered list; the
-judge answers one line per claim,
+Per-claim verification sends the retrieved context once per claim. Here one call carries the
+context once and the claims as a list, each under a short id that is no position ("K7", "M2"):
 
-    <number>: <WORD> [<chunk rank>, …] <one sentence why>
+    Aussagen (3):
+    K7: Der Druckbehälter wird alle 5 Jahre geprüft.
+    …
 
-with the same three words as the per-claim prompt. The layout serves a provider's prefix cache:
-the fixed instructions first (the system message), then the context, then what varies (the
-claim list), so that calls for the claims of one long answer, and answers that share chunks,
-can reuse the cached prefix.
+The judge answers a line per claim, ``K7: GEDECKT [2] <one sentence why>``, or — where the
+endpoint takes a JSON schema (`response_format`) — the same as JSON in `batch_schema`. A verdict
+counts only under its claim's id: a judge that skips a claim and numbers the rest on ("1: …,
+2: …"), or answers in a bare list, ties nothing to a claim, and what it left open is asked again
+(`correction_messages`, in the same conversation; then one by one). Nothing is read by position.
 
-`parse_batch` takes the lines in any order and ignores text around them. A claim whose line is
-missing, unreadable, out of range or contradicted by a second line is *missing*: the caller asks
-only those again, one by one, with the per-claim prompt (`judge_prompt.verify_messages`), whose
-wording stays the article's. Evidence is optional: a verdict without "[…]" or a reason is still
-a verdict.
+`read_batch` takes JSON (an object keyed by id, a list of objects with an id, either inside
+``{"verdicts": …}``, in a code fence or not) or lines (in any order, with reasoning, a
+``<think>`` block or explanations around them, markdown bold, bullets, a table, "Aussage K7:",
+the claim echoed before its verdict). A verdict is one of the three words — also "NICHT
+GEDECKT", "TEILWEISE GEDECKT" and the English SUPPORTED, PARTIALLY SUPPORTED, NOT SUPPORTED —
+standing alone: "Teilweise werden die Kosten erstattet" is a claim's text, not TEILWEISE. A claim
+whose lines contradict each other is missing. A reply cut off by ``max_tokens`` loses its last
+line. Like `judge_parse`, every reading is linear in the reply's length.
 
-Like `judge_parse`, the parser does work linear in the reply's length whatever it holds.
+The layout serves a provider's prefix cache: fixed instructions first, then the context, then
+what varies (the claims).
 
 Plain Python: no django, no openai.
 """
@@ -30,83 +36,122 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from monitoring.judging.domain.judge_parse import Label, strip_wrapping
+from monitoring.judging.domain.judge_parse import MAX_CLAIMS, Label, strip_wrapping
 from monitoring.judging.domain.judge_prompt import SUPPORTED_LANGUAGES, format_context
 
-# Scores of a batched run are not comparable with a per-claim run's without saying so: the
+# Scores of a batched run are not comparable with another wording's without saying so: the
 # version goes with every verdict, and changes with the wording (a test pins it by hash).
-BATCHED_PROMPT_VERSION = "2026-12-b1"
+BATCHED_PROMPT_VERSION = "2026-12-b2"
 
-# Claims per call: a long answer is split so that a reply stays short enough to be read whole
-# (a model loses count in long lists) and one bad reply costs few re-asks.
-DEFAULT_BATCH_SIZE = 10
+# Claims per call: all of an answer's, up to the decomposition's limit. Ids, not positions, tie
+# a verdict to its claim, so a long list is no risk to the reading; a second call would repeat
+# the instructions and the context.
+DEFAULT_BATCH_SIZE = MAX_CLAIMS
 _T = TypeVar("_T")
 
 # A reason is one sentence; a longer one is cut here (it is shown beside the claim).
 MAX_REASON = 300
 
-VERIFY_BATCH_SYSTEM_DE = """\
-Du bist ein sorgfältiger Prüfer. Du beurteilst nur, ob Aussagen durch den gegebenen Kontext \
-gedeckt sind, nicht, ob sie wahr sind. Der Kontext besteht aus nummerierten Abschnitten [1], \
-[2], …
-
-Beurteile jede Aussage für sich mit genau einem dieser Wörter:
+# The article's three verdicts with their definitions, as in its PRUEF_PROMPT.
+_DEFINITIONS_DE = """\
 GEDECKT   — die Aussage folgt direkt aus dem Kontext
 TEILWEISE — Teile folgen, andere nicht
-UNGEDECKT — die Aussage steht nicht im Kontext oder widerspricht ihm
+UNGEDECKT — die Aussage steht nicht im Kontext oder widerspricht ihm"""
+_DEFINITIONS_EN = """\
+GEDECKT   — (supported) the claim follows directly from the context
+TEILWEISE — (partly) some parts follow, others do not
+UNGEDECKT — (not supported) the claim is not in the context or contradicts it"""
 
-Antworte mit einer Zeile je Aussage, in dieser Form und ohne weiteren Text:
-<Nummer der Aussage>: <WORT> [<Nummern der Abschnitte, auf die sich das Urteil stützt>] \
-<ein Satz zur Begründung>
+VERIFY_BATCH_SYSTEM_DE = f"""\
+Du prüfst, ob Aussagen durch den Kontext gedeckt sind, nicht, ob sie wahr sind. Der Kontext \
+besteht aus nummerierten Abschnitten [1], [2], … Urteile je Aussage mit genau einem Wort:
+{_DEFINITIONS_DE}"""
 
-Beispiel:
-1: GEDECKT [2] Abschnitt 2 nennt das Intervall von 5 Jahren.
-2: UNGEDECKT [] Kein Abschnitt nennt eine Frist für Änderungen."""
+VERIFY_BATCH_SYSTEM_EN = f"""\
+You check whether claims are supported by the context, not whether they are true. The context \
+consists of numbered chunks [1], [2], … Judge each claim with exactly one of these German words:
+{_DEFINITIONS_EN}"""
+
+# How the reply is written: appended to the system message, one of these by the call's kind.
+FORMAT_LINES_DE = """
+Schreibe je Aussage eine Zeile mit ihrer Kennung, sonst nichts:
+K7: GEDECKT [2] Abschnitt 2 nennt die 5 Jahre."""
+FORMAT_LINES_EN = """
+Write one line per claim with its id, nothing else:
+K7: GEDECKT [2] Chunk 2 gives the 5 years."""
+FORMAT_BARE_DE = """
+Schreibe je Aussage eine Zeile mit ihrer Kennung und dem Wort, sonst nichts:
+K7: GEDECKT"""
+FORMAT_BARE_EN = """
+Write one line per claim with its id and the word, nothing else:
+K7: GEDECKT"""
+FORMAT_JSON_DE = """
+Gib je Aussage ihre Kennung (id), das Wort (verdict), die stützenden Abschnitte (chunks) und \
+einen Satz Begründung (reason) an."""
+FORMAT_JSON_EN = """
+Give per claim its id, the word (verdict), the supporting chunks (chunks) and one sentence \
+why (reason)."""
+FORMAT_JSON_BARE_DE = "\nGib je Aussage ihre Kennung (id) und das Wort (verdict) an."
+FORMAT_JSON_BARE_EN = "\nGive per claim its id and the word (verdict)."
 
 VERIFY_BATCH_USER_DE = """\
 Kontext:
 {context}
 
-Aussagen:
+Aussagen ({count}):
 {claims}"""
-
-VERIFY_BATCH_SYSTEM_EN = """\
-You are a careful checker. You only judge whether claims are supported by the given context, \
-not whether they are true. The context consists of numbered chunks [1], [2], …
-
-Judge each claim on its own with exactly one of these three German words:
-GEDECKT   — (supported) the claim follows directly from the context
-TEILWEISE — (partly) some parts follow, others do not
-UNGEDECKT — (not supported) the claim is not in the context or contradicts it
-
-Answer with one line per claim, in this form and with no other text:
-<claim number>: <WORD> [<numbers of the chunks the verdict rests on>] <one sentence why>
-
-Example:
-1: GEDECKT [2] Chunk 2 states the 5-year interval.
-2: UNGEDECKT [] No chunk gives a deadline for changes."""
 
 VERIFY_BATCH_USER_EN = """\
 Context:
 {context}
 
-Claims:
+Claims ({count}):
 {claims}"""
+
+# After a reply that left claims without a readable verdict, in the same conversation.
+CORRECTION_DE = "Für {ids} fehlt ein lesbares Urteil. Nur diese, je eine Zeile so:\n{example}"
+CORRECTION_EN = "No readable verdict for {ids}. Only these, one line each, like this:\n{example}"
+CORRECTION_JSON_DE = "Für {ids} fehlt ein lesbares Urteil. Gib nur diese an."
+CORRECTION_JSON_EN = "No readable verdict for {ids}. Give only these."
 
 NO_CONTEXT = {"de": "(kein Kontext abgerufen)", "en": "(no context retrieved)"}
 
 BATCHED_PROMPT_TEXTS: Mapping[str, str] = {
     "VERIFY_BATCH_SYSTEM_DE": VERIFY_BATCH_SYSTEM_DE,
-    "VERIFY_BATCH_USER_DE": VERIFY_BATCH_USER_DE,
     "VERIFY_BATCH_SYSTEM_EN": VERIFY_BATCH_SYSTEM_EN,
+    "FORMAT_LINES_DE": FORMAT_LINES_DE,
+    "FORMAT_LINES_EN": FORMAT_LINES_EN,
+    "FORMAT_BARE_DE": FORMAT_BARE_DE,
+    "FORMAT_BARE_EN": FORMAT_BARE_EN,
+    "FORMAT_JSON_DE": FORMAT_JSON_DE,
+    "FORMAT_JSON_EN": FORMAT_JSON_EN,
+    "FORMAT_JSON_BARE_DE": FORMAT_JSON_BARE_DE,
+    "FORMAT_JSON_BARE_EN": FORMAT_JSON_BARE_EN,
+    "VERIFY_BATCH_USER_DE": VERIFY_BATCH_USER_DE,
     "VERIFY_BATCH_USER_EN": VERIFY_BATCH_USER_EN,
+    "CORRECTION_DE": CORRECTION_DE,
+    "CORRECTION_EN": CORRECTION_EN,
+    "CORRECTION_JSON_DE": CORRECTION_JSON_DE,
+    "CORRECTION_JSON_EN": CORRECTION_JSON_EN,
 }
 
 _TEXTS = {
-    "de": (VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_USER_DE),
-    "en": (VERIFY_BATCH_SYSTEM_EN, VERIFY_BATCH_USER_EN),
+    "de": {
+        "system": VERIFY_BATCH_SYSTEM_DE, "user": VERIFY_BATCH_USER_DE,
+        "lines": FORMAT_LINES_DE, "bare": FORMAT_BARE_DE,
+        "json": FORMAT_JSON_DE, "json_bare": FORMAT_JSON_BARE_DE,
+        "correction": CORRECTION_DE, "correction_json": CORRECTION_JSON_DE,
+        "example": "GEDECKT [2] Abschnitt 2 nennt die 5 Jahre.",
+    },
+    "en": {
+        "system": VERIFY_BATCH_SYSTEM_EN, "user": VERIFY_BATCH_USER_EN,
+        "lines": FORMAT_LINES_EN, "bare": FORMAT_BARE_EN,
+        "json": FORMAT_JSON_EN, "json_bare": FORMAT_JSON_BARE_EN,
+        "correction": CORRECTION_EN, "correction_json": CORRECTION_JSON_EN,
+        "example": "GEDECKT [2] Chunk 2 gives the 5 years.",
+    },
 }
 
 
@@ -115,6 +160,11 @@ def texts_hash() -> str:
     return hashlib.sha256(
         json.dumps(dict(BATCHED_PROMPT_TEXTS), sort_keys=True).encode()
     ).hexdigest()
+
+
+class StructuredOutputRefused(Exception):
+    """Raised by a batch call when the endpoint refuses a request with a JSON schema: the
+    caller asks again without one, and remembers that the endpoint cannot."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +178,12 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class BatchReading:
-    """What a batched reply says: the verdicts it gives and the claims it leaves open."""
+    """What a batched reply says: the verdicts it ties to claims and the claims it leaves open."""
 
     verdicts: dict[int, Evidence]  # claim number (1-based, within the call) → its verdict
-    missing: tuple[int, ...]  # claim numbers to ask again one by one, ascending
+    missing: tuple[int, ...]  # claim numbers to ask again, ascending
+    # "json" when the reply was one JSON value, "lines" otherwise, "" when nothing was read.
+    form: str = ""
 
 
 def batches(claims: Sequence[_T], size: int = DEFAULT_BATCH_SIZE) -> list[list[_T]]:
@@ -142,77 +194,398 @@ def batches(claims: Sequence[_T], size: int = DEFAULT_BATCH_SIZE) -> list[list[_
     return [list(claims[i:i + size]) for i in range(0, len(claims), size)]
 
 
-def verify_batch_messages(
-    *, chunks: Sequence[str], claims: Sequence[str], language: str
-) -> list[dict[str, str]]:
-    """Chat messages asking the judge to verify ``claims`` (numbered from 1) against the
-    ``chunks`` (numbered by rank, as `judge_prompt.format_context` numbers them)."""
+# Ids: a letter and a digit, no I or O (read as 1 and 0) and no 0 or 1: 24 x 8 = 192 of them.
+_ID_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+_ID_DIGITS = "23456789"
+_ID_COUNT = len(_ID_LETTERS) * len(_ID_DIGITS)
+
+
+def claim_ids(claims: Sequence[str]) -> list[str]:
+    """An id per claim, unique within the call and the same for the same claim text: chosen by
+    the claim's digest, so neighbours in the list have unrelated ids and counting along the
+    list never yields one."""
+    if len(claims) > _ID_COUNT:
+        raise ValueError(f"at most {_ID_COUNT} claims per call")
+    taken: set[int] = set()
+    ids = []
+    for claim in claims:
+        slot = int.from_bytes(hashlib.sha256(claim.encode("utf-8", "surrogatepass")).digest()[:4])
+        slot %= _ID_COUNT
+        while slot in taken:
+            slot = (slot + 37) % _ID_COUNT  # 37 is prime to 192: every slot is reached
+        taken.add(slot)
+        ids.append(_ID_LETTERS[slot // len(_ID_DIGITS)] + _ID_DIGITS[slot % len(_ID_DIGITS)])
+    return ids
+
+
+def _texts(language: str) -> dict[str, str]:
     if language not in _TEXTS:
         raise ValueError(
             f"no judge prompt for language {language!r}; supported: "
             + ", ".join(SUPPORTED_LANGUAGES)
         )
+    return _TEXTS[language]
+
+
+def _format_key(*, evidence: bool, structured: bool) -> str:
+    if structured:
+        return "json" if evidence else "json_bare"
+    return "lines" if evidence else "bare"
+
+
+def verify_batch_messages(
+    *,
+    chunks: Sequence[str],
+    claims: Sequence[str],
+    language: str,
+    evidence: bool = True,
+    structured: bool = False,
+) -> list[dict[str, str]]:
+    """Chat messages asking the judge to verify ``claims`` (each under its `claim_ids` id)
+    against the ``chunks`` (numbered by rank, as `judge_prompt.format_context` numbers them).
+    ``evidence``: ask for the chunks and a reason per verdict; ``structured``: the reply comes
+    in `batch_schema` (sent with the call as its response_format)."""
+    texts = _texts(language)
     if not claims:
         raise ValueError("a batch needs at least one claim")
-    system, user = _TEXTS[language]
     context = format_context(chunks) or NO_CONTEXT[language]
     # One line per claim: a claim's own line breaks would read as further lines.
     listed = "\n".join(
-        f"{number}. {' '.join(claim.split())}" for number, claim in enumerate(claims, 1)
+        f"{id_}: {' '.join(claim.split())}" for id_, claim in zip(claim_ids(claims), claims,
+                                                                    strict=True)
     )
+    system = texts["system"] + texts[_format_key(evidence=evidence, structured=structured)]
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": user.format(context=context, claims=listed)},
+        {"role": "user", "content": texts["user"].format(
+            context=context, count=len(claims), claims=listed)},
     ]
 
 
-# "<number>: <WORD> [<ranks>] <reason>", after the line's wrapping (markdown, quotes) is
-# stripped. The separator after the number may be ":", "." or ")"; the word in any case.
-# Possessive runs and no nested repetition: each line is matched in time linear in its length.
-# Markdown and quotes around the word ("1: **GEDECKT**", '1: "GEDECKT."') and a list bullet
-# before the number ("- 1: GEDECKT") are allowed too.
-_LINE = re.compile(
-    r"(?:[-•–][ \t]++)?+(\d{1,3})[ \t]*+[:.)][ \t*_\"'„“”]*+([A-Za-zÄÖÜäöü]++)[*_.:\"'„“”]*+[ \t]*+"
-    r"(?:\[([0-9 ,;]{0,200}+)\])?+[ \t]*+(.*+)"
+def batch_schema(ids: Sequence[str], *, evidence: bool = True) -> dict[str, Any]:
+    """The response_format of a structured batch call: an object ``{"verdicts": [{"id", "verdict",
+    "chunks", "reason"}, …]}`` whose ids can only be the call's (a strict JSON schema)."""
+    item: dict[str, Any] = {
+        "id": {"type": "string", "enum": list(ids)},
+        "verdict": {"type": "string", "enum": [w.value for w in _ARTICLE_WORDS]},
+    }
+    if evidence:
+        item["chunks"] = {"type": "array", "items": {"type": "integer"}}
+        item["reason"] = {"type": "string"}
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "verdicts",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"verdicts": {"type": "array", "items": {
+                    "type": "object", "properties": item, "required": list(item),
+                    "additionalProperties": False,
+                }}},
+                "required": ["verdicts"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def correction_messages(
+    messages: Sequence[dict[str, str]],
+    reply: str,
+    missing_ids: Sequence[str],
+    *,
+    language: str,
+    structured: bool = False,
+) -> list[dict[str, str]]:
+    """The conversation again with the judge's reply and a short correction that names the
+    claims still open and shows the expected line (the ids are the call's; the claims stay
+    where the judge read them)."""
+    texts = _texts(language)
+    ids = ", ".join(missing_ids)
+    if structured:
+        correction = texts["correction_json"].format(ids=ids)
+    else:
+        correction = texts["correction"].format(
+            ids=ids, example=f"{missing_ids[0]}: {texts['example']}"
+        )
+    previous = [{"role": "assistant", "content": reply}] if reply.strip() else []
+    return [*messages, *previous, {"role": "user", "content": correction}]
+
+
+# ---- reading ------------------------------------------------------------------------------
+
+_ARTICLE_WORDS = (Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT)
+# Every phrase that names one verdict for certain, longest first where one starts another.
+_PHRASES: tuple[tuple[str, Label], ...] = (
+    ("NICHT GEDECKT", Label.UNGEDECKT),
+    ("TEILWEISE GEDECKT", Label.TEILWEISE),
+    ("UNGEDECKT", Label.UNGEDECKT),
+    ("TEILWEISE", Label.TEILWEISE),
+    ("GEDECKT", Label.GEDECKT),
+    ("NOT SUPPORTED", Label.UNGEDECKT),
+    ("PARTIALLY SUPPORTED", Label.TEILWEISE),
+    ("PARTLY SUPPORTED", Label.TEILWEISE),
+    ("UNSUPPORTED", Label.UNGEDECKT),
+    ("SUPPORTED", Label.GEDECKT),
 )
-_WORDS = {label.value: label for label in (Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT)}
+_PHRASE = re.compile(
+    "(" + "|".join(p.replace(" ", r"[ \t]++") for p, _ in _PHRASES) + r")(?![A-Za-zÄÖÜäöüß])",
+    re.IGNORECASE,
+)
+_PHRASE_LABEL = {p.replace(" ", ""): label for p, label in _PHRASES}
+_MARKUP = str.maketrans("", "", "*`")
+_WRAP = "\"'_„“”‚‘’«»‹›\u200b\ufeff"
+# What may follow a verdict word: the end, the evidence, a parenthesis, a separator. A letter
+# after a blank is the rest of a sentence ("Teilweise werden …"), so no verdict.
+_AFTER = frozenset("[(:;,.!–—-|/")
+# "K7", also "Aussage K7", "Claim K7", "ID K7", "(K7)", "[K7]", "#K7", then a separator.
+_ID_AT_START = re.compile(
+    r"(?:(?:aussage|claim|kennung|id|nr\.?)[ \t]*+)?+[(\[#]?+([A-Za-z][0-9])[)\]]?+"
+    r"[ \t]*+(?:[:.)=|–—-]|->|→)[ \t]*+",
+    re.IGNORECASE,
+)
+_THINK_END = "</think>"
 
 
-def parse_batch(reply: str, count: int) -> BatchReading:
-    """The verdicts of a batched reply for claims 1..``count``; the rest are missing.
+def verdict_phrase(text: str) -> tuple[Label, str] | None:
+    """The verdict a text starts with, and what follows it; None unless the text starts with a
+    verdict phrase that stands alone (followed by its end, evidence or a separator)."""
+    text = text.lstrip(_WRAP + " \t")
+    match = _PHRASE.match(text)
+    if match is None:
+        return None
+    rest = text[match.end():].lstrip(_WRAP)
+    after = rest.lstrip(" \t")
+    if rest and not (rest[0] in _AFTER or (after == "" or after[0] in _AFTER)):
+        return None
+    key = re.sub(r"[ \t]++", "", match.group(1)).upper()
+    return _PHRASE_LABEL[key], after
 
-    A line counts when, stripped of wrapping, it starts with a claim number in range, a
-    separator and one of the three words. A number given twice with different words is
-    missing (the judge contradicted itself); twice with the same word, the first line counts.
+
+def read_batch(
+    reply: str,
+    claims: Sequence[str],
+    *,
+    ids: Sequence[str] | None = None,
+    cut: bool = False,
+    chunk_count: int | None = None,
+) -> BatchReading:
+    """The verdicts a batched reply ties to ``claims`` (by their ``ids``, default
+    `claim_ids(claims)`), and the claims it leaves open.
+
+    ``cut``: the reply was cut off by its token limit, so its last line may be a stump and is
+    not read. ``chunk_count``: chunk ranks above it are dropped from the evidence.
     """
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be a positive integer, not {count!r}")
-    found: dict[int, Evidence] = {}
-    contradicted: set[int] = set()
-    for line in reply.splitlines():
-        match = _LINE.fullmatch(strip_wrapping(line, ""))
-        if match is None:
-            continue
-        number = int(match[1])
-        label = _WORDS.get(match[2].upper())
-        if label is None or not 1 <= number <= count:
-            continue
-        evidence = Evidence(label, _ranks(match[3]), _reason(match[4]))
-        if number in found and found[number].label != label:
-            contradicted.add(number)
-        found.setdefault(number, evidence)
-    verdicts = {n: e for n, e in found.items() if n not in contradicted}
-    missing = tuple(n for n in range(1, count + 1) if n not in verdicts)
-    return BatchReading(dict(sorted(verdicts.items())), missing)
+    if ids is None:
+        ids = claim_ids(claims)
+    if len(ids) != len(claims) or not claims:
+        raise ValueError("one id per claim, and at least one claim")
+    number = {id_.upper(): n for n, id_ in enumerate(ids, 1)}
+    echoes = {n: _fold(claim) for n, claim in enumerate(claims, 1)}
+    by_text = {echo: n for n, echo in echoes.items()}
+    text = reply
+    end_of_thought = text.rfind(_THINK_END)
+    if end_of_thought >= 0:
+        text = text[end_of_thought + len(_THINK_END):]
+    elif text.lstrip().lower().startswith("<think>"):
+        text = ""  # all reasoning, never finished
+    found: dict[int, list[Evidence]] = {}
+    form = ""
+    value = json_value(text)
+    if value is not None:
+        # A JSON value that parses is whole, even from a reply cut off at its limit.
+        form = "json"
+        for key, item in _json_items(value):
+            n = (number.get(key.upper()) or by_text.get(_fold(key))) if isinstance(key, str) \
+                else None
+            evidence = json_evidence(item, chunk_count)
+            if n is not None and evidence is not None:
+                found.setdefault(n, []).append(evidence)
+    else:
+        lines = text.splitlines()
+        if cut:
+            while lines and not lines[-1].strip():
+                lines.pop()
+            lines = lines[:-1]
+        for line in lines:
+            read = _read_line(line, number, echoes, chunk_count)
+            if read is not None:
+                found.setdefault(read[0], []).append(read[1])
+                form = "lines"
+    verdicts = {}
+    for n, given in found.items():
+        if len({e.label for e in given}) == 1:
+            verdicts[n] = given[0]
+    missing = tuple(n for n in range(1, len(claims) + 1) if n not in verdicts)
+    return BatchReading(dict(sorted(verdicts.items())), missing, form if verdicts else "")
 
 
-def _ranks(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return ()
-    ranks = [int(part) for part in re.split(r"[ ,;]++", text) if part.isdigit()]
-    return tuple(dict.fromkeys(r for r in ranks if r >= 1))
+def _fold(text: str) -> str:
+    """A claim's text as compared with what the judge wrote of it: blanks, case and the closing
+    mark ignored."""
+    return " ".join(text.split()).casefold().rstrip(".!?;:")
+
+
+def _read_line(
+    line: str, number: Mapping[str, int], echoes: Mapping[int, str], chunk_count: int | None
+) -> tuple[int, Evidence] | None:
+    line = strip_wrapping(line.translate(_MARKUP), "").lstrip("-•–>+ \t")
+    if line.count("|") >= 2:
+        return _read_row(line, number, echoes, chunk_count)
+    match = _ID_AT_START.match(line)
+    if match is None:
+        return None
+    n = number.get(match.group(1).upper())
+    if n is None:
+        return None
+    rest = _without_echo(line[match.end():], echoes[n])
+    read = verdict_phrase(rest)
+    if read is None:
+        return None
+    label, after = read
+    chunks, reason = _evidence_text(after, chunk_count)
+    return n, Evidence(label, chunks, reason)
+
+
+def _read_row(
+    line: str, number: Mapping[str, int], echoes: Mapping[int, str], chunk_count: int | None
+) -> tuple[int, Evidence] | None:
+    """A markdown table row: | K7 | GEDECKT | [2] | reason |, the claim's text allowed as a
+    cell between the id and the verdict."""
+    cells = [c.strip(_WRAP + " \t") for c in line.strip("| \t").split("|")]
+    head = _ID_AT_START.match(cells[0] + ":")
+    n = number.get(head.group(1).upper()) if head is not None else None
+    if n is None or head is None or head.end() < len(cells[0]):
+        return None
+    rest = cells[1:]
+    if rest and _fold(rest[0]) == echoes[n]:
+        rest = rest[1:]
+    read = verdict_phrase(rest[0]) if rest else None
+    if read is None:
+        return None
+    rest = [read[1], *rest[1:]]
+    if len(rest) > 1 and _BARE_RANKS.fullmatch(rest[1]) and not _RANKS.match(rest[1]):
+        rest[1] = f"[{rest[1]}]"  # a table's chunk cell: "2, 3"
+    chunks, reason = _evidence_text(" ".join(c for c in rest if c), chunk_count)
+    return n, Evidence(read[0], chunks, reason)
+
+
+def _without_echo(rest: str, echo: str) -> str:
+    """``rest`` after the claim's own text, where the judge wrote it before the verdict; the
+    claim's text alone ("Teilweise werden …") is no verdict."""
+    bare = rest.lstrip(_WRAP + " \t")
+    if echo and _fold(bare[:len(echo) * 2]).startswith(echo):
+        # Skip as many words as the claim has, then what separates them from the verdict.
+        words = len(echo.split())
+        parts = bare.split(None, words)
+        tail = parts[words] if len(parts) > words else ""
+        tail = tail.lstrip(_WRAP + " \t:=–—->→|")
+        return tail if tail else "\x00"  # the echo alone: nothing to read
+    return rest
+
+
+_RANKS = re.compile(r"\[([0-9 ,;]{0,200}+)\]")
+_BARE_RANKS = re.compile(r"[0-9][0-9 ,;]{0,200}+")
+
+
+def _evidence_text(text: str, chunk_count: int | None) -> tuple[tuple[int, ...], str]:
+    text = text.strip()
+    ranks: tuple[int, ...] = ()
+    match = _RANKS.match(text)
+    if match is not None:
+        ranks = _ranks(re.findall(r"\d{1,6}", match.group(1)), chunk_count)
+        text = text[match.end():]
+    return ranks, _reason(text)
+
+
+def _ranks(values: Sequence[object], chunk_count: int | None) -> tuple[int, ...]:
+    ranks = []
+    for value in values:
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1 and (
+            chunk_count is None or value <= chunk_count
+        ):
+            ranks.append(value)
+    return tuple(dict.fromkeys(ranks))
 
 
 def _reason(text: str) -> str:
-    reason = strip_wrapping(text, "").lstrip("-–—:.,; \t").strip()
+    reason = strip_wrapping(text, "").lstrip("-–—:.,; \t)").strip()
     return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 1].rstrip() + "…"
+
+
+_FENCE_OPEN = re.compile(r"```[A-Za-z]*+[ \t]*+\n?")
+
+
+def json_value(text: str) -> object:
+    """The reply as one JSON object or array (alone, or in the first code fence, with text
+    around the fence allowed); None if it is none."""
+    body = text.strip()
+    start = body.find("```")
+    if start >= 0:
+        opened = _FENCE_OPEN.match(body, start)
+        end = body.find("```", opened.end() if opened else start + 3)
+        if opened is not None and end >= 0:
+            body = body[opened.end():end].strip()
+    if body[:1] not in ("{", "["):
+        return None
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
+_ITEM_LISTS = ("verdicts", "urteile", "claims", "aussagen", "results", "ergebnisse")
+_ID_KEYS = ("id", "kennung", "claim_id")
+# A claim's own text ties an item to it as well as its id (compared as `_fold` compares).
+_TEXT_KEYS = ("claim", "aussage", "text")
+_VERDICT_KEYS = ("verdict", "urteil", "label")
+
+
+def _json_items(value: object) -> list[tuple[object, object]]:
+    """(id, item) pairs of a JSON reply: a list of objects with an id (also under "verdicts"),
+    or an object keyed by id. A bare list of words ties nothing to a claim: no pairs."""
+    if isinstance(value, dict):
+        lists = [value[k] for k in value if isinstance(k, str) and k.lower() in _ITEM_LISTS]
+        if len(lists) == 1 and isinstance(lists[0], dict):
+            return list(lists[0].items())
+        if len(lists) == 1 and isinstance(lists[0], list):
+            value = lists[0]
+        else:
+            return list(value.items())
+    if not isinstance(value, list):
+        return []
+    pairs: list[tuple[object, object]] = []
+    for item in value:
+        if isinstance(item, dict):
+            keys = [k for k in item if isinstance(k, str) and k.lower() in _ID_KEYS]
+            if not keys:
+                keys = [k for k in item if isinstance(k, str) and k.lower() in _TEXT_KEYS]
+            if len(keys) == 1:
+                pairs.append((item[keys[0]], item))
+    return pairs
+
+
+def json_evidence(item: object, chunk_count: int | None) -> Evidence | None:
+    if isinstance(item, str):
+        read = verdict_phrase(item)
+        return Evidence(read[0], (), "") if read is not None and not read[1] else None
+    if not isinstance(item, dict):
+        return None
+    fields = {k.lower(): v for k, v in item.items() if isinstance(k, str)}
+    words = [fields[k] for k in _VERDICT_KEYS if k in fields]
+    if len(words) != 1 or not isinstance(words[0], str):
+        return None
+    read = verdict_phrase(words[0])
+    if read is None or read[1]:
+        return None
+    chunks = fields.get("chunks", fields.get("abschnitte", []))
+    reason = fields.get("reason", fields.get("begründung", ""))
+    return Evidence(
+        read[0],
+        _ranks(chunks if isinstance(chunks, list) else [], chunk_count),
+        _reason(reason) if isinstance(reason, str) else "",
+    )

@@ -12,40 +12,25 @@ vocabulary whatever the use case's language.
 
 from collections.abc import Mapping, Sequence
 
-PROMPT_VERSION = "2026-12-v1"
+PROMPT_VERSION = "2026-12-v2"
 
 SUPPORTED_LANGUAGES = ("de", "en")
 
 # --- Decomposition: answer -> claims -------------------------------------------------------
 
 DECOMPOSE_SYSTEM_DE = """\
-Du zerlegst die Antwort eines Assistenten in einzelne Aussagen, damit jede Aussage für sich \
-gegen die Quellen geprüft werden kann.
-
-Regeln:
-1. Jede Aussage enthält genau eine Tatsache. Ein Satz mit mehreren Tatsachen wird in mehrere \
-Aussagen zerlegt.
-2. Jede Aussage ist ohne die anderen verständlich. Ersetze Pronomen und Verweise („er“, „sie“, \
-„es“, „dieser“, „dort“, „damals“) durch das, worauf sie sich beziehen.
-3. Zahlen bleiben mit ihrer Einheit und ihren Einschränkungen zusammen („mindestens 5 Jahre“, \
-„bis zu 3,5 bar“, „bei Behältern über 1.000 Liter“).
-4. Gib nur wieder, was die Antwort behauptet: nichts hinzufügen, nichts weglassen, nichts \
-bewerten oder korrigieren. Die Frage dient nur dazu, knappe Antworten verständlich zu machen \
-(aus „Ja.“ auf „Gilt das Intervall von 5 Jahren?“ wird „Das Intervall von 5 Jahren gilt.“).
-5. Keine Aussagen für Begrüßungen, Höflichkeiten, Überleitungen, Rückfragen oder Hinweise auf \
-die eigene Unsicherheit („ich bin nicht sicher, aber …“); die Tatsache nach einem solchen \
-Hinweis ist trotzdem eine Aussage. Sagt die Antwort nur, dass sie es nicht weiß, gibt es keine \
-Aussagen: Gib [] aus.
-6. Schreibe die Aussagen in der Sprache der Antwort.
-
-Gib nur ein JSON-Array von Zeichenketten aus, ohne weiteren Text.
-
-Beispiel:
-Frage: Wie oft wird der Druckbehälter geprüft, und wer gibt Änderungen frei?
-Antwort: Er wird alle 5 Jahre geprüft, Änderungen gibt die Sicherheitsfachkraft frei. Ich hoffe, \
-das hilft!
-Ausgabe: ["Der Druckbehälter wird alle 5 Jahre geprüft.", "Änderungen am Druckbehälter gibt \
-die Sicherheitsfachkraft frei."]"""
+Zerlege die Antwort eines Assistenten in Aussagen, die einzeln gegen die Quellen geprüft werden.
+- Je Aussage genau eine Tatsache, ohne die anderen verständlich (Pronomen und Verweise ersetzt).
+- Zahlen bleiben mit Einheit und Einschränkung („mindestens 5 Jahre“).
+- Nur was die Antwort behauptet: nichts hinzufügen, weglassen oder bewerten. Die Frage macht \
+nur knappe Antworten verständlich („Ja.“ wird „Das Intervall von 5 Jahren gilt.“).
+- Keine Aussagen für Begrüßungen, Überleitungen, Rückfragen oder Hinweise auf Unsicherheit; \
+sagt die Antwort nur, dass sie es nicht weiß: [].
+- In der Sprache der Antwort.
+Gib nur ein JSON-Array von Zeichenketten aus.
+Beispiel: „Er wird alle 5 Jahre geprüft, Änderungen gibt die Fachkraft frei. Ich hoffe, das \
+hilft!“ (zum Druckbehälter) → ["Der Druckbehälter wird alle 5 Jahre geprüft.", "Änderungen am \
+Druckbehälter gibt die Fachkraft frei."]"""
 
 DECOMPOSE_USER_DE = """\
 Frage:
@@ -57,31 +42,18 @@ Antwort:
 Aussagen als JSON-Array:"""
 
 DECOMPOSE_SYSTEM_EN = """\
-You split an assistant's answer into single claims, so that each claim can be checked against \
-the sources on its own.
-
-Rules:
-1. Each claim states exactly one fact. A sentence with several facts becomes several claims.
-2. Each claim is understandable without the others. Replace pronouns and references ("he", \
-"she", "it", "they", "this", "there", "then") with what they refer to.
-3. Keep numbers together with their units and qualifiers ("at least 5 years", "up to 3.5 bar", \
-"for tanks over 1,000 litres").
-4. Only restate what the answer asserts: add nothing, leave nothing out, do not judge or \
-correct. The question is only there to make short answers understandable ("Yes." to "Does the \
-5-year interval apply?" becomes "The 5-year interval applies.").
-5. No claims for greetings, politeness, transitions, follow-up questions or remarks about the \
-answer's own uncertainty ("I am not sure, but …"); the fact after such a remark is still a \
-claim. If the answer only says that it does not know, there are no claims: output [].
-6. Write the claims in the language of the answer.
-
-Output only a JSON array of strings, with no other text.
-
-Example:
-Question: How often is the pressure vessel inspected, and who approves changes?
-Answer: It is inspected every 5 years; changes are approved by the safety officer. Hope this \
-helps!
-Output: ["The pressure vessel is inspected every 5 years.", "Changes to the pressure vessel \
-are approved by the safety officer."]"""
+Split an assistant's answer into claims that are each checked against the sources.
+- Each claim one fact, understandable without the others (pronouns and references replaced).
+- Keep numbers with their unit and qualifier ("at least 5 years").
+- Only what the answer asserts: add, leave out or judge nothing. The question only makes \
+short answers understandable ("Yes." becomes "The 5-year interval applies.").
+- No claims for greetings, transitions, follow-up questions or remarks on uncertainty; if the \
+answer only says it does not know: [].
+- In the language of the answer.
+Output only a JSON array of strings.
+Example: "It is inspected every 5 years; the safety officer approves changes. Hope this \
+helps!" (on the pressure vessel) → ["The pressure vessel is inspected every 5 years.", \
+"Changes to the pressure vessel are approved by the safety officer."]"""
 
 DECOMPOSE_USER_EN = """\
 Question:

@@ -41,10 +41,12 @@ from monitoring.judging.domain import judging
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.judge_parse import Label
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
-from monitoring.judging.domain.judging import CallResult, JudgeCall
+from monitoring.judging.domain.judging import CallResult
+from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
 from monitoring.models import (
     Answer,
     Claim,
+    JudgeEndpoint,
     JudgeMode,
     JudgeProgress,
     JudgeRun,
@@ -101,16 +103,22 @@ def judge_run_new(
         answer_created_at=answer.created_at,
         judge_model=judge_model if judge_model is not None
         else answer.use_case.effective_judge_model,
-        prompt_version=(
-            BATCHED_PROMPT_VERSION if judge_mode == JudgeMode.BATCHED else PROMPT_VERSION
-        ),
+        prompt_version=prompt_version_of(judge_mode),
         judge_mode=judge_mode,
         trigger=trigger,
         requested_by_id=requested_by_id,
     )
 
 
-# Output tokens a batched reply may spend per claim: "3: TEILWEISE [1, 2]" and a sentence.
+def prompt_version_of(judge_mode: str) -> str:
+    """The prompt version a run in ``judge_mode`` is judged with."""
+    versions: dict[str, str] = {
+        JudgeMode.BATCHED: BATCHED_PROMPT_VERSION, JudgeMode.SINGLE: SINGLE_PROMPT_VERSION,
+    }
+    return versions.get(judge_mode, PROMPT_VERSION)
+
+
+# Output tokens a batched reply may spend per claim: "K3: TEILWEISE [1, 2]" and a sentence.
 BATCH_LINE_TOKENS = 80
 
 # A publish costs ~0.7 ms of the caller's CPU (Celery builds, serialises and sends each
@@ -158,9 +166,9 @@ class Meter:
         self.usage_unknown_calls = 0
         self._lock = threading.Lock()
 
-    def wrap(self, call: JudgeCall) -> JudgeCall:
-        def metered(messages: list[dict[str, str]]) -> CallResult:
-            result = call(messages)
+    def wrap(self, call: Callable[..., CallResult]) -> Callable[..., CallResult]:
+        def metered(messages: list[dict[str, str]], *args: Any, **kwargs: Any) -> CallResult:
+            result = call(messages, *args, **kwargs)
             with self._lock:
                 self.calls += 1
                 self.prompt_tokens += result.prompt_tokens
@@ -354,6 +362,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: judging.Judgement) -> bo
             unparseable=result.unparseable,
             error=failed or "",
             retryable=False,
+            verify_path=judgement.path,
         )
         if not done:
             # Another delivery took the run over after our lease ran out; its result counts.
@@ -476,10 +485,25 @@ def judge_with(
     decomposition: str | None = None,
     on_decomposed: Callable[[str], None] | None = None,
 ) -> judging.Judgement:
-    """Judge ``answer`` (against its chunks, in its use case's language) through ``client``,
-    each kind of call with its output-token cap and counted by ``meter``. Raises what
+    """Judge ``answer`` (against its chunks, in its use case's language, with evidence where
+    the use case asks for it) through ``client``, each kind of call with its output-token cap
+    and counted by ``meter``; batched and one-call requests carry a JSON schema where the
+    endpoint is known to take one, and find that out where it is not yet known. Raises what
     judge_answer raises; a soft time limit as JudgeUnavailable, to be retried."""
     chunks = list(answer.chunks.order_by("rank").values_list("text", flat=True))
+    size = settings.TREUE_JUDGE_BATCH_SIZE
+    endpoint, model = client.config.endpoint, client.config.model
+
+    def batch_call(
+        messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
+    ) -> CallResult:
+        # A line per claim (the word, the chunk ranks and a sentence), and in one-call mode
+        # the claims themselves.
+        cap = BATCH_LINE_TOKENS * size + (
+            settings.TREUE_JUDGE_MAX_TOKENS_DECOMPOSE if mode == JudgeMode.SINGLE else 0
+        )
+        return client.call(messages, max_tokens=cap, response_format=response_format)
+
     try:
         return judging.judge_answer(
             question=answer.question,
@@ -496,24 +520,31 @@ def judge_with(
                     messages, max_tokens=settings.TREUE_JUDGE_MAX_TOKENS_VERIFY
                 )
             ),
-            # A line per claim: the word, the chunk ranks and a sentence.
-            batch_call=meter.wrap(
-                lambda messages: client.call(
-                    messages,
-                    max_tokens=BATCH_LINE_TOKENS * settings.TREUE_JUDGE_BATCH_SIZE,
-                )
-            ),
+            batch_call=meter.wrap(batch_call),
             concurrency=settings.TREUE_JUDGE_CONCURRENCY,
             mode=mode,
-            batch_size=settings.TREUE_JUDGE_BATCH_SIZE,
+            batch_size=size,
             cache=cache,
             decomposition=decomposition,
             on_decomposed=on_decomposed,
+            evidence=answer.use_case.judge_evidence,
+            structured=judging_selectors.structured_output(endpoint=endpoint, model=model),
+            on_structured=lambda supported, detail: structured_output_learned(
+                endpoint=endpoint, model=model, supported=supported, detail=detail
+            ),
         )
     except SoftTimeLimitExceeded as e:
         raise JudgeUnavailable("time limit exceeded") from e
     finally:
         client.close()
+
+
+def structured_output_learned(*, endpoint: str, model: str, supported: bool, detail: str) -> None:
+    """Remember whether ``model`` at ``endpoint`` answers in a JSON schema it is sent."""
+    JudgeEndpoint.objects.update_or_create(
+        endpoint=endpoint[:500], model=model[:200],
+        defaults={"structured_output": supported, "detail": detail[:500]},
+    )
 
 
 def judge_run_give_up(*, run_id: int, reason: str) -> None:
