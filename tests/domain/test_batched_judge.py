@@ -1,6 +1,10 @@
-"""Batched verification (monitoring.judging.domain.batched): the prompt's layout, the split into
-calls, and the reading of a reply - complete, shuffled, partial, with extra text, unreadable, out
-of range, a claim answered twice - with the judge's evidence per claim."""
+"""Batched verification (monitoring.judging.domain.batched): the prompt's layout, the claims'
+ids, the split into calls, the correction, the schema, and the reading of a reply — complete,
+shuffled, partial, with extra text, unreadable, renumbered, echoed, a claim answered twice —
+with the judge's evidence per claim. The same shapes served through the real client are in
+tests/judging/test_reply_corpus.py."""
+
+import json
 
 import pytest
 
@@ -9,9 +13,13 @@ from monitoring.judging.domain.batched import (
     MAX_REASON,
     BatchReading,
     Evidence,
+    batch_schema,
     batches,
-    parse_batch,
+    claim_ids,
+    correction_messages,
+    read_batch,
     texts_hash,
+    verdict_phrase,
     verify_batch_messages,
 )
 from monitoring.judging.domain.judge_parse import Label
@@ -19,14 +27,49 @@ from monitoring.judging.domain.judge_parse import Label
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT
 
 # One hash per released wording: changed a batched prompt? Bump the version and pin the hash.
-RELEASED = {"2026-12-b1": "ee9bfcfbe4affedbeea6c89005d922b0f3fd4a06f097468ed57d8d669f5716df"}
+RELEASED = {
+    "2026-12-b1": "ee9bfcfbe4affedbeea6c89005d922b0f3fd4a06f097468ed57d8d669f5716df",
+    "2026-12-b2": "44387a7e06b836fffe786cbde91dcddb9767c47bbeb63945328c90f43a6d9459",
+}
+
+CLAIMS = [
+    "Der Behälter wird alle 5 Jahre geprüft.",
+    "Teilweise werden die Kosten erstattet.",
+    "Änderungen gibt die Sicherheitsfachkraft frei.",
+]
+A, B, C = claim_ids(CLAIMS)
+
+
+def read(reply: str, **kwargs: object) -> BatchReading:
+    return read_batch(reply, CLAIMS, **kwargs)  # type: ignore[arg-type]
+
+
+def labels(reading: BatchReading) -> dict[int, Label]:
+    return {n: e.label for n, e in reading.verdicts.items()}
 
 
 def test_the_wording_is_pinned_to_its_version() -> None:
     assert RELEASED[BATCHED_PROMPT_VERSION] == texts_hash()
 
 
-def test_instructions_first_then_the_context_then_the_claims() -> None:
+def test_ids_are_unique_stable_and_no_count() -> None:
+    claims = [f"Aussage Nummer {i}." for i in range(30)]
+    ids = claim_ids(claims)
+    assert len(set(ids)) == 30
+    assert ids == claim_ids(claims), "the same claims get the same ids"
+    assert claim_ids(claims[5:])[0] == ids[5], "a claim's id does not depend on its place"
+    assert all(len(i) == 2 and i[0].isalpha() and i[1] in "23456789" for i in ids)
+    assert not {"1", "2", "3"} & set(ids)
+    # Neighbours are not consecutive ids: counting along the list never yields the next one.
+    consecutive = sum(
+        a[0] == b[0] and int(b[1]) == int(a[1]) + 1 for a, b in zip(ids, ids[1:], strict=False)
+    )
+    assert consecutive <= 2
+    with pytest.raises(ValueError):
+        claim_ids([str(i) for i in range(193)])
+
+
+def test_instructions_first_then_the_context_then_the_claims_under_their_ids() -> None:
     messages = verify_batch_messages(
         chunks=["Prüfintervall: 5 Jahre.", "  ", "Kosten: 1.250 €."],
         claims=["Der Behälter wird alle\n5 Jahre geprüft.", "Die Prüfung kostet 1.250 €."],
@@ -36,20 +79,36 @@ def test_instructions_first_then_the_context_then_the_claims() -> None:
     assert system["role"] == "system" and user["role"] == "user"
     # The system message is the same for every answer (a provider caches it as the prefix).
     assert system == verify_batch_messages(chunks=["x"], claims=["y"], language="de")[0]
-    assert "<Nummer der Aussage>: <WORT>" in system["content"]
+    # The article's three words with their definitions, and the line format by id.
+    assert "TEILWEISE — Teile folgen, andere nicht" in system["content"]
+    assert system["content"].endswith("K7: GEDECKT [2] Abschnitt 2 nennt die 5 Jahre.")
     body = user["content"]
-    # The context before the claims: an answer's calls share the prefix up to its claim list.
-    assert body.index("[1] Prüfintervall") < body.index("[3] Kosten") < body.index("Aussagen:")
+    assert body.index("[1] Prüfintervall") < body.index("[3] Kosten") < body.index("Aussagen")
     assert "[2]" not in body, "a blank chunk is left out but keeps its number"
-    # Numbered claims, one line each (a claim's own line break would read as a second line).
+    x, y = claim_ids(["Der Behälter wird alle\n5 Jahre geprüft.", "Die Prüfung kostet 1.250 €."])
+    # The count stated, one line per claim under its id (a claim's line break is joined).
     assert body.endswith(
-        "Aussagen:\n1. Der Behälter wird alle 5 Jahre geprüft.\n2. Die Prüfung kostet 1.250 €.")
+        f"Aussagen (2):\n{x}: Der Behälter wird alle 5 Jahre geprüft.\n"
+        f"{y}: Die Prüfung kostet 1.250 €.")
+
+
+def test_formats_by_evidence_and_structure() -> None:
+    def system(**kwargs: bool) -> str:
+        return verify_batch_messages(chunks=["x"], claims=["y"], language="de",
+                                     **kwargs)[0]["content"]
+
+    assert system(evidence=False).endswith("K7: GEDECKT")
+    assert "(reason)" in system(structured=True)
+    assert "reason" not in system(structured=True, evidence=False)
+    assert len({system(), system(evidence=False), system(structured=True),
+                system(structured=True, evidence=False)}) == 4
 
 
 def test_english_and_no_context() -> None:
     [system, user] = verify_batch_messages(chunks=[], claims=["It rains."], language="en")
-    assert "three German words" in system["content"]
-    assert user["content"] == "Context:\n(no context retrieved)\n\nClaims:\n1. It rains."
+    assert "German words" in system["content"]
+    [id_] = claim_ids(["It rains."])
+    assert user["content"] == f"Context:\n(no context retrieved)\n\nClaims (1):\n{id_}: It rains."
     with pytest.raises(ValueError, match="language"):
         verify_batch_messages(chunks=[], claims=["x"], language="fr")
     with pytest.raises(ValueError, match="at least one claim"):
@@ -60,6 +119,7 @@ def test_long_answers_are_split_into_calls() -> None:
     claims = [f"Aussage {i}" for i in range(23)]
     assert [len(b) for b in batches(claims, 10)] == [10, 10, 3]
     assert [c for b in batches(claims, 10) for c in b] == claims
+    assert [len(b) for b in batches(claims)] == [23], "by default all claims in one call"
     assert batches([], 10) == []
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError):
@@ -68,83 +128,189 @@ def test_long_answers_are_split_into_calls() -> None:
 
 def test_a_complete_reply_with_evidence() -> None:
     reply = (
-        "1: GEDECKT [2] Abschnitt 2 nennt das Intervall von 5 Jahren.\n"
-        "2: UNGEDECKT [] Kein Abschnitt nennt eine Frist für Änderungen.\n"
-        "3: TEILWEISE [1, 3] Der Betrag steht dort, die Währung nicht."
+        f"{A}: GEDECKT [2] Abschnitt 2 nennt das Intervall von 5 Jahren.\n"
+        f"{B}: UNGEDECKT [] Kein Abschnitt nennt eine Erstattung.\n"
+        f"{C}: TEILWEISE [1, 3] Die Fachkraft steht dort, die Freigabe nicht."
     )
-    assert parse_batch(reply, 3) == BatchReading({
+    assert read(reply) == BatchReading({
         1: Evidence(G, (2,), "Abschnitt 2 nennt das Intervall von 5 Jahren."),
-        2: Evidence(U, (), "Kein Abschnitt nennt eine Frist für Änderungen."),
-        3: Evidence(T, (1, 3), "Der Betrag steht dort, die Währung nicht."),
-    }, ())
+        2: Evidence(U, (), "Kein Abschnitt nennt eine Erstattung."),
+        3: Evidence(T, (1, 3), "Die Fachkraft steht dort, die Freigabe nicht."),
+    }, (), "lines")
 
 
 def test_shuffled_with_text_around_and_markdown() -> None:
     reply = (
         "Hier sind meine Urteile:\n\n"
-        "**3: gedeckt** [1]\n"
-        "- 1. TEILWEISE – nur die Zahl stimmt\n"
-        '2) "UNGEDECKT."\n'
+        f"**{C}: gedeckt** [1]\n"
+        f"- {A}. TEILWEISE – nur die Zahl stimmt\n"
+        f'{B}) "UNGEDECKT."\n'
         "Ich hoffe, das hilft."
     )
-    reading = parse_batch(reply, 3)
-    assert {n: e.label for n, e in reading.verdicts.items()} == {1: T, 2: U, 3: G}
+    reading = read(reply)
+    assert labels(reading) == {1: T, 2: U, 3: G}
     assert reading.missing == ()
     assert reading.verdicts[3].chunks == (1,)
     assert reading.verdicts[1].reason == "nur die Zahl stimmt"
 
 
 @pytest.mark.parametrize(("reply", "verdicts", "missing"), [
-    # Partial: claim 2 has no line; it is asked again on its own.
-    ("1: GEDECKT\n3: GEDECKT", {1: G, 3: G}, (2,)),
-    # Unreadable words are not guessed at: "NICHT GEDECKT", "SUPPORTED", "GEDECKTE".
-    ("1: NICHT GEDECKT\n2: SUPPORTED\n3: GEDECKTE", {}, (1, 2, 3)),
-    # A number out of range is ignored, also one that looks like a claim of the next call.
-    ("0: GEDECKT\n4: GEDECKT\n2: GEDECKT", {2: G}, (1, 3)),
+    # Partial: the second claim has no line; it is asked again.
+    (f"{A}: GEDECKT\n{C}: GEDECKT", {1: G, 3: G}, (2,)),
+    # Renumbered: the judge counts instead of copying ids. Nothing is tied to a claim.
+    ("1: GEDECKT\n2: UNGEDECKT\n3: TEILWEISE", {}, (1, 2, 3)),
+    ("Aussage 1: GEDECKT\nAussage 2: UNGEDECKT", {}, (1, 2, 3)),
+    # The claim's text where the verdict belongs: "Teilweise werden …" is no TEILWEISE.
+    (f"{B}: Teilweise werden die Kosten erstattet.", {}, (1, 2, 3)),
+    (f"{B}: Teilweise werden die Kosten erstattet", {}, (1, 2, 3)),
+    # … but echoed before its verdict, the verdict counts.
+    (f"{B}: Teilweise werden die Kosten erstattet: UNGEDECKT [] nichts dazu", {2: U}, (1, 3)),
+    (f'{A}: "Der Behälter wird alle 5 Jahre geprüft" – GEDECKT', {1: G}, (2, 3)),
+    # Phrases that name one verdict for certain.
+    (f"{A}: NICHT GEDECKT\n{B}: teilweise gedeckt\n{C}: Supported", {1: U, 2: T, 3: G}, ()),
+    (f"{A}: NOT SUPPORTED\n{B}: PARTIALLY SUPPORTED\n{C}: UNSUPPORTED", {1: U, 2: T, 3: U}, ()),
+    # Words that name none: asked again. A word in capitals may run on into its reason.
+    (f"{A}: GEDECKTE\n{B}: NICHT\n{C}: GEDECKT weil Abschnitt 2 es nennt", {3: G}, (1, 2)),
+    (f"{A}: Gedeckt ist nur der Behälter\n{B}: teilweise werden", {}, (1, 2, 3)),
+    # An id not in the call is ignored.
+    (f"Z9: GEDECKT\n{B}: GEDECKT", {2: G}, (1, 3)),
     # Answered twice alike: one verdict; differently: the judge contradicted itself.
-    ("1: GEDECKT\n1: GEDECKT [2]\n2: GEDECKT\n2: UNGEDECKT", {1: G}, (2, 3)),
+    (f"{A}: GEDECKT\n{A}: GEDECKT [2]\n{B}: GEDECKT\n{B}: UNGEDECKT", {1: G}, (2, 3)),
+    # Reasoning on the verdict's line: the verdict is not where it belongs.
+    (f"{A}: Abschnitt 2 nennt 5 Jahre, also GEDECKT", {}, (1, 2, 3)),
+    # A <think> block: only what follows it counts; an unfinished one holds nothing.
+    (f"<think>{A}: UNGEDECKT\n{B}: GEDECKT</think>\n{A}: GEDECKT", {1: G}, (2, 3)),
+    (f"<think>{A}: GEDECKT", {}, (1, 2, 3)),
     # Nothing readable at all.
     ("Ich kann das nicht beurteilen.", {}, (1, 2, 3)),
     ("", {}, (1, 2, 3)),
-    # A verdict word elsewhere on a line is not a verdict line.
-    ("Die Aussage 1 ist GEDECKT.", {}, (1, 2, 3)),
+    (f"Die Aussage {A} ist GEDECKT.", {}, (1, 2, 3)),
 ])
-def test_what_is_missing_is_asked_again(
+def test_what_is_not_tied_for_certain_is_asked_again(
     reply: str, verdicts: dict[int, Label], missing: tuple[int, ...]
 ) -> None:
-    reading = parse_batch(reply, 3)
-    assert {n: e.label for n, e in reading.verdicts.items()} == verdicts
+    reading = read(reply)
+    assert labels(reading) == verdicts
     assert reading.missing == missing
 
 
+def test_a_table() -> None:
+    reply = (
+        "| Kennung | Aussage | Urteil | Abschnitte |\n|---|---|---|---|\n"
+        f"| {A} | Der Behälter wird alle 5 Jahre geprüft. | **GEDECKT** | 2 |\n"
+        f"| {B} | Teilweise werden die Kosten erstattet. | NICHT GEDECKT | |\n"
+        f"| 3 | Änderungen gibt die Sicherheitsfachkraft frei. | GEDECKT | 1 |\n"
+    )
+    reading = read(reply)
+    assert labels(reading) == {1: G, 2: U}
+    assert reading.verdicts[1].chunks == (2,)
+    assert reading.missing == (3,), "a row by number is not tied"
+
+
+@pytest.mark.parametrize("reply", [
+    json.dumps({"verdicts": [{"id": A, "verdict": "GEDECKT", "chunks": [2], "reason": "r"},
+                             {"id": B, "verdict": "UNGEDECKT", "chunks": [], "reason": ""}]}),
+    json.dumps({A: {"verdict": "GEDECKT", "chunks": [2], "reason": "r"}, B: "UNGEDECKT"}),
+    "```json\n" + json.dumps([{"id": A, "verdict": "gedeckt", "chunks": [2, 9],
+                               "reason": "r"}, {"id": B, "verdict": "NICHT GEDECKT"}]) + "\n```",
+    "Hier:\n```\n" + json.dumps({"verdicts": {A: {"urteil": "GEDECKT", "chunks": [2],
+                                                   "reason": "r"}, B: "UNGEDECKT"}}) + "\n```",
+    # Tied by the claim's own text instead of an id.
+    json.dumps([{"claim": CLAIMS[0], "verdict": "GEDECKT", "chunks": [2], "reason": "r"},
+                {"claim": CLAIMS[1].upper(), "verdict": "UNGEDECKT"}]),
+])
+def test_json_shapes(reply: str) -> None:
+    reading = read(reply, chunk_count=3)
+    assert labels(reading) == {1: G, 2: U}
+    assert reading.verdicts[1].chunks == (2,)
+    assert reading.missing == (3,)
+    assert reading.form == "json"
+
+
+@pytest.mark.parametrize("reply", [
+    json.dumps(["GEDECKT", "UNGEDECKT", "TEILWEISE"]),
+    json.dumps({"verdicts": ["GEDECKT", "UNGEDECKT", "TEILWEISE"]}),
+    json.dumps([{"verdict": "GEDECKT"}, {"verdict": "UNGEDECKT"}]),
+    json.dumps({"1": "GEDECKT", "2": "UNGEDECKT", "3": "GEDECKT"}),
+    json.dumps({A: "Teilweise werden", B: ["GEDECKT"], C: {"verdict": "GEDECKT",
+                                                           "urteil": "UNGEDECKT"}}),
+])
+def test_json_by_position_or_unclear_ties_nothing(reply: str) -> None:
+    assert labels(read(reply)) == {}
+
+
+def test_a_reply_cut_off_loses_its_last_line() -> None:
+    reply = f"{A}: GEDECKT [2] Abschnitt 2 nennt\n{B}: TEILWEISE [1] Abschn"
+    assert labels(read(reply, cut=True)) == {1: G}
+    assert labels(read(reply)) == {1: G, 2: T}
+    # Trailing blank lines are not the stump.
+    assert labels(read(f"{A}: GEDECKT\n{B}: UNGE\n\n", cut=True)) == {1: G}
+    # A whole JSON value is whole, even at the limit; a cut one is unreadable.
+    whole = json.dumps({A: "GEDECKT"})
+    assert labels(read(whole, cut=True)) == {1: G}
+    assert labels(read(whole[:-3], cut=True)) == {}
+
+
 def test_a_claim_answered_twice_alike_keeps_its_first_evidence() -> None:
-    reading = parse_batch("1: GEDECKT [2] erst\n1: GEDECKT [3] dann", 1)
+    reading = read(f"{A}: GEDECKT [2] erst\n{A}: GEDECKT [3] dann")
     assert reading.verdicts[1] == Evidence(G, (2,), "erst")
 
 
 def test_evidence_is_read_with_care() -> None:
-    reading = parse_batch("1: GEDECKT [3; 1, 3, 0] Grund\n2: UNGEDECKT Grund ohne Abschnitt", 2)
-    assert reading.verdicts[1].chunks == (3, 1), "ranks from 1, each once, in the judge's order"
+    reading = read(f"{A}: GEDECKT [3; 1, 3, 0, 7] Grund\n{B}: UNGEDECKT Grund ohne Abschnitt",
+                   chunk_count=5)
+    assert reading.verdicts[1].chunks == (3, 1), "ranks 1..chunks, each once, as given"
     assert reading.verdicts[2] == Evidence(U, (), "Grund ohne Abschnitt")
-    long = parse_batch("1: GEDECKT [1] " + "sehr " * 200, 1).verdicts[1].reason
+    long = read(f"{A}: GEDECKT [1] " + "sehr " * 200).verdicts[1].reason
     assert len(long) == MAX_REASON and long.endswith("…")
 
 
-def test_count_must_be_positive() -> None:
-    for bad in (0, -2, True, 1.5):
-        with pytest.raises(ValueError, match="count"):
-            parse_batch("1: GEDECKT", bad)  # type: ignore[arg-type]
+def test_verdict_phrase_stands_alone() -> None:
+    assert verdict_phrase("GEDECKT") == (G, "")
+    assert verdict_phrase("**Teilweise** [1] x") == (T, "[1] x")
+    assert verdict_phrase("NICHT  GEDECKT.") == (U, ".")
+    assert verdict_phrase("Teilweise werden …") is None
+    assert verdict_phrase("GEDECKTER Bereich") is None
+    assert verdict_phrase("Gedeckt ist nur …") is None
+
+
+def test_the_correction_names_the_open_claims_in_the_same_conversation() -> None:
+    messages = verify_batch_messages(chunks=["x"], claims=CLAIMS, language="de")
+    again = correction_messages(messages, "1: GEDECKT", [B, C], language="de")
+    assert again[:2] == messages
+    assert again[2] == {"role": "assistant", "content": "1: GEDECKT"}
+    assert again[3]["role"] == "user"
+    assert f"{B}, {C}" in again[3]["content"]
+    assert again[3]["content"].endswith(f"{B}: GEDECKT [2] Abschnitt 2 nennt die 5 Jahre.")
+    # An empty reply is no assistant turn (some servers refuse one).
+    assert len(correction_messages(messages, " ", [A], language="en")) == 3
+
+
+def test_the_schema_allows_only_the_calls_ids() -> None:
+    schema = batch_schema([A, B])["json_schema"]
+    assert schema["strict"] is True
+    item = schema["schema"]["properties"]["verdicts"]["items"]
+    assert item["properties"]["id"]["enum"] == [A, B]
+    assert item["properties"]["verdict"]["enum"] == ["GEDECKT", "TEILWEISE", "UNGEDECKT"]
+    assert item["required"] == ["id", "verdict", "chunks", "reason"]
+    bare = batch_schema([A], evidence=False)["json_schema"]["schema"]
+    assert bare["properties"]["verdicts"]["items"]["required"] == ["id", "verdict"]
 
 
 @pytest.mark.parametrize("reply", [
-    "1: GEDECKT [" + "1," * 100_000,
-    "1:" + " " * 200_000 + "x",
-    "1: GEDECKT " + "[" * 200_000,
-    ("1: GEDECKT [1] " + "a" * 60 + "\n") * 20_000,
-    "*" * 200_000 + "1: GEDECKT",
+    f"{A}: GEDECKT [" + "1," * 100_000,
+    f"{A}:" + " " * 200_000 + "x",
+    f"{A}: GEDECKT " + "[" * 200_000,
+    (f"{A}: GEDECKT [1] " + "a" * 60 + "\n") * 20_000,
+    "*" * 200_000 + f"{A}: GEDECKT",
+    "|" * 200_000,
+    (f"| {A} " * 50_000) + "|",
+    f"{B}: " + "Teilweise werden die Kosten erstattet " * 10_000,
+    "{" * 100_000,
+    "```" * 100_000,
+    "<think>" * 50_000,
 ])
 def test_hostile_replies_are_read_whole(reply: str) -> None:
-    # Text from outside: whatever it holds, a reading (each line is matched once, no
-    # backtracking over it); the last case is one long line that is still a verdict line.
-    reading = parse_batch(reply, 3)
+    # Text from outside: whatever it holds, a reading in time linear in its length.
+    reading = read(reply)
     assert set(reading.verdicts) | set(reading.missing) == {1, 2, 3}

@@ -25,6 +25,7 @@ from monitoring.judging.domain.judge_prompt import (
 # stored scores carry the version, and scores of different wordings must not be mixed unseen.
 PINNED = {
     "2026-12-v1": "48ba97dec4756f9d2164ed7f738c2a307fbf71cfa7bb22939c05826ceeb98705",
+    "2026-12-v2": "78528c1bf82e9065f12be6c82fb18de322a59d11b547fb53576b3dda02a6b715",
 }
 
 # The article's PRUEF_PROMPT (../shared/000_0c5f82130b2317d6.txt), copied here because a clone
@@ -130,7 +131,7 @@ def test_empty_context_is_said_rather_than_left_blank(language, marker, context)
     ("language", "words"),
     [
         ("de", ["JSON-Array", "Pronomen", "Einheit", "[]", "genau eine Tatsache"]),
-        ("en", ["JSON array", "pronouns", "units", "[]", "exactly one fact"]),
+        ("en", ["JSON array", "pronouns", "unit", "[]", "one fact"]),
     ],
 )
 def test_decomposition_prompt(language, words):

@@ -341,7 +341,7 @@ _WRAP = "\"'_„“”‚‘’«»‹›\u200b\ufeff"
 _AFTER = frozenset("[(:;,.!–—-|/")
 # "K7", also "Aussage K7", "Claim K7", "ID K7", "(K7)", "[K7]", "#K7", then a separator.
 _ID_AT_START = re.compile(
-    r"(?:(?:aussage|claim|kennung|id|nr\.?)[ \t]*+)?+[(\[#]?+([A-Za-z][0-9])[)\]]?+"
+    r"(?:(?:aussage|claim|kennung|id|nr\.?)[ \t]*+)?+[(\[#]?+([A-Za-z][0-9])[)\]]?"
     r"[ \t]*+(?:[:.)=|–—-]|->|→)[ \t]*+",
     re.IGNORECASE,
 )
@@ -350,14 +350,18 @@ _THINK_END = "</think>"
 
 def verdict_phrase(text: str) -> tuple[Label, str] | None:
     """The verdict a text starts with, and what follows it; None unless the text starts with a
-    verdict phrase that stands alone (followed by its end, evidence or a separator)."""
-    text = text.lstrip(_WRAP + " \t")
+    verdict phrase that stands alone: followed by its end, evidence or a separator, or — written
+    in capitals, as asked for — by a sentence of reason ("UNGEDECKT Kein Abschnitt …"). A word
+    in other case followed by more words is the start of a sentence ("Teilweise werden …")."""
+    text = text.lstrip(_WRAP + "*` \t")
     match = _PHRASE.match(text)
     if match is None:
         return None
-    rest = text[match.end():].lstrip(_WRAP)
+    rest = text[match.end():].lstrip(_WRAP + "*`")
     after = rest.lstrip(" \t")
-    if rest and not (rest[0] in _AFTER or (after == "" or after[0] in _AFTER)):
+    capitals = match.group(1).isupper()
+    if rest and not (rest[0] in _AFTER or after == "" or after[0] in _AFTER
+                     or (capitals and rest[0] in " \t")):
         return None
     key = re.sub(r"[ \t]++", "", match.group(1)).upper()
     return _PHRASE_LABEL[key], after
