@@ -131,14 +131,16 @@ def test_a_renumbered_reply_is_corrected_in_the_same_conversation():
     # naming every claim; its reply ties each verdict to its id.
     fake = BatchJudge(
         CLAIMS, lambda batch: "1: GEDECKT\n2: UNGEDECKT\n3: TEILWEISE",
-        correct=lambda batch: "\n".join(f"{i}: {w}" for (i, _), w in
-                                        zip(batch, ["UNGEDECKT", "GEDECKT", "GEDECKT"])),
+        correct=lambda batch: "\n".join(
+            f"{i}: {w}" for (i, _), w in zip(batch, ["UNGEDECKT", "GEDECKT", "GEDECKT"],
+                                             strict=True)),
     )
     j = run(fake)
     assert fake.kinds() == ["decompose", "batch", "correct"]
     correction = fake.requests[2]
     assert correction[:2] == fake.requests[1], "the same conversation"
-    assert correction[2] == {"role": "assistant", "content": "1: GEDECKT\n2: UNGEDECKT\n3: TEILWEISE"}
+    assert correction[2] == {"role": "assistant",
+                             "content": "1: GEDECKT\n2: UNGEDECKT\n3: TEILWEISE"}
     assert f"{A}, {B}, {C}" in correction[3]["content"]
     assert [c.label for c in j.claims] == [U, G, G]
     assert j.path == "corrected"
