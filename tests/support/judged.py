@@ -18,6 +18,7 @@ from typing import Any
 
 from monitoring import services
 from monitoring.domain import sampling
+from monitoring.judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
@@ -40,7 +41,7 @@ class Judge:
 
     def __call__(self, request: dict[str, Any]) -> str:
         system, user = request["messages"][0]["content"], request["messages"][1]["content"]
-        if system.startswith(("Du zerlegst", "You split")):
+        if system in (DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN):
             answer = re.search(r"(?:Antwort|Answer):\n(.*)\n\n", user, re.DOTALL)
             assert answer is not None
             return json.dumps(self.claims[answer.group(1)], ensure_ascii=False)
