@@ -485,7 +485,7 @@ TREUE_JUDGE_MAX_TOKENS_VERIFY = envint("TREUE_JUDGE_MAX_TOKENS_VERIFY", 16)
 # Claims of one answer verified at once; the endpoint's rate limit is the real bound.
 TREUE_JUDGE_CONCURRENCY = envint("TREUE_JUDGE_CONCURRENCY", 8)
 # Batched verification: at most this many claims per call (a longer answer takes more calls).
-TREUE_JUDGE_BATCH_SIZE = envint("TREUE_JUDGE_BATCH_SIZE", 10)
+TREUE_JUDGE_BATCH_SIZE = envint("TREUE_JUDGE_BATCH_SIZE", 30)
 if TREUE_JUDGE_BATCH_SIZE < 1:
     raise ImproperlyConfigured(
         f"TREUE_JUDGE_BATCH_SIZE must be at least 1, not {TREUE_JUDGE_BATCH_SIZE}"

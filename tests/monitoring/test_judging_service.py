@@ -29,7 +29,7 @@ from monitoring import services
 from monitoring.domain import sampling
 from monitoring.judging import tasks
 from monitoring.judging.client import JudgeClient, JudgeUnavailable
-from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
+from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION, claim_ids
 from monitoring.judging.domain.judge_prompt import (
     DECOMPOSE_SYSTEM_EN,
     PROMPT_VERSION,
@@ -37,16 +37,19 @@ from monitoring.judging.domain.judge_prompt import (
     VERIFY_SYSTEM_DE,
     VERIFY_SYSTEM_EN,
 )
+from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
 from monitoring.judging.services import rescoring
 from monitoring.judging.services import runs as judging
 from monitoring.models import (
     Answer,
     Claim,
+    JudgeEndpoint,
     JudgeMode,
     JudgePrice,
     JudgeProgress,
     JudgeRun,
     UseCase,
+    VerifyPath,
 )
 from tests.support.openai_server import ScriptedJudge
 from treue_site import settings as project
@@ -1191,6 +1194,7 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
         claims=[C1, C2, C3], verdicts={C1: "GEDECKT", C2: "TEILWEISE", C3: "UNGEDECKT"},
         evidence={C1: "1", C2: "1, 2"},
         reasons={C1: "Abschnitt 1 nennt 5 Jahre.", C3: "Kein Abschnitt nennt einen Preis."},
+        structured=True,
     )
     answer = ingest(api, make_answer)
     JudgeRun.objects.filter(answer=answer).delete()
@@ -1203,6 +1207,12 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
     assert run.status == JudgeRun.Status.SUCCEEDED and run.score == 0.5
     assert run.calls == 2 == len(judge.requests), "a decomposition and one batched call"
     assert [c["purpose"] for c in run.call_log] == ["decompose", "verify_batch"]
+    assert run.verify_path == VerifyPath.BATCHED
+    # The endpoint took the schema (the ids of the call's claims) and answered in it: kept.
+    schema = judge.requests[1]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["verdicts"]["items"]["properties"]["id"]["enum"] == claim_ids(
+        [C1, C2, C3])
+    assert JudgeEndpoint.objects.get(model="judge-x").structured_output is True
     claims = list(run.claims.order_by("position"))
     assert [(c.label, c.evidence_chunks, c.reason) for c in claims] == [
         (Claim.Label.GEDECKT, [1], "Abschnitt 1 nennt 5 Jahre."),
@@ -1211,7 +1221,7 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
     ]
     assert all(c.prompt_version == BATCHED_PROMPT_VERSION for c in claims)
     # The reply may spend a line per claim: its output cap is the batch's, not a word's.
-    assert judge.requests[1]["max_tokens"] == judging.BATCH_LINE_TOKENS * 10
+    assert judge.requests[1]["max_tokens"] == judging.BATCH_LINE_TOKENS * 30
     # The answer page shows the evidence under each verdict, linked to the chunks.
     staff = User.objects.create_user("verwaltung", is_staff=True)
     client = Client()
@@ -1226,7 +1236,31 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
     assert 'id="chunk-1"' in html
 
 
-def test_a_claim_the_batched_reply_leaves_out_is_asked_on_its_own(judge, api, make_answer):
+def test_an_endpoint_that_refuses_the_schema_is_asked_once_and_remembered(
+    judge, api, make_answer
+):
+    judge.responder = ScriptedJudge(claims=[C1, C2], verdicts={C2: "UNGEDECKT"})
+    runs = []
+    for n in range(2):
+        answer = ingest(api, make_answer, external_id=f"a-{n}")
+        JudgeRun.objects.filter(answer=answer).delete()
+        runs.append(batched_run(answer))
+    assert execute(runs[0]) == "scored"
+    # The first batched call carried the schema and got a 400; the same claims went again as
+    # lines. Only the answered calls count (a refused request is not billed).
+    assert ["response_format" in r for r in judge.requests] == [False, True, False]
+    assert fresh(runs[0]).calls == 2
+    endpoint = JudgeEndpoint.objects.get(model="judge-x")
+    assert endpoint.structured_output is False and "response_format" in endpoint.detail
+    assert execute(runs[1]) == "scored"
+    assert ["response_format" in r for r in judge.requests[3:]] == [False, False]
+    assert [c.label for c in fresh(runs[1]).claims.order_by("position")] == [
+        Claim.Label.GEDECKT, Claim.Label.UNGEDECKT]
+
+
+def test_a_claim_the_batched_reply_leaves_out_is_corrected_in_the_same_conversation(
+    judge, api, make_answer
+):
     judge.responder = ScriptedJudge(claims=[C1, C2, C3], skip_in_batch=(C2,),
                                     verdicts={C2: "UNGEDECKT"})
     answer = ingest(api, make_answer)
@@ -1234,32 +1268,41 @@ def test_a_claim_the_batched_reply_leaves_out_is_asked_on_its_own(judge, api, ma
     run = batched_run(answer)
     assert execute(run) == "scored"
     run = fresh(run)
-    assert [c["purpose"] for c in run.call_log] == ["decompose", "verify_batch", "verify"]
-    asked_alone = [claim for kind, claim, _ in judge.responder.seen if kind == "verify"]
-    assert asked_alone == [C2]
+    assert [c["purpose"] for c in run.call_log] == ["decompose", "verify_batch", "correct_batch"]
+    assert run.verify_path == VerifyPath.CORRECTED
+    assert [claim for kind, claim, _ in judge.responder.seen if kind == "correct_batch"] == [C2]
+    assert [claim for kind, claim, _ in judge.responder.seen if kind == "verify"] == []
     assert [c.label for c in run.claims.order_by("position")] == [
         Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]
 
 
-@pytest.mark.parametrize(("reply", "asked_alone"), [
-    pytest.param("1: GEDECKT\n2: UNGEDECKT\n3: GEDECKT", [], id="complete"),
-    pytest.param("3: GEDECKT\n1: GEDECKT\n2: UNGEDECKT", [], id="shuffled"),
-    pytest.param("1: GEDECKT\n3: GEDECKT", [C2], id="partial"),
-    pytest.param("Hier meine Urteile:\n\n**1: GEDECKT** [1] steht so da\n2: UNGEDECKT\n"
-                 "3: GEDECKT\nIch hoffe, das hilft.", [], id="extra text"),
-    pytest.param("1: NICHT GEDECKT\n2: UNGEDECKT\n3: GEDECKT", [C1], id="unreadable"),
-    pytest.param("0: GEDECKT\n2: UNGEDECKT\n4: GEDECKT\n3: GEDECKT", [C1],
-                 id="number out of range"),
-    pytest.param("1: GEDECKT\n2: UNGEDECKT\n2: GEDECKT\n3: GEDECKT", [C2],
+A1, A2, A3 = claim_ids([C1, C2, C3])
+RIGHT = f"{A1}: GEDECKT\n{A2}: UNGEDECKT\n{A3}: GEDECKT"
+
+
+@pytest.mark.parametrize(("reply", "corrected", "asked_alone"), [
+    pytest.param(RIGHT, [], [], id="complete"),
+    pytest.param(f"{A3}: GEDECKT\n{A1}: GEDECKT\n{A2}: UNGEDECKT", [], [], id="shuffled"),
+    pytest.param(f"{A1}: GEDECKT\n{A3}: GEDECKT", [C2], [], id="partial"),
+    pytest.param(f"Hier meine Urteile:\n\n**{A1}: GEDECKT** [1] steht so da\n{A2}: UNGEDECKT\n"
+                 f"{A3}: GEDECKT\nIch hoffe, das hilft.", [], [], id="extra text"),
+    pytest.param(f"{A1}: VIELLEICHT\n{A2}: UNGEDECKT\n{A3}: GEDECKT", [C1], [], id="unreadable"),
+    # The judge skipped claim 2 and numbered on: nothing is tied by position.
+    pytest.param("1: GEDECKT\n2: GEDECKT", [C1, C2, C3], [], id="renumbered"),
+    pytest.param(f"{A1}: GEDECKT\n{A2}: UNGEDECKT\n{A2}: GEDECKT\n{A3}: GEDECKT", [C2], [],
                  id="answered twice, differently"),
+    # The correction does not help either: the rest goes one by one.
+    pytest.param(["1: GEDECKT", "2: GEDECKT"], [C1, C2, C3], [C1, C2, C3], id="renumbered twice"),
 ])
 def test_a_batched_reply_through_the_real_client_and_the_claims_asked_again(
-    judge, api, make_answer, reply, asked_alone
+    judge, api, make_answer, reply, corrected, asked_alone
 ):
     """Each kind of batched reply, as the local server sends it to the real openai client:
-    exactly the claims without a readable line are asked again, one by one."""
-    judge.responder = ScriptedJudge(claims=[C1, C2, C3], verdicts={C2: "UNGEDECKT"},
-                                    batch_reply=reply)
+    exactly the claims without a readable line are corrected once, and what the correction
+    leaves open is asked one by one."""
+    judge.responder = ScriptedJudge(
+        claims=[C1, C2, C3], verdicts={C2: "UNGEDECKT"},
+        batch_reply=reply if isinstance(reply, list) else [reply, RIGHT])
     answer = ingest(api, make_answer)
     JudgeRun.objects.filter(answer=answer).delete()
     run = batched_run(answer)
@@ -1267,12 +1310,34 @@ def test_a_batched_reply_through_the_real_client_and_the_claims_asked_again(
     assert execute(run) == "scored"
 
     seen = judge.responder.seen
-    assert [claim for kind, claim, _ in seen if kind == "verify"] == asked_alone
-    assert len(judge.requests) == 2 + len(asked_alone)
+    assert [claim for kind, claim, _ in seen if kind == "correct_batch"] == corrected
+    assert sorted(claim for kind, claim, _ in seen if kind == "verify") == sorted(asked_alone)
+    answered = [r for r in judge.requests if "response_format" not in r]
+    assert len(answered) == 2 + bool(corrected) + len(asked_alone)
     run = fresh(run)
+    assert run.verify_path == (
+        "fallback" if asked_alone else "corrected" if corrected else "batched")
     assert [c.label for c in run.claims.order_by("position")] == [
         Claim.Label.GEDECKT, Claim.Label.UNGEDECKT, Claim.Label.GEDECKT]
     assert fresh(answer).score == pytest.approx(2 / 3)
+
+
+def test_a_one_call_run(judge, api, make_answer, use_case):
+    use_case.judge_mode = JudgeMode.SINGLE
+    use_case.save(update_fields=["judge_mode"])
+    judge.responder = ScriptedJudge(claims=[C1, C2], verdicts={C2: "UNGEDECKT"},
+                                    evidence={C1: "1"}, reasons={C1: "Abschnitt 1."})
+    answer = ingest(api, make_answer)
+    run = only_run(answer)
+    assert (run.judge_mode, run.prompt_version) == ("single", SINGLE_PROMPT_VERSION)
+    assert execute(run) == "scored"
+    run = fresh(run)
+    assert [c["purpose"] for c in run.call_log] == ["single"]
+    assert run.calls == 1 and run.verify_path == VerifyPath.SINGLE
+    assert [(c.text, c.label, c.evidence_chunks, c.reason)
+            for c in run.claims.order_by("position")] == [
+        (C1, Claim.Label.GEDECKT, [1], "Abschnitt 1."), (C2, Claim.Label.UNGEDECKT, [], "")]
+    assert fresh(answer).score == 0.5
 
 
 def test_a_use_case_in_batched_mode_gets_batched_runs(judge, api, make_answer, use_case):
