@@ -9,8 +9,9 @@ between two tokens (written in the style chosen by ``byte_style``).
 
 For the judge tier it can play a judge (``ScriptedJudge``), hold replies back
 (``delay_for``, released early by ``wake()``), answer with scripted failures (``fail_next``, with
-headers such as Retry-After), fix the reported token usage (``usage_for``) and record when each
-request arrived (``request_times``).
+headers such as Retry-After), fix the reported token usage (``usage_for``), end a reply at its
+token limit (``finish_reason_for``) or refuse it in OpenAI's ``refusal`` field (``refusal_for``),
+and record when each request arrived (``request_times``).
 
 Load it with ``pytest_plugins = ["tests.support.openai_server"]`` in the top-level conftest.
 """
@@ -256,6 +257,9 @@ class FakeOpenAIServer:
         self.usage_for: Callable[[dict[str, Any], str], tuple[int, ...]] | None = None
         # The choice's finish_reason for a reply ("length": cut off at max_tokens); "stop" without.
         self.finish_reason_for: Callable[[dict[str, Any], str], str] | None = None
+        # An OpenAI refusal for a request and its reply content: the message then carries this
+        # text in ``refusal`` and no content (None: the content as usual).
+        self.refusal_for: Callable[[dict[str, Any], str], str | None] | None = None
         # Requests that came the Azure OpenAI way: deployment, API version and credential.
         self.azure_calls: list[dict[str, Any]] = []
         # The status to fail the request with this 0-based arrival index with (an OpenAI-shaped
@@ -325,6 +329,7 @@ class FakeOpenAIServer:
             self.delay_for = None
             self.usage_for = None
             self.finish_reason_for = None
+            self.refusal_for = None
             self.fail_for = None
             self.requests.clear()
             self.azure_calls.clear()
@@ -365,9 +370,13 @@ class FakeOpenAIServer:
     def completion(self, request: dict[str, Any]) -> dict[str, Any]:
         content = self.responder(request)
         chunks = fake_tokenise(content)
+        refusal = None if self.refusal_for is None else self.refusal_for(request, content)
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if refusal is not None:
+            message = {"role": "assistant", "content": None, "refusal": refusal}
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": content, "refusal": None},
+            "message": message,
             "finish_reason": (
                 "stop" if self.finish_reason_for is None
                 else self.finish_reason_for(request, content)
