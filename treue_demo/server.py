@@ -10,7 +10,21 @@ would call a real endpoint, and it answers both judge requests from RAGTruth's Q
 - decomposition: the answer split into sentences (list markers, "Based on the given passages,"
   and pleasantries removed; "Unable to answer …" is an abstention, ``[]``);
 - verification: the claim is found in the demo answers and judged by the human hallucination
-  spans over it — most of it labelled: UNGEDECKT, some of it: TEILWEISE, none: GEDECKT.
+  spans over it — most of it labelled: UNGEDECKT, some of it: TEILWEISE, none: GEDECKT;
+- batched verification (system message starting with ``VERIFY_BATCH_SYSTEM_DE/EN``): the
+  claims listed under their ids ("Aussagen (3):" / "Claims (3):", then "K7: claim"), each
+  verdict as above under its id, a line each (``K7: GEDECKT [2] reason``, the chunk sharing
+  most of the claim's words and where the verdict came from; ``K7: GEDECKT`` where the format
+  asks for the word alone); a correction turn (the judge's reply and a user message naming
+  the ids still open) is answered for those ids only;
+- one-call judging (system message starting with ``SINGLE_SYSTEM_DE/EN``): the answer split as
+  for the decomposition, each claim with its verdict, as ``{"claims": [{"claim", "verdict",
+  "chunks", "reason"}]}``.
+
+It supports structured output: a request with a ``response_format`` (a JSON schema) gets JSON
+in that schema — for a batched request ``{"verdicts": [{"id", "verdict", "chunks",
+"reason"}]}`` with the schema's fields — and its schema counted as prompt tokens, as OpenAI
+bills it. A response_format of an unknown type is refused with a 400, as OpenAI refuses it.
 
 The demo judge is deliberately a little lenient: it passes over the spans the annotators called
 "Subtle Baseless Info" (plausible details the passages do not state), which the experts of the
@@ -61,7 +75,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from investigations.domain.consistency import prompt as consistency_prompts
-from monitoring.judging.domain import batched
+from monitoring.judging.domain import batched, single
 from monitoring.judging.domain import judge_prompt as prompts
 from monitoring.judging.domain.judge_parse import LABEL_POINTS, Label, parse_claims
 from monitoring.judging.domain.scoring import score_labels
@@ -286,15 +300,20 @@ def expert_score(answer: DemoAnswer) -> float:
     return score
 
 
-def _pattern(template: str, lazy: str = "") -> re.Pattern[str]:
-    """A regex that reads the placeholders back out of a prompt template; the field ``lazy``
-    takes as little as it can (a question before samples that hold blank lines)."""
+def _pattern(
+    template: str, lazy: str | tuple[str, ...] = "", shapes: dict[str, str] | None = None
+) -> re.Pattern[str]:
+    """A regex that reads the placeholders back out of a prompt template; the fields ``lazy``
+    take as little as they can (a question before samples that hold blank lines), those in
+    ``shapes`` only what their regex matches (a count: digits)."""
     names = {"kontext": "context", "aussage": "claim"}  # the article's German names
+    lazy = (lazy,) if isinstance(lazy, str) else lazy
     parts = []
     for literal, field, _spec, _conversion in string.Formatter().parse(template):
         parts.append(re.escape(literal))
         if field is not None:
-            parts.append(f"(?P<{names.get(field, field)}>.*{'?' if field == lazy else ''})")
+            shape = (shapes or {}).get(field, f".*{'?' if field in lazy else ''}")
+            parts.append(f"(?P<{names.get(field, field)}>{shape})")
     return re.compile("".join(parts) + r"\Z", re.DOTALL)
 
 
@@ -306,13 +325,33 @@ _SAMPLE_HEADER = re.compile(r"(?:\A|\n\n)(?:Antwort|Answer) \d+:\n")
 _EMPTY_SAMPLES = {consistency_prompts.EMPTY_DE, consistency_prompts.EMPTY_EN}
 _DECOMPOSE_SYSTEMS = {prompts.DECOMPOSE_SYSTEM_DE, prompts.DECOMPOSE_SYSTEM_EN}
 _VERIFY_SYSTEMS = {prompts.VERIFY_SYSTEM_DE, prompts.VERIFY_SYSTEM_EN}
+# Batched and one-call requests: the system message is the instructions and then one of the
+# reply formats (monitoring/judging/domain/batched.py, single.py), recognised by its start.
 _BATCH_SYSTEMS = {batched.VERIFY_BATCH_SYSTEM_DE: "de", batched.VERIFY_BATCH_SYSTEM_EN: "en"}
-# A batched request: the context, then the numbered claims (monitoring/judging/domain/batched).
-_BATCH_USER = re.compile(
-    r"\A(?:Kontext|Context):\n(?P<context>.*)\n\n(?:Aussagen|Claims):\n(?P<claims>.*)\Z",
-    re.DOTALL,
-)
-_LISTED = re.compile(r"^(?P<n>\d+)\. (?P<claim>.*)$", re.MULTILINE)
+_SINGLE_SYSTEMS = {single.SINGLE_SYSTEM_DE: "de", single.SINGLE_SYSTEM_EN: "en"}
+# The formats that ask for the word alone (no chunks, no reason), and those that ask for JSON.
+_BARE_FORMATS = frozenset({
+    batched.FORMAT_BARE_DE, batched.FORMAT_BARE_EN, batched.FORMAT_JSON_BARE_DE,
+    batched.FORMAT_JSON_BARE_EN, single.FORMAT_BARE_DE, single.FORMAT_BARE_EN,
+})
+_JSON_FORMATS = frozenset({
+    batched.FORMAT_JSON_DE, batched.FORMAT_JSON_EN, batched.FORMAT_JSON_BARE_DE,
+    batched.FORMAT_JSON_BARE_EN,
+})
+# A batched request: the context, then "Aussagen (3):" and a line per claim, "K7: <claim>".
+# The context is greedy: the claims follow the last such header (a passage may hold one too).
+_BATCH_USER = [
+    _pattern(batched.VERIFY_BATCH_USER_DE, shapes={"count": r"\d{1,4}"}),
+    _pattern(batched.VERIFY_BATCH_USER_EN, shapes={"count": r"\d{1,4}"}),
+]
+_LISTED = re.compile(r"^(?P<id>[A-Za-z][0-9]): (?P<claim>.*)$", re.MULTILINE)
+# The ids a correction names, on its first line ("Für K7, M2 fehlt ein lesbares Urteil.").
+_NAMED_ID = re.compile(r"\b([A-Za-z][0-9])\b")
+# A one-call request: question, answer, context (the answer ends at the first context header).
+_SINGLE_USER = [
+    _pattern(single.SINGLE_USER_DE, lazy=("question", "answer")),
+    _pattern(single.SINGLE_USER_EN, lazy=("question", "answer")),
+]
 _RANKED = re.compile(r"^\[(?P<rank>\d+)\] ", re.MULTILINE)
 _DECOMPOSE_USER = [_pattern(prompts.DECOMPOSE_USER_DE), _pattern(prompts.DECOMPOSE_USER_EN)]
 _VERIFY_USER = [_pattern(prompts.VERIFY_USER_DE), _pattern(prompts.VERIFY_USER_EN)]
@@ -345,6 +384,7 @@ JUDGE_VARIANTS: dict[str, dict[str, str]] = {
     f"{DEMO_JUDGE_MODEL}-lenient": {"UNGEDECKT": "TEILWEISE"},
 }
 _VERDICT_WORD = re.compile(r"\b(?:GEDECKT|TEILWEISE|UNGEDECKT)\b")
+_VERDICT_FIELD = re.compile(r'(?<="verdict":")(?:GEDECKT|TEILWEISE|UNGEDECKT)(?=")')
 
 # The demo judge's one-sentence reasons, in the prompt's language: where its verdict came from.
 REASONS: dict[str, dict[str, dict[Label, str]]] = {
@@ -387,17 +427,32 @@ class DemoJudge:
             for claim in claims_of(answer):
                 self._by_claim.setdefault(claim, []).append(answer)
 
-    def reply(self, messages: Sequence[Any]) -> tuple[str, str]:
-        """The reply text and a short note for the log ("decompose 12794: 7 claims")."""
+    def reply(
+        self, messages: Sequence[Any], response_format: Any = None
+    ) -> tuple[str, str]:
+        """The reply text and a short note for the log ("decompose 12794: 7 claims").
+        ``response_format``: the request's, a JSON schema that a batched or one-call reply
+        keeps to."""
         system = next((_text(m.get("content")) for m in messages
                        if isinstance(m, dict) and m.get("role") == "system"), "")
         # The first user turn holds the task; a retry adds the previous reply and a reminder.
-        user = next((_text(m.get("content")) for m in messages
-                     if isinstance(m, dict) and m.get("role") == "user"), "")
+        turns = [_text(m.get("content")) for m in messages
+                 if isinstance(m, dict) and m.get("role") == "user"]
+        user = turns[0] if turns else ""
         if system in _VERIFY_SYSTEMS:
             return self._verify(user)
-        if system in _BATCH_SYSTEMS:
-            return self._verify_batch(user, _BATCH_SYSTEMS[system])
+        batch = next((prefix for prefix in _BATCH_SYSTEMS if system.startswith(prefix)), None)
+        if batch is not None:
+            # A correction (a later user turn, after the judge's reply) names the ids still open.
+            correction = turns[-1] if len(turns) > 1 else None
+            return self._verify_batch(
+                user, _BATCH_SYSTEMS[batch], _Shape.of(system[len(batch):], response_format),
+                correction,
+            )
+        one = next((prefix for prefix in _SINGLE_SYSTEMS if system.startswith(prefix)), None)
+        if one is not None:
+            return self._single(user, _SINGLE_SYSTEMS[one],
+                                _Shape.of(system[len(one):], response_format))
         if system in _DECOMPOSE_SYSTEMS:
             return self._decompose(user)
         if system in (consistency_prompts.SYSTEM_DE, consistency_prompts.SYSTEM_EN) or _match(
@@ -411,12 +466,17 @@ class DemoJudge:
     def _decompose(self, user: str) -> tuple[str, str]:
         match = _match(_DECOMPOSE_USER, user) or _LOOSE_ANSWER.search(user)
         text = (match.group("answer") if match else user).strip()
-        known = self._by_text.get(text) or self._contained_in(user)
-        if known is not None:
-            text = known.response
-        claims = list(dict.fromkeys(text[s:e] for s, e in split_claims(text)))
+        claims, known = self._claims(text, user)
         note = f"decompose {known.id if known else 'unknown answer'}: {len(claims)} claims"
         return json.dumps(claims, ensure_ascii=False), note
+
+    def _claims(self, text: str, around: str) -> tuple[list[str], "DemoAnswer | None"]:
+        """The claims of the answer ``text`` (the demo answer it is, or the longest one found
+        in ``around``, taken whole) and that demo answer, if any."""
+        known = self._by_text.get(text) or self._contained_in(around)
+        if known is not None:
+            text = known.response
+        return list(dict.fromkeys(text[s:e] for s, e in split_claims(text))), known
 
     def _contained_in(self, user: str) -> DemoAnswer | None:
         found = [a for a in self.answers if a.response.strip() and a.response.strip() in user]
@@ -460,32 +520,68 @@ class DemoJudge:
                       "The answers differ only outside labelled spans."),
                 f"contradiction {answer.id}: KONSISTENT")
 
-    def _verify_batch(self, user: str, language: str) -> tuple[str, str]:
-        """A line per listed claim: its label as `_verify` gives it, the chunk that shares the
-        most of its words, and where the label came from."""
-        match = _BATCH_USER.match(user)
+    def _verify_batch(
+        self, user: str, language: str, shape: "_Shape", correction: str | None = None
+    ) -> tuple[str, str]:
+        """A verdict per listed claim under its id: its label as `_verify` gives it, the chunk
+        that shares the most of its words and where the label came from — a line each
+        (``K7: GEDECKT [2] reason``, or ``K7: GEDECKT`` where the format asks for the word
+        alone), or JSON in the batch schema. A correction is answered for the ids it names."""
+        match = _match(_BATCH_USER, user)
         if match is None:
             return "", "verify batch: unreadable request"
         context = match.group("context")
-        # Each chunk by its rank: "[2] text" up to the next "[n] " at a line start.
-        starts = list(_RANKED.finditer(context))
-        chunks = {
-            int(m.group("rank")): context[m.end():(starts[i + 1].start() if i + 1 < len(starts)
-                                                  else len(context))]
-            for i, m in enumerate(starts)
-        }
-        lines = []
-        for listed in _LISTED.finditer(match.group("claims")):
-            claim = listed.group("claim").strip()
-            label, note = self._label(claim, context)
-            words = set(_WORD.findall(claim.lower()))
-            best = max(chunks, key=lambda r: len(words & set(_WORD.findall(chunks[r].lower()))),
-                       default=None)
-            rank = "" if best is None or label is Label.UNGEDECKT else str(best)
-            kind = "word check" if "word check" in note else "human label"
-            lines.append(f"{listed.group('n')}: {label.value} [{rank}] "
-                         f"{REASONS[language][kind][label]}")
-        return "\n".join(lines), f"verify batch: {len(lines)} claims"
+        listed = [(m.group("id"), m.group("claim").strip())
+                  for m in _LISTED.finditer(match.group("claims"))]
+        if correction is not None:
+            named = {i.upper() for i in _NAMED_ID.findall(correction.split("\n", 1)[0])}
+            listed = [(id_, claim) for id_, claim in listed if id_.upper() in named] or listed
+        chunks = _ranked_chunks(context)
+        verdicts = []
+        for id_, claim in listed:
+            label, rank, reason = self._evidence(claim, context, chunks, language)
+            verdicts.append({"id": id_, "verdict": label.value,
+                             "chunks": [rank] if rank else [], "reason": reason})
+        kind = "correction" if correction is not None else "verify batch"
+        note = f"{kind}: {len(verdicts)} claims{' (json)' if shape.json else ''}"
+        if shape.json:
+            return _json_reply("verdicts", verdicts, shape), note
+        if not shape.evidence:
+            return "\n".join(f"{v['id']}: {v['verdict']}" for v in verdicts), note
+        return "\n".join(
+            f"{v['id']}: {v['verdict']} [{''.join(map(str, v['chunks']))}] {v['reason']}"
+            for v in verdicts
+        ), note
+
+    def _single(self, user: str, language: str, shape: "_Shape") -> tuple[str, str]:
+        """The one-call reply: the answer's claims as `_decompose` splits them, each with its
+        verdict as `_verify_batch` gives it, as JSON (always: the format asks for it). A
+        correction gets the same reply."""
+        match = _match(_SINGLE_USER, user)
+        text = (match.group("answer") if match else user).strip()
+        context = match.group("context") if match else user
+        claims, known = self._claims(text, text if match else user)
+        chunks = _ranked_chunks(context)
+        items = []
+        for claim in claims:
+            label, rank, reason = self._evidence(claim, context, chunks, language)
+            items.append({"claim": claim, "verdict": label.value,
+                          "chunks": [rank] if rank else [], "reason": reason})
+        note = f"single {known.id if known else 'unknown answer'}: {len(items)} claims"
+        return _json_reply("claims", items, shape), note
+
+    def _evidence(
+        self, claim: str, context: str, chunks: dict[int, str], language: str
+    ) -> tuple[Label, int | None, str]:
+        """A claim's label, the rank of the chunk sharing most of its words (None for an
+        unsupported claim, or without chunks) and a sentence on where the label came from."""
+        label, note = self._label(claim, context)
+        words = set(_WORD.findall(claim.lower()))
+        best = max(chunks, key=lambda r: len(words & set(_WORD.findall(chunks[r].lower()))),
+                   default=None)
+        rank = None if label is Label.UNGEDECKT else best
+        kind = "word check" if "word check" in note else "human label"
+        return label, rank, REASONS[language][kind][label]
 
     def _verify(self, user: str) -> tuple[str, str]:
         match = _match(_VERIFY_USER, user)
@@ -514,6 +610,64 @@ class DemoJudge:
         label, answer = max(((label_for(a, claim), a) for a in in_context or candidates),
                             key=lambda pair: LABEL_POINTS[pair[0]])
         return label, f"verify {answer.id}: {label.value}"
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How a batched or one-call reply is to look: JSON or lines, with evidence (chunk ranks
+    and a reason) or the word alone; and, for JSON, the fields each item has."""
+
+    json: bool
+    evidence: bool
+    fields: tuple[str, ...] | None = None  # the schema's item properties, where one was sent
+
+    @classmethod
+    def of(cls, form: str, response_format: Any) -> "_Shape":
+        """From the format appended to the system message and the request's response_format
+        (a JSON schema decides both where it names its items' fields)."""
+        evidence = form not in _BARE_FORMATS
+        as_json = form in _JSON_FORMATS or form in (single.FORMAT_DE, single.FORMAT_EN) or (
+            isinstance(response_format, dict)
+            and response_format.get("type") in ("json_schema", "json_object")
+        )
+        fields = _item_fields(response_format)
+        if fields is not None:
+            evidence = "chunks" in fields or "reason" in fields
+        return cls(as_json, evidence, fields)
+
+
+def _item_fields(response_format: Any) -> tuple[str, ...] | None:
+    """The properties of the items of a JSON schema's one list ({"verdicts": [{…}]}), if it
+    has that shape."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    schema = (response_format.get("json_schema") or {}).get("schema") or {}
+    lists = [v for v in (schema.get("properties") or {}).values()
+             if isinstance(v, dict) and v.get("type") == "array"]
+    items = lists[0].get("items") if len(lists) == 1 else None
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    return tuple(items["properties"])
+
+
+def _json_reply(key: str, items: list[dict[str, Any]], shape: _Shape) -> str:
+    """``{key: items}`` as a model writes it in structured output (no blanks), each item with
+    the schema's fields, or without chunks and reason where the format asks for the word."""
+    keep = shape.fields if shape.fields is not None else (
+        None if shape.evidence else ("id", "claim", "verdict"))
+    if keep is not None:
+        items = [{k: v for k, v in item.items() if k in keep} for item in items]
+    return json.dumps({key: items}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _ranked_chunks(context: str) -> dict[int, str]:
+    """Each chunk of a context by its rank: "[2] text" up to the next "[n] " at a line start."""
+    starts = list(_RANKED.finditer(context))
+    return {
+        int(m.group("rank")): context[m.end():(starts[i + 1].start() if i + 1 < len(starts)
+                                              else len(context))]
+        for i, m in enumerate(starts)
+    }
 
 
 # Words (letters, at least 4) and numbers; the numbers keep their decimal separator.
@@ -693,6 +847,23 @@ def _within(tokens: list[dict[str, Any]], length: int) -> list[dict[str, Any]]:
     return kept
 
 
+def _refused_format(response_format: Any) -> str | None:
+    """Why a request's response_format is refused (as OpenAI words it), None if it is taken:
+    none, text, json_object, or a json_schema with its schema. The demo judge supports
+    structured output: batched and one-call replies keep to the schema."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return ("Invalid value for 'response_format.type': expected one of 'text', "
+                "'json_object' or 'json_schema'.")
+    spec = response_format.get("json_schema")
+    if kind == "json_schema" and not (isinstance(spec, dict) and isinstance(spec.get("name"), str)
+                                      and isinstance(spec.get("schema"), dict)):
+        return "Missing required parameter: 'response_format.json_schema' (a name and a schema)."
+    return None
+
+
 def _error(status: int, message: str, kind: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
@@ -773,14 +944,20 @@ class DemoJudgeServer:
             )
         if request.get("stream"):
             return 400, _error(400, "the demo judge does not stream", "invalid_request_error")
+        response_format = request.get("response_format")
+        refused = _refused_format(response_format)
+        if refused is not None:
+            return 400, _error(400, refused, "invalid_request_error")
         logprobs = None
         if model == DEMO_RAG_MODEL:
             content, logprobs, note = rag_reply(request["messages"])
         elif model in judges:
             # temperature is irrelevant: the replies are deterministic anyway.
-            content, note = self.judge.reply(request["messages"])
+            content, note = self.judge.reply(request["messages"], response_format)
             if model in JUDGE_VARIANTS and not note.startswith("decompose"):
-                content = _VERDICT_WORD.sub(
+                # A one-call reply holds the claims' own text: only its verdicts are changed.
+                words = _VERDICT_FIELD if note.startswith("single") else _VERDICT_WORD
+                content = words.sub(
                     lambda m: JUDGE_VARIANTS[model].get(m.group(0), m.group(0)), content
                 )
         else:
@@ -809,6 +986,10 @@ class DemoJudgeServer:
             _tokens(_text(m.get("content"))) + 4  # OpenAI counts a few tokens of framing
             for m in request["messages"] if isinstance(m, dict)
         )
+        if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+            # OpenAI bills a JSON schema as prompt tokens.
+            prompt_tokens += _tokens(json.dumps(response_format.get("json_schema"),
+                                                ensure_ascii=False, separators=(",", ":")))
         completion_tokens = _tokens(content)
         with self._lock:
             self._counter += 1

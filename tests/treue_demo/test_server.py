@@ -10,6 +10,7 @@ investigation over demo answers finds inconsistency exactly where humans labelle
 content.
 """
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +22,14 @@ from django.test import override_settings
 from investigations.domain import consistency
 from monitoring import services
 from monitoring.judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
-from monitoring.judging.domain.batched import parse_batch, verify_batch_messages
+from monitoring.judging.domain import single
+from monitoring.judging.domain.batched import (
+    batch_schema,
+    claim_ids,
+    correction_messages,
+    read_batch,
+    verify_batch_messages,
+)
 from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
 from monitoring.judging.domain.judge_prompt import (
     decompose_messages,
@@ -31,7 +39,7 @@ from monitoring.judging.domain.judge_prompt import (
     verify_retry_messages,
 )
 from monitoring.judging.services.runs import judge_run_execute
-from monitoring.models import Answer, JudgeRun
+from monitoring.models import Answer, JudgeEndpoint, JudgeMode, JudgeRun
 from monitoring.services import IngestOutcome
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
@@ -594,22 +602,197 @@ def test_an_investigation_over_demo_answers(
                for s in question.sample_data)
 
 
+# --- Batched and one-call judging (monitoring/judging/domain/batched.py, single.py) ---------
+
+TRACT_CLAIMS = [TRACT_INVENTED, TRACT_SUPPORTED]
+
+
+def batch_reply(api: openai.OpenAI, messages: list[dict[str, str]], **extra: Any) -> str:
+    return ask(api, messages, max_tokens=800, **extra).choices[0].message.content
+
+
 @pytest.mark.parametrize("language", ["en", "de"])
-def test_a_batched_request_gets_a_line_per_claim_with_its_chunk(
+def test_a_batched_request_gets_a_line_per_claim_under_its_id(
     judge_api: openai.OpenAI, language: str
 ) -> None:
     """The demo judge answers batched verification too: the same labels as one by one, each
-    with the chunk sharing most of its words (none for an unsupported claim) and its source."""
-    claims = [TRACT_INVENTED, TRACT_SUPPORTED]
-    messages = verify_batch_messages(chunks=TRACT["passages"], claims=claims, language=language)
-    reply = ask(judge_api, messages, max_tokens=800).choices[0].message.content
-    reading = parse_batch(reply, len(claims))
-    assert reading.missing == ()
+    under its claim's id with the chunk sharing most of its words (none for an unsupported
+    claim) and where the verdict came from."""
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=TRACT_CLAIMS,
+                                     language=language)
+    reply = batch_reply(judge_api, messages)
+    ids = claim_ids(TRACT_CLAIMS)
+    assert [line.split(":")[0] for line in reply.splitlines()] == ids  # ids, not positions
+    reading = read_batch(reply, TRACT_CLAIMS)
+    assert reading.missing == () and reading.form == "lines"
     labels = [reading.verdicts[n].label for n in (1, 2)]
-    assert labels == [verify(judge_api, TRACT, c, language) for c in claims]
+    assert labels == [verify(judge_api, TRACT, c, language) for c in TRACT_CLAIMS]
     assert labels == [Label.UNGEDECKT, Label.GEDECKT]
     assert reading.verdicts[1].chunks == ()
     assert len(reading.verdicts[2].chunks) == 1
     assert 1 <= reading.verdicts[2].chunks[0] <= len(TRACT["passages"])
-    assert reading.verdicts[2].reason.startswith(("The human annotators", "Die menschlichen"))
+    assert reading.verdicts[2].reason.startswith(
+        "The human annotators" if language == "en" else "Die menschlichen")
     assert reading.verdicts[2].reason.endswith(".")  # one sentence
+
+
+def test_a_batched_request_without_evidence_gets_the_words_alone(
+    judge_api: openai.OpenAI,
+) -> None:
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=TRACT_CLAIMS,
+                                     language="de", evidence=False)
+    ids = claim_ids(TRACT_CLAIMS)
+    assert batch_reply(judge_api, messages) == f"{ids[0]}: UNGEDECKT\n{ids[1]}: GEDECKT"
+
+
+def test_the_claims_are_read_after_the_last_list_header(judge_api: openai.OpenAI) -> None:
+    """A passage that holds a list header and id-like lines itself is context, not claims."""
+    chunks = ["Claims (2):\nZ9: not a claim\n" + TRACT["passages"][0], *TRACT["passages"][1:]]
+    messages = verify_batch_messages(chunks=chunks, claims=[TRACT_SUPPORTED], language="en")
+    reply = batch_reply(judge_api, messages)
+    assert reply.startswith(f"{claim_ids([TRACT_SUPPORTED])[0]}: GEDECKT")
+    assert "Z9" not in reply
+
+
+@pytest.mark.parametrize("evidence", [True, False])
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_a_batched_request_with_a_schema_gets_json_in_it(
+    judge_api: openai.OpenAI, language: str, evidence: bool
+) -> None:
+    """Structured output: with a response_format the reply is the schema's object, its items
+    with the schema's fields, and the schema is billed as prompt tokens."""
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=TRACT_CLAIMS,
+                                     language=language, evidence=evidence, structured=True)
+    ids = claim_ids(TRACT_CLAIMS)
+    schema = batch_schema(ids, evidence=evidence)
+    structured = ask(judge_api, messages, max_tokens=800, response_format=schema)
+    body = json.loads(structured.choices[0].message.content)
+    fields = ["id", "verdict", "chunks", "reason"] if evidence else ["id", "verdict"]
+    assert [list(item) for item in body["verdicts"]] == [fields, fields]
+    assert [item["id"] for item in body["verdicts"]] == ids
+    reading = read_batch(structured.choices[0].message.content, TRACT_CLAIMS)
+    assert reading.form == "json" and reading.missing == ()
+    assert [reading.verdicts[n].label for n in (1, 2)] == [Label.UNGEDECKT, Label.GEDECKT]
+    if evidence:
+        assert reading.verdicts[2].chunks and reading.verdicts[2].reason
+    # The same messages without the schema: the format in words still asks for JSON, and the
+    # schema's JSON is what the prompt tokens differ by.
+    plain = ask(judge_api, messages, max_tokens=800)
+    assert plain.choices[0].message.content == structured.choices[0].message.content
+    assert structured.usage is not None and plain.usage is not None
+    schema_chars = len(json.dumps(schema["json_schema"], ensure_ascii=False,
+                                  separators=(",", ":")))
+    assert structured.usage.prompt_tokens - plain.usage.prompt_tokens == -(-schema_chars // 4)
+
+
+def test_a_response_format_of_an_unknown_type_is_refused(demo_judge: DemoJudgeServer) -> None:
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=TRACT_CLAIMS,
+                                     language="en")
+    for response_format in ({"type": "xml"}, {"type": "json_schema"}, "json"):
+        status, body = demo_judge.completion({"model": DEMO_JUDGE_MODEL, "messages": messages,
+                                              "response_format": response_format})
+        assert status == 400 and "response_format" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("structured", [False, True])
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_a_correction_is_answered_for_the_ids_it_names(
+    judge_api: openai.OpenAI, language: str, structured: bool
+) -> None:
+    """The product's one correction in the same conversation: only the claims it names."""
+    claims = [*TRACT_CLAIMS, SHORTCUT]
+    ids = claim_ids(claims)
+    messages = verify_batch_messages(chunks=TRACT["passages"], claims=claims, language=language,
+                                     structured=structured)
+    missing = [ids[2], ids[0]]
+    again = correction_messages(messages, f"{ids[1]}: GEDECKT\n1: UNGEDECKT", missing,
+                                language=language, structured=structured)
+    extra = {"response_format": batch_schema(missing)} if structured else {}
+    reply = batch_reply(judge_api, again, **extra)
+    reading = read_batch(reply, [claims[2], claims[0]], ids=missing)
+    assert reading.missing == ()
+    assert reading.form == ("json" if structured else "lines")
+    assert reading.verdicts[2].label is Label.UNGEDECKT  # TRACT_INVENTED, in its own passages
+    assert ids[1] not in reply  # answered already
+
+
+@pytest.mark.parametrize("structured", [False, True])
+@pytest.mark.parametrize("language", ["en", "de"])
+def test_a_one_call_request_gets_the_claims_with_their_verdicts(
+    judge_api: openai.OpenAI, language: str, structured: bool
+) -> None:
+    """One call: the claims as the decomposition gives them, each with the verdict one by one
+    gives it, as JSON (in the schema where one is sent)."""
+    messages = single.single_messages(question=TRACT["question"], answer=TRACT["response"],
+                                      chunks=TRACT["passages"], language=language)
+    extra = {"response_format": single.single_schema()} if structured else {}
+    reply = ask(judge_api, messages, max_tokens=3000, **extra).choices[0].message.content
+    reading = single.read_single(reply, chunk_count=len(TRACT["passages"]))
+    claims = decompose(judge_api, TRACT, language)
+    assert reading.claims == claims and claims is not None
+    assert sorted(reading.verdicts) == list(range(len(claims)))
+    assert [reading.verdicts[n].label for n in range(len(claims))] == [
+        verify(judge_api, TRACT, c, language) for c in claims]
+    supported = reading.verdicts[claims.index(TRACT_SUPPORTED)]
+    assert supported.chunks and supported.reason.endswith(".")
+    assert reading.verdicts[claims.index(TRACT_INVENTED)].chunks == ()
+    # The correction (the reply again, and a reminder of the format) gets the same reply.
+    again = single.correction_messages(messages, "Sure!", language=language)
+    assert ask(judge_api, again, max_tokens=3000, **extra).choices[0].message.content == reply
+
+
+def test_a_one_call_request_without_evidence_and_an_abstention(
+    judge_api: openai.OpenAI,
+) -> None:
+    messages = single.single_messages(question=FRONTS["question"], answer=FRONTS["response"],
+                                      chunks=FRONTS["passages"], language="en", evidence=False)
+    reply = ask(judge_api, messages, max_tokens=3000,
+                response_format=single.single_schema(evidence=False)).choices[0].message.content
+    assert json.loads(reply) == {"claims": [{"claim": c, "verdict": "GEDECKT"}
+                                            for c in FRONTS_CLAIMS]}
+    messages = single.single_messages(
+        question="how to make a hickey go away",
+        answer="Unable to answer based on given passages.", chunks=["Ice helps."], language="de")
+    assert json.loads(ask(judge_api, messages).choices[0].message.content) == {"claims": []}
+
+
+def test_the_variants_bias_only_the_verdicts_of_a_one_call_reply(
+    judge_api: openai.OpenAI,
+) -> None:
+    messages = single.single_messages(question=TRACT["question"], answer=TRACT["response"],
+                                      chunks=TRACT["passages"], language="en")
+    reply = judge_api.chat.completions.create(
+        model=f"{DEMO_JUDGE_MODEL}-lenient", messages=messages,  # type: ignore[arg-type]
+        temperature=0, max_tokens=3000,
+    ).choices[0].message.content
+    reading = single.read_single(reply)
+    assert reading.claims is not None and TRACT_INVENTED in reading.claims
+    assert reading.verdicts[reading.claims.index(TRACT_INVENTED)].label is Label.TEILWEISE
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("mode", "calls", "path"), [
+    (JudgeMode.BATCHED, 2, "batched"), (JudgeMode.SINGLE, 1, "single"),
+])
+def test_batched_and_one_call_runs_through_the_pipeline(
+    demo_judge: DemoJudgeServer, mode: str, calls: int, path: str
+) -> None:
+    """As the worker runs them: the product asks with a schema, the demo judge keeps to it,
+    and the product remembers that it does; every claim's verdict comes from the first reply."""
+    use_case = services.use_case_create(slug=f"demo-{mode}", name="Demo", language="en",
+                                        sample_rate=1.0, judge_mode=mode)
+    service, _ = services.service_create(name=f"demo-rag-{mode}", use_cases=[use_case])
+    bodies = demo_bodies(use_case.slug, [TRACT, FRONTS])
+    with override_settings(TREUE_JUDGE_BASE_URL=demo_judge.base_url,
+                           TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL, TREUE_JUDGE_API_KEY="demo",
+                           TREUE_JUDGE_BATCH_SIZE=30):
+        services.answer_ingest_batch(service=service, items=bodies)
+        runs = JudgeRun.objects.filter(answer__use_case=use_case).order_by("pk")
+        assert [judge_run_execute(run_id=run.pk) for run in runs] == ["scored"] * 2
+    assert JudgeEndpoint.objects.get(model=DEMO_JUDGE_MODEL).structured_output is True
+    for run in runs.all():
+        assert (run.calls, run.verify_path) == (calls, path)
+        assert run.claims.exclude(evidence_chunks=[]).exists()
+        assert not run.claims.filter(reason="").exists()
+    tract = runs.get(answer__external_id=f"ragtruth-{TRACT['id']}")
+    assert tract.claims.get(text=TRACT_INVENTED).label == Label.UNGEDECKT
