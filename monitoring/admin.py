@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from monitoring import selectors, services
 from monitoring.domain import keys
+from monitoring.judging import selectors as judging_selectors
 from monitoring.models import (
     Answer,
     Chunk,
@@ -39,17 +40,18 @@ class UseCaseAdmin(admin.ModelAdmin):
     filter_horizontal = ("experts", "team_leads")
     prepopulated_fields = {"slug": ("name",)}
     fields = ("name", "slug", "language", "sample_rate", "expected_weekly_cost",
-              "logprob_threshold", "action_threshold", "judge_mode", "leaves_unreviewed",
-              "review_batch_size", "retention_days", "retention_deletes", "experts",
-              "team_leads", "active")
-    readonly_fields = ("expected_weekly_cost",)
+              "logprob_threshold", "action_threshold", "judge_mode", "judge_evidence",
+              "evidence_tokens", "leaves_unreviewed", "review_batch_size", "retention_days",
+              "retention_deletes", "experts", "team_leads", "active")
+    readonly_fields = ("expected_weekly_cost", "evidence_tokens")
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         # A new use case is judged batched (existing ones keep their mode until changed).
         return {"judge_mode": JudgeMode.BATCHED, **super().get_changeform_initial_data(request)}
 
     def save_model(self, request: HttpRequest, obj: UseCase, form, change: bool) -> None:
-        # A threshold or sample rate changed here is recorded as in the app (who, old, new).
+        # A threshold, the sample rate or the judge's evidence changed here is recorded as in
+        # the app (who, old, new).
         before = (
             UseCase.objects.filter(pk=obj.pk).values(*tuning.TUNABLE).first()
             if change else None
@@ -71,6 +73,18 @@ class UseCaseAdmin(admin.ModelAdmin):
         # The admin turns line breaks of a read-only value into <br>; the template's own line
         # breaks are layout, not content. The template escaped everything it inserted.
         return mark_safe(" ".join(html.split()))
+
+    @admin.display(description=_("Antwort-Token der Belege"))
+    def evidence_tokens(self, obj: UseCase | None) -> str:
+        # What the judge's evidence costs, measured on the use case's batched runs.
+        if obj is None or obj.pk is None:
+            return str(_("etwa 25 Antwort-Token je Aussage; gemessen wird nach dem Anlegen"))
+        html = render_to_string(
+            "monitoring/_evidence_tokens.html",
+            {"evidence_tokens": judging_selectors.judge_evidence_tokens(use_case=obj),
+             "cost_window_days": judging_selectors.COST_WINDOW_DAYS},
+        )
+        return mark_safe(" ".join(html.split()))  # escaped by the template
 
 
 @admin.register(SettingChange)
@@ -182,9 +196,9 @@ class JudgeRunAdmin(admin.ModelAdmin):
     """Read-only: a run is written by the worker alone; rescoring adds runs from the pages."""
 
     list_display = ("id", "answer", "status", "trigger", "judge_model", "prompt_version",
-                    "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "cost", "score",
-                    "created_at", "finished_at")
-    list_filter = ("status", "trigger", "judge_model", "prompt_version",
+                    "verify_path", "calls", "prompt_tokens", "cached_tokens", "completion_tokens",
+                    "cost", "score", "created_at", "finished_at")
+    list_filter = ("status", "trigger", "judge_model", "prompt_version", "verify_path",
                    "answer__use_case")
     search_fields = ("answer__external_id", "judge_model", "error")
     date_hierarchy = "created_at"

@@ -23,6 +23,8 @@ urlpatterns = [
     path("use-cases/<slug:slug>/judge/", views.use_case_judge, name="use_case_judge"),
     path("use-cases/<slug:slug>/judge/mode/", views.use_case_judge_mode,
          name="use_case_judge_mode"),
+    path("use-cases/<slug:slug>/judge/evidence/", views.use_case_judge_evidence,
+         name="use_case_judge_evidence"),
     path(
         "use-cases/<slug:slug>/judge/rescore/", views.use_case_rescore_week,
         name="use_case_rescore_week",

@@ -70,11 +70,16 @@ class ExpertScaleOut(BaseModel):
 class JudgeOut(BaseModel):
     model: str
     prompt_version: str
-    mode: str = Field(description="per-claim or batched: how the claims were verified")
+    mode: str = Field(
+        description="per-claim, batched or single (one call): how the claims were verified"
+    )
 
 
 class SettingChangeOut(BaseModel):
-    setting: str = Field(description="logprob_threshold, sample_rate or action_threshold")
+    setting: str = Field(
+        description="logprob_threshold, sample_rate, action_threshold or judge_evidence (the "
+        "judge's chunk ranks and reason per verdict: 1 on, 0 off)"
+    )
     old: float
     new: float
     at: str = Field(description="when, ISO 8601")
@@ -118,8 +123,9 @@ class WeekOut(BaseModel):
         "this answer) had not: figures before and after may differ for that reason alone"
     )
     setting_changes: list[SettingChangeOut] = Field(
-        description="changes of the flag threshold, sample rate or action threshold made in "
-        "the week, oldest first: the weeks before and after rest on other settings"
+        description="changes of the flag threshold, sample rate, action threshold or the "
+        "judge's evidence made in the week, oldest first: the weeks before and after rest on "
+        "other settings"
     )
     light: str = Field(
         description="red (interval below the action threshold), amber or green (interval "

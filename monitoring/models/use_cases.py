@@ -163,14 +163,15 @@ class UseCase(models.Model):
 
 
 class SettingChange(models.Model):
-    """One change of a use case's tuning (flag threshold, sample rate, action threshold): who,
-    when, old and new value. The pages mark the week of a change; the estimates before and
-    after it rest on different settings."""
+    """One change of a use case's tuning (flag threshold, sample rate, action threshold, the
+    judge's evidence): who, when, old and new value (a switch as 1 for on, 0 for off). The pages
+    mark the week of a change; the estimates before and after it rest on different settings."""
 
     class Field(models.TextChoices):
         LOGPROB_THRESHOLD = "logprob_threshold", _("Wahrscheinlichkeits-Schwelle")
         SAMPLE_RATE = "sample_rate", _("Stichprobenrate")
         ACTION_THRESHOLD = "action_threshold", _("Handlungsschwelle")
+        JUDGE_EVIDENCE = "judge_evidence", _("Belege und Begründungen des Prüfers")
 
     class Source(models.TextChoices):
         """Where a change was made: named in the reader's language when shown."""

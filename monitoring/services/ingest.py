@@ -687,9 +687,11 @@ def use_case_create(
     action_threshold: float = 0.85,
     leaves_unreviewed: bool = False,
     judge_mode: str = JudgeMode.PER_CLAIM,
+    judge_evidence: bool = True,
 ) -> UseCase:
     use_case = UseCase(
         judge_mode=judge_mode,
+        judge_evidence=judge_evidence,
         slug=slug,
         name=name,
         language=language,

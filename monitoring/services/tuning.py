@@ -1,6 +1,6 @@
-"""A use case's tuning changed in the app: the flag's log-probability threshold, the sample rate
-and the action threshold, each change recorded (who, when, old, new) so that the pages can mark
-the week from which the figures rest on other settings."""
+"""A use case's tuning changed in the app: the flag's log-probability threshold, the sample rate,
+the action threshold and whether the judge gives its evidence, each change recorded (who, when,
+old, new) so that the pages can mark the week from which the figures rest on other settings."""
 
 from collections.abc import Mapping
 
@@ -10,14 +10,23 @@ from django.db import transaction
 from monitoring.models import JudgeMode, SettingChange, UseCase
 
 TUNABLE = tuple(SettingChange.Field.values)
+# Settings that are switched on or off: recorded as 1 and 0 (SettingChange keeps numbers).
+SWITCHES = (SettingChange.Field.JUDGE_EVIDENCE.value,)
+
+
+def _setting(name: str, value: float | bool) -> float | bool:
+    """A value as the use case's field holds it: a switch as True or False, the rest as a
+    number."""
+    return bool(value) if name in SWITCHES else float(value)
 
 
 @transaction.atomic
 def use_case_tune(
-    *, use_case: UseCase, user: User | None, values: Mapping[str, float],
+    *, use_case: UseCase, user: User | None, values: Mapping[str, float | bool],
     note: str = "", source: str = SettingChange.Source.SETTINGS,
 ) -> list[SettingChange]:
-    """Set ``values`` (of TUNABLE) on the use case and record each one that changed.
+    """Set ``values`` (of TUNABLE; a switch of SWITCHES as True or False) on the use case and
+    record each one that changed.
 
     Validated by the fields' own validators (ValidationError per field, nothing saved); a value
     equal to the current one is no change and leaves no record.
@@ -26,8 +35,8 @@ def use_case_tune(
     if unknown:
         raise ValueError(f"not tunable: {sorted(unknown)}")
     locked = UseCase.objects.select_for_update().get(pk=use_case.pk)
-    changed = {name: float(value) for name, value in values.items()
-               if float(value) != getattr(locked, name)}
+    wanted = {name: _setting(name, value) for name, value in values.items()}
+    changed = {name: value for name, value in wanted.items() if value != getattr(locked, name)}
     if not changed:
         return []
     old = {name: getattr(locked, name) for name in changed}
@@ -45,15 +54,15 @@ def use_case_tune(
 
 
 def setting_changes_record(
-    *, use_case: UseCase, user: User | None, before: Mapping[str, float], note: str = "",
-    source: str = SettingChange.Source.SETTINGS,
+    *, use_case: UseCase, user: User | None, before: Mapping[str, float | bool],
+    note: str = "", source: str = SettingChange.Source.SETTINGS,
 ) -> list[SettingChange]:
     """Record what changed against ``before`` (values of TUNABLE as they were), for a change
-    saved elsewhere too (the admin's form)."""
+    saved elsewhere too (the admin's form). A switch is recorded as 1 (on) or 0 (off)."""
     return SettingChange.objects.bulk_create([
-        SettingChange(use_case=use_case, field=name, old_value=old,
-                      new_value=getattr(use_case, name), changed_by=user, note=note[:200],
-                      source=source)
+        SettingChange(use_case=use_case, field=name, old_value=float(old),
+                      new_value=float(getattr(use_case, name)), changed_by=user,
+                      note=note[:200], source=source)
         for name, old in before.items()
         if name in TUNABLE and getattr(use_case, name) != old
     ])

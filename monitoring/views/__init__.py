@@ -37,11 +37,13 @@ from monitoring.domain.highlight import segments
 from monitoring.domain.xlsx_export import CONTENT_TYPE as XLSX_CONTENT_TYPE
 from monitoring.domain.xlsx_export import TooManyRows, xlsx_write
 from monitoring.forms import AnswerFilterForm, RescoreForm, WeekRescoreForm
+from monitoring.judging import selectors as judging_selectors
+from monitoring.judging.client import JudgeConfig
 from monitoring.judging.services import rescoring
-from monitoring.models import Answer, JudgeMode, UseCase
+from monitoring.models import Answer, JudgeMode, SettingChange, UseCase
 from monitoring.selectors import answers as answer_selectors
 from monitoring.selectors import health as health_selectors
-from monitoring.services import record
+from monitoring.services import record, tuning
 from treue_site.http import AuthenticatedRequest
 
 PAGE_SIZE = 50
@@ -329,8 +331,24 @@ def _judge_page(
     for run in recent:
         run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
     demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # "" outside the demo: no run is marked
+    judge_model = use_case.effective_judge_model
+    paths = judging_selectors.judge_paths_by_week(use_case=use_case)
+    fallback = paths.latest.fallback if paths.fallback_warning and paths.latest else None
     return render(request, "monitoring/use_case_judge.html", {
         "use_case": use_case,
+        "judge_modes": JudgeMode.choices,
+        "paths": paths,
+        "fallback_warning_percent": judging_selectors.FALLBACK_WARNING_SHARE * 100,
+        # The judge models of the runs asked again claim by claim, each in quotes.
+        "fallback_models": ", ".join(
+            _("„%(model)s“") % {"model": model} for model in fallback.judge_model_list
+        ) if fallback else "",
+        # Whether the installation's endpoint takes a JSON schema from the use case's judge.
+        "judge_endpoint": judging_selectors.judge_endpoint(
+            endpoint=JudgeConfig.from_settings(model=judge_model).endpoint, model=judge_model
+        ),
+        "evidence_tokens": judging_selectors.judge_evidence_tokens(use_case=use_case),
+        "cost_window_days": judging_selectors.COST_WINDOW_DAYS,
         "usage": usage,
         "total": total,
         "counts": selectors.judge_run_counts(use_case=use_case),
@@ -371,6 +389,32 @@ def use_case_judge_mode(request: AuthenticatedRequest, slug: str) -> HttpRespons
     if UseCase.objects.filter(pk=use_case.pk).exclude(judge_mode=mode).update(judge_mode=mode):
         messages.success(request, _("Prüfmodus ab dem nächsten Prüflauf: %(mode)s.") % {
             "mode": JudgeMode(mode).label})
+    return redirect(reverse("monitoring:use_case_judge", args=[use_case.slug]) + "#mode")
+
+
+@login_required
+@require_POST
+def use_case_judge_evidence(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """A team lead switches the judge's evidence (chunk ranks and a reason per verdict, batched
+    and in one call) on or off, from the next run on; recorded as a setting change, as the
+    thresholds and the sample rate are, so that the pages mark the week."""
+    use_case = _rescorable_use_case(request, slug)
+    value = request.POST.get("judge_evidence", "")
+    if value not in ("1", "0"):
+        return HttpResponseBadRequest(
+            _("Belege und Begründungen: „1“ (an) oder „0“ (aus), nicht „%(value)s“.")
+            % {"value": value},
+            content_type="text/plain; charset=utf-8",
+        )
+    on = value == "1"
+    changes = tuning.use_case_tune(
+        use_case=use_case, user=request.user, values={"judge_evidence": on},
+        source=SettingChange.Source.SETTINGS,
+    )
+    if changes:
+        messages.success(request, _(
+            "Belege und Begründungen des Prüfers ab dem nächsten Prüflauf: an."
+        ) if on else _("Belege und Begründungen des Prüfers ab dem nächsten Prüflauf: aus."))
     return redirect(reverse("monitoring:use_case_judge", args=[use_case.slug]) + "#mode")
 
 

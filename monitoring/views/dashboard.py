@@ -21,6 +21,7 @@ from django.utils import formats, translation
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import selectors
@@ -130,9 +131,12 @@ def setting_change_text(change: SettingChange) -> str:
 
 
 def setting_value(field: str, value: float) -> str:
-    """A setting as the pages write it: the sample rate in percent, thresholds as they are."""
+    """A setting as the pages write it: the sample rate in percent, thresholds as they are, a
+    switch (recorded as 1 or 0) as on or off."""
     def short(v: float) -> str:  # 25 not 25,0; 0,45 not 0,4500
         return f"{v:g}".replace(".", formats.get_format("DECIMAL_SEPARATOR"))
+    if field in tuning.SWITCHES:
+        return pgettext("switch", "an") if value else pgettext("switch", "aus")
     if field == SettingChange.Field.SAMPLE_RATE:
         return f"{short(round(value * 100, 2))} %"
     return short(round(value, 4))
@@ -565,10 +569,11 @@ def _use_case_page(
         "setting_changes": [
             (c, setting_change_text(c)) for c in figures.setting_changes(use_case=use_case,
                                                                          limit=10)],
+        # The judge's evidence does not change what the tuner reads (flags and the sample).
         "tuner_changes": [
             (label, setting_change_text(c))
             for label, changes in sorted(settings_changed.items()) if label in tuner_weeks
-            for c in changes
+            for c in changes if c.field not in tuning.SWITCHES
         ],
         "use_case": use_case,
         "page": page,

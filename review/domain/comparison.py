@@ -108,10 +108,12 @@ def expected_verification(
 ) -> Verification:
     """Calls and tokens to verify ``claims`` claims against a context of ``context_tokens``
     (instructions included): per claim, the context with each claim; batched, the context once
-    per call of at most ``batch_size`` claims, every claim listed."""
+    per call of at most ``batch_size`` claims, every claim listed. In one call ("single") the
+    comparison hands the judge the claims the experts labelled, so they are verified as
+    batched."""
     if claims <= 0:
         return Verification(0, 0.0, 0.0)
-    if mode == "batched":
+    if mode in ("batched", "single"):
         calls = math.ceil(claims / batch_size)
         return Verification(
             calls, calls * context_tokens + claims * CLAIM_PROMPT_TOKENS,

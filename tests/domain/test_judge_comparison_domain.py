@@ -20,6 +20,8 @@ G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
         # batched, batches of 5: 2 calls × 375 + 7 × 25 = 925 prompt, 7 × 30 = 210 completion
         ("batched", 7, 2, 925, 210),
         ("batched", 0, 0, 0, 0),
+        # one call: the experts' claims are given, so verified as batched
+        ("single", 7, 2, 925, 210),
     ],
 )
 def test_expected_verification(mode, claims, calls, prompt, completion):

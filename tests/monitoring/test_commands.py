@@ -51,6 +51,17 @@ def test_create_use_case_options():
         run("create_use_case", "bulk", "--name", "Bulk", "--judge-mode", "bulk")
 
 
+def test_create_use_case_in_one_call_mode_and_without_evidence():
+    # DESIGN: --judge-mode batched|per-claim|single.
+    run("create_use_case", "einmal", "--name", "Einmal", "--judge-mode", "single")
+    use_case = UseCase.objects.get(slug="einmal")
+    assert (use_case.judge_mode, use_case.judge_evidence) == ("single", True)
+    run("create_use_case", "knapp", "--name", "Knapp", "--judge-mode", "batched",
+        "--no-judge-evidence")
+    use_case = UseCase.objects.get(slug="knapp")
+    assert (use_case.judge_mode, use_case.judge_evidence) == ("batched", False)
+
+
 @pytest.mark.parametrize("rate", ["1.0", "0.02", "1e-4"])
 def test_create_use_case_accepts_valid_rates(rate):
     run("create_use_case", "ok", "--name", "Ok", "--sample-rate", rate)

@@ -250,3 +250,38 @@ def test_an_earlier_week_is_taken_too(review_world: ReviewWorld, login: Any) -> 
     client = login(review_world.users["lead"])
     start(client, confirm="1", answers=1)
     assert ShadowRun.objects.count() == 1
+
+
+def test_a_candidate_in_one_call_mode_is_offered_compared_and_adopted(
+    review_world: ReviewWorld, reviewed: list[Any], login: Any
+) -> None:
+    client = login(review_world.users["lead"])
+    page = client.get("/review/calibration/recht/judges/").content.decode()
+    assert re.search(r'<option value="single"[^>]*>ein Aufruf</option>', page)
+
+    # The experts' claims are handed to the candidate, so one call verifies them as batched:
+    # one call per answer (the estimate as for batched), 2.725 at the first test's price.
+    JudgePrice.objects.create(judge_model=CANDIDATE, prompt_per_1k=Decimal("1"),
+                              completion_per_1k=Decimal("2"))
+    confirm = text_of(start(client, judge_mode="single").content.decode())
+    assert f"„{CANDIDATE}“ (ein Aufruf) prüft im Schatten 10 Aussagen von 5" in confirm
+    assert "Erwartete Aufrufe 5" in confirm and "≈ 2,7250 EUR" in confirm
+
+    response = start(client, judge_mode="single", confirm="1")
+    comparison = JudgeComparison.objects.get()
+    assert response.status_code == 302
+    assert (comparison.judge_model, comparison.judge_mode) == (CANDIDATE, JudgeMode.SINGLE)
+    review_world.judge.verdicts.update({
+        claim: label for texts, labels in zip(claim_texts(reviewed), CANDIDATE_LABELS, strict=True)
+        for claim, label in zip(texts, labels, strict=True)
+    })
+    runs = list(ShadowRun.objects.filter(comparison=comparison).order_by("pk"))
+    assert [shadow_run_execute(run_id=r.pk) for r in runs] == ["scored"] * 5
+    assert {ShadowRun.objects.get(pk=r.pk).calls for r in runs} == {1}
+    listed = text_of(client.get("/review/calibration/recht/judges/").content.decode())
+    assert "ein Aufruf" in listed
+
+    assert client.post(
+        f"/review/calibration/recht/judges/{comparison.pk}/adopt/").status_code == 302
+    use_case = UseCase.objects.get(slug="recht")
+    assert (use_case.judge_model, use_case.judge_mode) == (CANDIDATE, JudgeMode.SINGLE)

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from monitoring import services
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
 from monitoring.management.errors import describe
-from monitoring.models import UseCase
+from monitoring.models import JudgeMode, UseCase
 
 
 class Command(BaseCommand):
@@ -24,9 +24,15 @@ class Command(BaseCommand):
         parser.add_argument("--unreviewed", action="store_true",
                             help="answers leave the company without human review")
         parser.add_argument(
-            "--judge-mode", choices=["batched", "per-claim"], default="batched",
+            "--judge-mode", choices=JudgeMode.values, default=JudgeMode.BATCHED,
             help="batched: all claims of an answer in one judge call (about a quarter of the "
-                 "cost); per-claim: one call per claim with the article's prompt",
+                 "cost); per-claim: one call per claim with the article's prompt; single: "
+                 "decomposition and verdicts in one call",
+        )
+        parser.add_argument(
+            "--no-judge-evidence", dest="judge_evidence", action="store_false",
+            help="batched and single: verdicts without the judge's chunk ranks and reason "
+                 "(saves about 25 completion tokens per claim)",
         )
         parser.add_argument("--expert", action="append", default=[], metavar="USERNAME")
         parser.add_argument("--team-lead", action="append", default=[], metavar="USERNAME")
@@ -48,6 +54,7 @@ class Command(BaseCommand):
                 action_threshold=float(opts["action_threshold"]),
                 leaves_unreviewed=bool(opts["unreviewed"]),
                 judge_mode=str(opts["judge_mode"]),
+                judge_evidence=bool(opts["judge_evidence"]),
             )
         except ValidationError as e:
             raise CommandError(describe(e)) from e
