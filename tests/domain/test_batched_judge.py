@@ -167,7 +167,17 @@ def test_shuffled_with_text_around_and_markdown() -> None:
     (f"{B}: Teilweise werden die Kosten erstattet: UNGEDECKT [] nichts dazu", {2: U}, (1, 3)),
     (f'{A}: "Der Behälter wird alle 5 Jahre geprüft" – GEDECKT', {1: G}, (2, 3)),
     # Phrases that name one verdict for certain.
-    (f"{A}: NICHT GEDECKT\n{B}: teilweise gedeckt\n{C}: Supported", {1: U, 2: T, 3: G}, ()),
+    (f"{A}: NICHT GEDECKT\n{B}: TEILWEISE GEDECKT\n{C}: Supported", {1: U, 2: T, 3: G}, ()),
+    # The second claim starts with "Teilweise": there only capitals are a verdict.
+    (f"{A}: nicht gedeckt\n{B}: teilweise gedeckt", {1: U}, (2, 3)),
+    (f"{B}: Teilweise, nämlich … – GEDECKT [1]", {}, (1, 2, 3)),
+    # A second verdict on the line, before the evidence or in capitals after it: none certain.
+    (f"{A}: GEDECKT (teilweise) [2]\n{B}: SUPPORTED / PARTIALLY SUPPORTED", {}, (1, 2, 3)),
+    (f"{A}: GEDECKT [2] eher TEILWEISE\n{C}: UNGEDECKT [] nicht durch den Kontext gedeckt",
+     {3: U}, (1, 2)),
+    (f"{A}: GEDECKT, {B}: UNGEDECKT, {C}: TEILWEISE", {}, (1, 2, 3)),
+    # A numbered list of lines with ids: the ids count.
+    (f"1. {A}: GEDECKT\n2. {B}: UNGEDECKT", {1: G, 2: U}, (3,)),
     (f"{A}: NOT SUPPORTED\n{B}: PARTIALLY SUPPORTED\n{C}: UNSUPPORTED", {1: U, 2: T, 3: U}, ()),
     # Words that name none: asked again. A word in capitals may run on into its reason.
     (f"{A}: GEDECKTE\n{B}: NICHT\n{C}: GEDECKT weil Abschnitt 2 es nennt", {3: G}, (1, 2)),

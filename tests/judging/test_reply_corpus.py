@@ -14,9 +14,9 @@ where that leaves claims open, the reply to the correction. Each case asserts
 - the claims the correction asked again, and those then asked one by one (per-claim prompt);
 - the path, the number of calls, and what the requests carried (a schema, the first reply).
 
-A case marked ``xfail(strict=True)`` is a finding on the reader: it reads a verdict that is not
-certain (the mark says which). Once the reader leaves such a claim open, the case passes and its
-mark has to go.
+The cases under "once findings" read a verdict that was not certain before the reader learned
+to leave such a line open (a claim's shortened echo starting "Teilweise,", a second verdict on
+the line).
 """
 
 from __future__ import annotations
@@ -131,11 +131,6 @@ class Case:
     refused: bool = False  # every batched reply comes as an OpenAI refusal (no content)
     learned: tuple[bool, ...] = ()  # what on_structured was told
     chunks: dict[int, tuple[int, ...]] = field(default_factory=dict)  # evidence, where asserted
-
-
-def finding(case: Case, reason: str) -> Any:
-    return pytest.param(case, id=case.name, marks=pytest.mark.xfail(
-        strict=True, reason=f"reader finding: {reason}"))
 
 
 LINES_PRESSURE_DE = (
@@ -435,7 +430,9 @@ CASES: list[Any] = [
         "lower case (de)", RETENTION_DE,
         "$k1: teilweise [1]\n$k2: gedeckt [2]\n$k3: nicht gedeckt\n$k4: Gedeckt [3]\n"
         "$k5: ungedeckt",
-        ALL_RETENTION,
+        # Claim 2 starts with "Teilweise": there a verdict counts in capitals only, since a
+        # line in lower case may be the claim's text begun.
+        {1: T, 3: U, 4: G, 5: U}, "$K2: GEDECKT [2]", {2: G}, PATH_CORRECTED,
     ),
     Case(
         "**bold** (de)", PRESSURE_DE,
@@ -494,15 +491,14 @@ CASES: list[Any] = [
     Case(
         "all verdicts on one line (de)", PRESSURE_DE,
         "$K1: GEDECKT, $K2: UNGEDECKT, $K3: TEILWEISE, $K4: GEDECKT",
-        {1: G},
-        "$K2: UNGEDECKT []\n$K3: TEILWEISE [2]\n$K4: GEDECKT [3]", {2: U, 3: T, 4: G},
-        PATH_CORRECTED,
+        {},  # the line names other verdicts after the first: none is certain
+        LINES_PRESSURE_DE, ALL_PRESSURE, PATH_CORRECTED,
     ),
-    # An ordered list before the ids: not read (conservative), asked again.
+    # An ordered list before the ids: the ids tie the verdicts, the list numbers are dropped.
     Case(
         "numbered list before the ids (de)", PRESSURE_DE,
         "1. $K1: GEDECKT [1]\n2. $K2: UNGEDECKT []\n3. $K3: TEILWEISE [2]\n4. $K4: GEDECKT [3]",
-        {}, LINES_PRESSURE_DE, ALL_PRESSURE, PATH_CORRECTED,
+        ALL_PRESSURE,
     ),
     # An empty reply: the correction carries no empty assistant message.
     Case(
@@ -575,53 +571,51 @@ CASES: list[Any] = [
         {2: G}, PATH_CORRECTED, structured=None, endpoint_schema=True, learned=(False,),
         chunks={2: (2,)},
     ),
-    # --- findings: the reader reads a verdict that is not certain -------------------------
-    finding(Case(
+    # --- once findings (the reader read a verdict that was not certain); now left open ------
+    Case(
         "echo shortened, the claim starts with Teilweise and a comma (de)", REFUND_DE,
         "$K1: Teilweise, nämlich bis 500 € … – GEDECKT [1]\n"
         "$K2: UNGEDECKT [] Keine Dauer genannt.\n"
         "$K3: GEDECKT [2]",
         {2: U, 3: G},
         "$K1: GEDECKT [1]", {1: G}, PATH_CORRECTED,
-    ), "a shortened echo of a claim starting 'Teilweise,' reads as TEILWEISE; the judge's "
-       "GEDECKT after it is ignored"),
-    finding(Case(
+    ),
+    # In a table the verdict is the cell that holds one alone: the claim cell is no verdict.
+    Case(
         "table with a shortened claim starting with Teilweise and a comma (de)", REFUND_DE,
         "| Kennung | Aussage | Urteil |\n|---|---|---|\n"
         "| $K1 | Teilweise, nämlich bis 500 € … | GEDECKT |\n"
         "| $K2 | $T2 | UNGEDECKT |\n"
         "| $K3 | $T3 | GEDECKT |",
-        {2: U, 3: G},
-        "$K1: GEDECKT [1]", {1: G}, PATH_CORRECTED,
-    ), "a table's claim cell 'Teilweise, nämlich bis 500 € …' (not the exact claim) is read as "
-       "the verdict TEILWEISE; the verdict cell GEDECKT is ignored"),
-    finding(Case(
+        {1: G, 2: U, 3: G},
+    ),
+    Case(
         "a second verdict in parentheses (en)", PRESSURE_EN,
         "$K1: SUPPORTED [1]\n$K2: NOT SUPPORTED []\n"
         "$K3: SUPPORTED (partially) [2] The amount is there, the travel is not.\n"
         "$K4: SUPPORTED [3]",
         {1: G, 2: U, 4: G},
         "$K3: PARTIALLY SUPPORTED [2]", {3: T}, PATH_CORRECTED,
-    ), "'SUPPORTED (partially)' reads as GEDECKT"),
-    finding(Case(
+    ),
+    Case(
         "a second verdict in parentheses (de)", PRESSURE_DE,
         "$K1: GEDECKT [1]\n$K2: UNGEDECKT []\n$K3: GEDECKT (teilweise) [2]\n$K4: GEDECKT [3]",
         {1: G, 2: U, 4: G},
         "$K3: TEILWEISE [2]", {3: T}, PATH_CORRECTED,
-    ), "'GEDECKT (teilweise)' reads as GEDECKT"),
-    finding(Case(
+    ),
+    Case(
         "the judge corrects itself on the line (de)", PRESSURE_DE,
         "$K1: GEDECKT [1]\n$K2: UNGEDECKT []\n$K3: GEDECKT – nein, eher TEILWEISE [2]\n"
         "$K4: GEDECKT [3]",
         {1: G, 2: U, 4: G},
         "$K3: TEILWEISE [2]", {3: T}, PATH_CORRECTED,
-    ), "'GEDECKT – nein, eher TEILWEISE' reads as GEDECKT"),
-    finding(Case(
+    ),
+    Case(
         "two verdicts with a slash (en)", FEE_EN,
         "$K1: SUPPORTED [2]\n$K2: NOT SUPPORTED []\n$K3: SUPPORTED / PARTIALLY SUPPORTED [3]",
         {1: G, 2: U},
         "$K3: PARTIALLY SUPPORTED [3]", {3: T}, PATH_CORRECTED,
-    ), "'SUPPORTED / PARTIALLY SUPPORTED' reads as GEDECKT"),
+    ),
 ]
 
 

@@ -345,10 +345,19 @@ _ID_AT_START = re.compile(
     r"[ \t]*+(?:[:.)=|–—-]|->|→)[ \t]*+",
     re.IGNORECASE,
 )
-_THINK_END = "</think>"
+_THINK_ENDS = ("</think>", "</thinking>")
+# A number before an id, as in a numbered list of lines: "1. K7: GEDECKT".
+_LIST_NUMBER = re.compile(r"\d{1,3}[.)][ \t]++(?=[A-Za-z][0-9])")
+# Every word that names a verdict (or a part of one), for the conflict check: "GEDECKT
+# (teilweise)", "SUPPORTED / PARTIALLY SUPPORTED", "GEDECKT – nein, eher TEILWEISE".
+_VERDICT_WORDS = re.compile(
+    "(?<![A-Za-zÄÖÜäöüß])(" + "|".join(p.replace(" ", r"[ \t]++") for p, _ in _PHRASES)
+    + r"|PARTIALLY|PARTLY|PARTIAL)(?![A-Za-zÄÖÜäöüß])",
+    re.IGNORECASE,
+)
 
 
-def verdict_phrase(text: str) -> tuple[Label, str] | None:
+def verdict_phrase(text: str, *, capitals_only: bool = False) -> tuple[Label, str] | None:
     """The verdict a text starts with, and what follows it; None unless the text starts with a
     verdict phrase that stands alone: followed by its end, evidence or a separator, or — written
     in capitals, as asked for — by a sentence of reason ("UNGEDECKT Kein Abschnitt …"). A word
@@ -360,6 +369,8 @@ def verdict_phrase(text: str) -> tuple[Label, str] | None:
     rest = text[match.end():].lstrip(_WRAP + "*`")
     after = rest.lstrip(" \t")
     capitals = match.group(1).isupper()
+    if capitals_only and not capitals:
+        return None
     if rest and not (rest[0] in _AFTER or after == "" or after[0] in _AFTER
                      or (capitals and rest[0] in " \t")):
         return None
@@ -388,11 +399,16 @@ def read_batch(
     number = {id_.upper(): n for n, id_ in enumerate(ids, 1)}
     echoes = {n: _fold(claim) for n, claim in enumerate(claims, 1)}
     by_text = {echo: n for n, echo in echoes.items()}
+    # Claims that start with a verdict word ("Teilweise, nämlich …"): there a verdict at the
+    # start of the line counts only in capitals, as asked for, since the judge may have begun
+    # to write the claim's text.
+    wordy = {n for n, claim in enumerate(claims, 1) if _PHRASE.match(claim.lstrip(_WRAP))}
     text = reply
-    end_of_thought = text.rfind(_THINK_END)
-    if end_of_thought >= 0:
-        text = text[end_of_thought + len(_THINK_END):]
-    elif text.lstrip().lower().startswith("<think>"):
+    ends = [(text.rfind(end), end) for end in _THINK_ENDS]
+    end_at, end = max(ends)
+    if end_at >= 0:
+        text = text[end_at + len(end):]
+    elif text.lstrip().lower().startswith(("<think>", "<thinking>")):
         text = ""  # all reasoning, never finished
     found: dict[int, list[Evidence]] = {}
     form = ""
@@ -413,7 +429,7 @@ def read_batch(
                 lines.pop()
             lines = lines[:-1]
         for line in lines:
-            read = _read_line(line, number, echoes, chunk_count)
+            read = _read_line(line, number, echoes, wordy, chunk_count)
             if read is not None:
                 found.setdefault(read[0], []).append(read[1])
                 form = "lines"
@@ -432,47 +448,76 @@ def _fold(text: str) -> str:
 
 
 def _read_line(
-    line: str, number: Mapping[str, int], echoes: Mapping[int, str], chunk_count: int | None
+    line: str, number: Mapping[str, int], echoes: Mapping[int, str], wordy: set[int],
+    chunk_count: int | None,
 ) -> tuple[int, Evidence] | None:
     line = strip_wrapping(line.translate(_MARKUP), "").lstrip("-•–>+ \t")
+    numbered = _LIST_NUMBER.match(line)
+    if numbered is not None:
+        line = line[numbered.end():]
     if line.count("|") >= 2:
-        return _read_row(line, number, echoes, chunk_count)
+        return _read_row(line, number, echoes, wordy, chunk_count)
     match = _ID_AT_START.match(line)
     if match is None:
         return None
     n = number.get(match.group(1).upper())
     if n is None:
         return None
-    rest = _without_echo(line[match.end():], echoes[n])
-    read = verdict_phrase(rest)
+    given = line[match.end():]
+    rest = _without_echo(given, echoes[n])
+    read = verdict_phrase(rest, capitals_only=n in wordy and rest is given)
     if read is None:
         return None
     label, after = read
+    if _conflicts(label, after):
+        return None
     chunks, reason = _evidence_text(after, chunk_count)
     return n, Evidence(label, chunks, reason)
 
 
+def _conflicts(label: Label, after: str) -> bool:
+    """Whether what follows a verdict names another one: anywhere before the evidence, or in
+    capitals after it ("GEDECKT (teilweise) [2]", "GEDECKT [2] eher TEILWEISE"). A reason that
+    uses the words in lower case ("… nicht durch den Kontext gedeckt") is a reason."""
+    bracket = after.find("[")
+    head = after if bracket < 0 else after[:bracket]
+    tail = "" if bracket < 0 else after[bracket:]
+    for part, any_case in ((head, True), (tail, False)):
+        for match in _VERDICT_WORDS.finditer(part):
+            word = match.group(1)
+            if not any_case and not word.isupper():
+                continue
+            key = re.sub(r"[ \t]++", "", word).upper()
+            if _PHRASE_LABEL.get(key, Label.TEILWEISE) is not label:
+                return True
+    return False
+
+
 def _read_row(
-    line: str, number: Mapping[str, int], echoes: Mapping[int, str], chunk_count: int | None
+    line: str, number: Mapping[str, int], echoes: Mapping[int, str], wordy: set[int],
+    chunk_count: int | None,
 ) -> tuple[int, Evidence] | None:
     """A markdown table row: | K7 | GEDECKT | [2] | reason |, the claim's text allowed as a
-    cell between the id and the verdict."""
+    cell. The verdict is the one cell that holds a verdict alone (with its chunks at most); a
+    row with two such cells that disagree, or none, is no verdict."""
     cells = [c.strip(_WRAP + " \t") for c in line.strip("| \t").split("|")]
     head = _ID_AT_START.match(cells[0] + ":")
     n = number.get(head.group(1).upper()) if head is not None else None
     if n is None or head is None or head.end() < len(cells[0]):
         return None
-    rest = cells[1:]
-    if rest and _fold(rest[0]) == echoes[n]:
-        rest = rest[1:]
-    read = verdict_phrase(rest[0]) if rest else None
-    if read is None:
+    verdict_cells = []
+    for index, cell in enumerate(cells[1:], 1):
+        read = verdict_phrase(cell, capitals_only=n in wordy)
+        if read is not None and (not read[1] or _RANKS.fullmatch(read[1].strip())):
+            verdict_cells.append((index, read))
+    if len({read[0] for _, read in verdict_cells}) != 1:
         return None
-    rest = [read[1], *rest[1:]]
-    if len(rest) > 1 and _BARE_RANKS.fullmatch(rest[1]) and not _RANKS.match(rest[1]):
-        rest[1] = f"[{rest[1]}]"  # a table's chunk cell: "2, 3"
-    chunks, reason = _evidence_text(" ".join(c for c in rest if c), chunk_count)
-    return n, Evidence(read[0], chunks, reason)
+    index, (label, ranks) = verdict_cells[0]
+    after = [c for c in cells[index + 1:] if c and verdict_phrase(c) is None]
+    if after and _BARE_RANKS.fullmatch(after[0]) and not _RANKS.match(after[0]):
+        after[0] = f"[{after[0]}]"  # a table's chunk cell: "2, 3"
+    chunks, reason = _evidence_text(" ".join([ranks, *after]).strip(), chunk_count)
+    return n, Evidence(label, chunks, reason)
 
 
 def _without_echo(rest: str, echo: str) -> str:
