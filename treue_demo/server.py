@@ -988,8 +988,8 @@ class DemoJudgeServer:
         )
         if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
             # OpenAI bills a JSON schema as prompt tokens.
-            prompt_tokens += _tokens(json.dumps(response_format.get("json_schema"),
-                                                ensure_ascii=False, separators=(",", ":")))
+            prompt_tokens += _tokens(json.dumps(response_format, ensure_ascii=False,
+                                                separators=(",", ":")))
         completion_tokens = _tokens(content)
         with self._lock:
             self._counter += 1

@@ -680,8 +680,7 @@ def test_a_batched_request_with_a_schema_gets_json_in_it(
     plain = ask(judge_api, messages, max_tokens=800)
     assert plain.choices[0].message.content == structured.choices[0].message.content
     assert structured.usage is not None and plain.usage is not None
-    schema_chars = len(json.dumps(schema["json_schema"], ensure_ascii=False,
-                                  separators=(",", ":")))
+    schema_chars = len(json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
     assert structured.usage.prompt_tokens - plain.usage.prompt_tokens == -(-schema_chars // 4)
 
 
