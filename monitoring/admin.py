@@ -1,4 +1,5 @@
-"""Django admin for use cases, services, answers, judge runs and judge prices.
+"""Django admin for use cases, services, answers, judge runs, judge prices and what is known
+of the judge endpoints.
 
 A new service's key is generated on save and shown once in a message; only its hash is stored.
 The use case form shows the expected weekly judge cost next to the sample rate that drives it.
@@ -21,6 +22,7 @@ from monitoring.models import (
     Answer,
     Chunk,
     Claim,
+    JudgeEndpoint,
     JudgeMode,
     JudgePrice,
     JudgeRun,
@@ -223,3 +225,21 @@ class JudgePriceAdmin(admin.ModelAdmin):
         "judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k", "currency"
     )
     search_fields = ("judge_model",)
+
+
+@admin.register(JudgeEndpoint)
+class JudgeEndpointAdmin(admin.ModelAdmin):
+    """What the judge found out about an endpoint and model: written by the worker alone.
+    Deleting a row makes the next batched or one-call request find out again (after the
+    endpoint or the model changed)."""
+
+    list_display = ("model", "endpoint", "structured_output", "detail", "checked_at")
+    list_filter = ("structured_output",)
+    search_fields = ("model", "endpoint")
+    readonly_fields = ("endpoint", "model", "structured_output", "detail", "checked_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -503,3 +503,19 @@ def test_the_judge_page_offers_the_other_two_modes(world: World) -> None:
     assert "Prüfmodus: ein Aufruf" in text_of(html)
     assert re.findall(r'<button type="submit" name="judge_mode" value="([^"]+)"', html) == [
         "per-claim", "batched"]
+
+
+def test_the_admin_lists_what_is_known_of_the_endpoints(world: World) -> None:
+    admin = User.objects.create_superuser("admin", password="pw-only-for-tests-31c")
+    client = Client()
+    client.force_login(admin)
+    found = JudgeEndpoint.objects.create(endpoint=ENDPOINT, model=JUDGE, structured_output=False,
+                                         detail="400: response_format")
+    listed = client.get("/admin/monitoring/judgeendpoint/").content.decode()
+    assert "Prüfmodell-Endpunkte" in listed and "400: response_format" in listed
+    page = client.get(f"/admin/monitoring/judgeendpoint/{found.pk}/change/").content.decode()
+    assert 'name="_save"' not in page, "read-only"
+    assert client.get("/admin/monitoring/judgeendpoint/add/").status_code == 403
+    # Deleted, the next batched call finds out again.
+    client.post(f"/admin/monitoring/judgeendpoint/{found.pk}/delete/", {"post": "yes"})
+    assert not JudgeEndpoint.objects.exists()
