@@ -37,6 +37,7 @@ from monitoring import services
 from monitoring.domain import statistics
 from monitoring.domain.sampling import random_draw
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
+from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
@@ -407,16 +408,22 @@ def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
     assert dict(totals)[COST] == f"{de(float(this.cost), 2)} +?"
 
 
-def test_a_change_of_judge_mode_is_marked_like_a_change_of_model(scenario: DashWorld) -> None:
-    UseCase.objects.filter(slug="auskunft").update(judge_mode=JudgeMode.BATCHED)
+@pytest.mark.parametrize(("mode", "version", "label"), [
+    (JudgeMode.BATCHED, BATCHED_PROMPT_VERSION, "gebündelt"),
+    (JudgeMode.SINGLE, SINGLE_PROMPT_VERSION, "ein Aufruf"),
+])
+def test_a_change_of_judge_mode_is_marked_like_a_change_of_model(
+    scenario: DashWorld, mode: str, version: str, label: str
+) -> None:
+    UseCase.objects.filter(slug="auskunft").update(judge_mode=mode)
     scenario.this_week_good(drawn=1, not_drawn=0, prefix="neu")
     html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
     trend = figure(html, "trend-figure")
     assert [s["x0"] for s in trend["layout"]["shapes"]] == [scenario.this_week.label]
     note = trend["layout"]["annotations"][0]["hovertext"]
-    assert f"{JUDGE} {BATCHED_PROMPT_VERSION} (gebündelt)" in note
+    assert f"{JUDGE} {version} ({label})" in note
     cells = week_row(html, scenario.this_week)
-    assert "gewechselt" in cells[JUDGES] and "gebündelt" in cells[JUDGES]
+    assert "gewechselt" in cells[JUDGES] and label in cells[JUDGES]
     before = week_row(html, scenario.weeks[-2])
     assert "je Aussage" in before[JUDGES] and "gewechselt" not in before[JUDGES]
 
