@@ -1112,7 +1112,7 @@ def prompt_layout(corpus: RagTruth, tokens: Tokens, variant: Variant,
                 chunks=row["passages"], claims=group, language=language,
                 evidence=variant.evidence, structured=variant.structured)
             ids = batched.claim_ids(group)
-            schema = batched.batch_schema(ids, evidence=variant.evidence) \
+            schema = batched.batch_schema(evidence=variant.evidence) \
                 if variant.structured else None
             listed = tokens.count("\n".join(f"{id_}: {' '.join(c.split())}"
                                             for id_, c in zip(ids, group, strict=True)))

@@ -78,7 +78,7 @@ def test_a_schema_counts_as_prompt_tokens_before_the_messages(bench: ModuleType)
     messages = batched.verify_batch_messages(chunks=["Der Behälter wird alle 5 Jahre geprüft."],
                                              claims=["Er wird alle 5 Jahre geprüft."],
                                              language="de", structured=True)
-    schema = batched.batch_schema(batched.claim_ids(["Er wird alle 5 Jahre geprüft."]))
+    schema = batched.batch_schema()
     plain, structured = tokens.prompt(messages), tokens.prompt(messages, schema)
     text = bench.schema_json(schema)
     assert text == json.dumps(schema, ensure_ascii=False, separators=(",", ":"))

@@ -25,7 +25,7 @@ from monitoring.judging.domain.judge_prompt import (
 # stored scores carry the version, and scores of different wordings must not be mixed unseen.
 PINNED = {
     "2026-12-v1": "48ba97dec4756f9d2164ed7f738c2a307fbf71cfa7bb22939c05826ceeb98705",
-    "2026-12-v2": "78528c1bf82e9065f12be6c82fb18de322a59d11b547fb53576b3dda02a6b715",
+    "2026-12-v2": "4b49b974df7a62e0e7101337fe28d12504c32aa8412aa6bbdb6979f11f7d4e4d",
 }
 
 # The article's PRUEF_PROMPT (../shared/000_0c5f82130b2317d6.txt), copied here because a clone

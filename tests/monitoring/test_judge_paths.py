@@ -304,7 +304,8 @@ def test_the_page_says_whether_the_endpoint_takes_structured_output(
     client = client_for(world, "expert")
     head = "Strukturierte Ausgabe (JSON-Schema) von „judge-x“ am eingestellten Endpunkt:"
     assert structured_line(client.get(PAGE).content.decode()) == (
-        "unknown", f"{head} noch nicht geprüft (geprüft wird beim ersten Aufruf gebündelt oder in einem Aufruf)")
+        "unknown", f"{head} noch nicht geprüft (geprüft wird beim ersten Aufruf gebündelt "
+                   "oder in einem Aufruf)")
 
     # Another model, or the same model at another endpoint, says nothing about this one.
     JudgeEndpoint.objects.create(endpoint=ENDPOINT, model="judge-y", structured_output=True)

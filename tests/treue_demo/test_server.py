@@ -664,7 +664,7 @@ def test_a_batched_request_with_a_schema_gets_json_in_it(
     messages = verify_batch_messages(chunks=TRACT["passages"], claims=TRACT_CLAIMS,
                                      language=language, evidence=evidence, structured=True)
     ids = claim_ids(TRACT_CLAIMS)
-    schema = batch_schema(ids, evidence=evidence)
+    schema = batch_schema(evidence=evidence)
     structured = ask(judge_api, messages, max_tokens=800, response_format=schema)
     body = json.loads(structured.choices[0].message.content)
     fields = ["id", "verdict", "chunks", "reason"] if evidence else ["id", "verdict"]
@@ -706,7 +706,7 @@ def test_a_correction_is_answered_for_the_ids_it_names(
     missing = [ids[2], ids[0]]
     again = correction_messages(messages, f"{ids[1]}: GEDECKT\n1: UNGEDECKT", missing,
                                 language=language, structured=structured)
-    extra = {"response_format": batch_schema(missing)} if structured else {}
+    extra = {"response_format": batch_schema()} if structured else {}
     reply = batch_reply(judge_api, again, **extra)
     reading = read_batch(reply, [claims[2], claims[0]], ids=missing)
     assert reading.missing == ()

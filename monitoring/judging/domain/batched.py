@@ -87,14 +87,10 @@ K7: GEDECKT"""
 FORMAT_BARE_EN = """
 Write one line per claim with its id and the word, nothing else:
 K7: GEDECKT"""
-FORMAT_JSON_DE = """
-Gib je Aussage ihre Kennung (id), das Wort (verdict), die stützenden Abschnitte (chunks) und \
-einen Satz Begründung (reason) an."""
-FORMAT_JSON_EN = """
-Give per claim its id, the word (verdict), the supporting chunks (chunks) and one sentence \
-why (reason)."""
-FORMAT_JSON_BARE_DE = "\nGib je Aussage ihre Kennung (id) und das Wort (verdict) an."
-FORMAT_JSON_BARE_EN = "\nGive per claim its id and the word (verdict)."
+FORMAT_JSON_DE = "\nJe Aussage: Kennung, Wort, stützende Abschnitte, ein Satz Begründung."
+FORMAT_JSON_EN = "\nPer claim: id, word, supporting chunks, one sentence why."
+FORMAT_JSON_BARE_DE = "\nJe Aussage: Kennung und Wort."
+FORMAT_JSON_BARE_EN = "\nPer claim: id and word."
 
 VERIFY_BATCH_USER_DE = """\
 Kontext:
@@ -262,11 +258,12 @@ def verify_batch_messages(
     ]
 
 
-def batch_schema(ids: Sequence[str], *, evidence: bool = True) -> dict[str, Any]:
+def batch_schema(*, evidence: bool = True) -> dict[str, Any]:
     """The response_format of a structured batch call: an object ``{"verdicts": [{"id", "verdict",
-    "chunks", "reason"}, …]}`` whose ids can only be the call's (a strict JSON schema)."""
+    "chunks", "reason"}, …]}`` (a strict JSON schema). The ids are not listed in it: they
+    stand in the prompt, each beside its claim, and an id not in the call is ignored."""
     item: dict[str, Any] = {
-        "id": {"type": "string", "enum": list(ids)},
+        "id": {"type": "string"},
         "verdict": {"type": "string", "enum": [w.value for w in _ARTICLE_WORDS]},
     }
     if evidence:

@@ -28,9 +28,8 @@ nur knappe Antworten verständlich („Ja.“ wird „Das Intervall von 5 Jahren
 sagt die Antwort nur, dass sie es nicht weiß: [].
 - In der Sprache der Antwort.
 Gib nur ein JSON-Array von Zeichenketten aus.
-Beispiel: „Er wird alle 5 Jahre geprüft, Änderungen gibt die Fachkraft frei. Ich hoffe, das \
-hilft!“ (zum Druckbehälter) → ["Der Druckbehälter wird alle 5 Jahre geprüft.", "Änderungen am \
-Druckbehälter gibt die Fachkraft frei."]"""
+Beispiel: „Er wird alle 5 Jahre geprüft. Ich hoffe, das hilft!“ (zum Druckbehälter) → \
+["Der Druckbehälter wird alle 5 Jahre geprüft."]"""
 
 DECOMPOSE_USER_DE = """\
 Frage:
@@ -51,9 +50,8 @@ short answers understandable ("Yes." becomes "The 5-year interval applies.").
 answer only says it does not know: [].
 - In the language of the answer.
 Output only a JSON array of strings.
-Example: "It is inspected every 5 years; the safety officer approves changes. Hope this \
-helps!" (on the pressure vessel) → ["The pressure vessel is inspected every 5 years.", \
-"Changes to the pressure vessel are approved by the safety officer."]"""
+Example: "It is inspected every 5 years. Hope this helps!" (on the pressure vessel) → \
+["The pressure vessel is inspected every 5 years."]"""
 
 DECOMPOSE_USER_EN = """\
 Question:

@@ -581,7 +581,7 @@ def _verify_batch(
         )
 
     messages, reply, sent = _structured_call(
-        batching, build, lambda: batched.batch_schema(ids, evidence=batching.evidence))
+        batching, build, lambda: batched.batch_schema(evidence=batching.evidence))
     reading = batched.read_batch(
         reply.text, texts, ids=ids, cut=reply.truncated, chunk_count=chunk_count)
     if sent and (reading.form or not reply.truncated):
@@ -597,7 +597,7 @@ def _verify_batch(
         again = batching.call(
             batched.correction_messages(messages, reply.text, missing_ids, language=language,
                                         structured=sent),
-            batched.batch_schema(missing_ids, evidence=batching.evidence) if sent else None,
+            batched.batch_schema(evidence=batching.evidence) if sent else None,
         )
         records.append(_record("correct_batch", group[0], 2, again))
         sub_group = [group[n - 1] for n in open_numbers]
