@@ -25,7 +25,7 @@ from monitoring.judging.domain.judge_prompt import (
 # stored scores carry the version, and scores of different wordings must not be mixed unseen.
 PINNED = {
     "2026-12-v1": "48ba97dec4756f9d2164ed7f738c2a307fbf71cfa7bb22939c05826ceeb98705",
-    "2026-12-v2": "4b49b974df7a62e0e7101337fe28d12504c32aa8412aa6bbdb6979f11f7d4e4d",
+    "2026-12-v2": "b2987a4ecd01a685189d0e6f5a18834259970c6d023d29a1a45c2587638083fd",
 }
 
 # The article's PRUEF_PROMPT (../shared/000_0c5f82130b2317d6.txt), copied here because a clone

@@ -22,10 +22,10 @@ DECOMPOSE_SYSTEM_DE = """\
 Zerlege die Antwort eines Assistenten in Aussagen, die einzeln gegen die Quellen geprüft werden.
 - Je Aussage genau eine Tatsache, ohne die anderen verständlich (Pronomen und Verweise ersetzt).
 - Zahlen bleiben mit Einheit und Einschränkung („mindestens 5 Jahre“).
-- Nur was die Antwort behauptet: nichts hinzufügen, weglassen oder bewerten. Die Frage macht \
-nur knappe Antworten verständlich („Ja.“ wird „Das Intervall von 5 Jahren gilt.“).
-- Keine Aussagen für Begrüßungen, Überleitungen, Rückfragen oder Hinweise auf Unsicherheit; \
-sagt die Antwort nur, dass sie es nicht weiß: [].
+- Nur was die Antwort behauptet, nichts hinzufügen, weglassen oder bewerten; eine knappe \
+Antwort („Ja.“) mit der Frage ergänzen.
+- Keine Aussagen für Begrüßungen, Überleitungen, Rückfragen, Unsicherheit; weiß die Antwort es \
+nicht: [].
 - In der Sprache der Antwort.
 Gib nur ein JSON-Array von Zeichenketten aus.
 Beispiel: „Er wird alle 5 Jahre geprüft. Ich hoffe, das hilft!“ (zum Druckbehälter) → \
@@ -44,10 +44,10 @@ DECOMPOSE_SYSTEM_EN = """\
 Split an assistant's answer into claims that are each checked against the sources.
 - Each claim one fact, understandable without the others (pronouns and references replaced).
 - Keep numbers with their unit and qualifier ("at least 5 years").
-- Only what the answer asserts: add, leave out or judge nothing. The question only makes \
-short answers understandable ("Yes." becomes "The 5-year interval applies.").
-- No claims for greetings, transitions, follow-up questions or remarks on uncertainty; if the \
-answer only says it does not know: [].
+- Only what the answer asserts, add, leave out or judge nothing; complete a short answer \
+("Yes.") from the question.
+- No claims for greetings, transitions, follow-up questions, uncertainty; if the answer does \
+not know: [].
 - In the language of the answer.
 Output only a JSON array of strings.
 Example: "It is inspected every 5 years. Hope this helps!" (on the pressure vessel) → \
