@@ -262,8 +262,14 @@ def batch_schema(*, evidence: bool = True) -> dict[str, Any]:
     """The response_format of a structured batch call: an object ``{"verdicts": [{"id", "verdict",
     "chunks", "reason"}, …]}`` (a strict JSON schema). The ids are not listed in it: they
     stand in the prompt, each beside its claim, and an id not in the call is ignored."""
+    return list_schema("verdicts", {"id": {"type": "string"}}, evidence=evidence)
+
+
+def list_schema(name: str, key: dict[str, Any], *, evidence: bool) -> dict[str, Any]:
+    """A strict JSON schema for ``{name: [{**key, "verdict", "chunks", "reason"}, …]}``, the
+    evidence fields only with ``evidence``; every field required, as strict mode wants."""
     item: dict[str, Any] = {
-        "id": {"type": "string"},
+        **key,
         "verdict": {"type": "string", "enum": [w.value for w in _ARTICLE_WORDS]},
     }
     if evidence:
@@ -272,15 +278,15 @@ def batch_schema(*, evidence: bool = True) -> dict[str, Any]:
     return {
         "type": "json_schema",
         "json_schema": {
-            "name": "verdicts",
+            "name": name,
             "strict": True,
             "schema": {
                 "type": "object",
-                "properties": {"verdicts": {"type": "array", "items": {
+                "properties": {name: {"type": "array", "items": {
                     "type": "object", "properties": item, "required": list(item),
                     "additionalProperties": False,
                 }}},
-                "required": ["verdicts"],
+                "required": [name],
                 "additionalProperties": False,
             },
         },

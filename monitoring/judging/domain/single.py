@@ -140,29 +140,7 @@ def correction_messages(
 
 def single_schema(*, evidence: bool = True) -> dict[str, Any]:
     """The response_format of a structured one-call judgement."""
-    item: dict[str, Any] = {
-        "claim": {"type": "string"},
-        "verdict": {"type": "string", "enum": ["GEDECKT", "TEILWEISE", "UNGEDECKT"]},
-    }
-    if evidence:
-        item["chunks"] = {"type": "array", "items": {"type": "integer"}}
-        item["reason"] = {"type": "string"}
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "claims",
-            "strict": True,
-            "schema": {
-                "type": "object",
-                "properties": {"claims": {"type": "array", "items": {
-                    "type": "object", "properties": item, "required": list(item),
-                    "additionalProperties": False,
-                }}},
-                "required": ["claims"],
-                "additionalProperties": False,
-            },
-        },
-    }
+    return batched.list_schema("claims", {"claim": {"type": "string"}}, evidence=evidence)
 
 
 @dataclass(frozen=True, slots=True)
