@@ -45,11 +45,8 @@ OPEN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 def structured_output(*, endpoint: str, model: str) -> bool | None:
     """Whether ``model`` at ``endpoint`` answers in a JSON schema it is sent: None until a
     batched or one-call request found out (monitoring.judging.services.runs)."""
-    return (
-        JudgeEndpoint.objects.filter(endpoint=endpoint[:500], model=model[:200])
-        .values_list("structured_output", flat=True)
-        .first()
-    )
+    known = judge_endpoint(endpoint=endpoint, model=model)
+    return None if known is None else known.structured_output
 
 
 def judge_endpoint(*, endpoint: str, model: str) -> JudgeEndpoint | None:
