@@ -320,6 +320,15 @@ def _structured_call(
     return messages, batching.call(messages, None), False
 
 
+def _kept_to_schema(batching: _Batching, sent: bool, reply: CallResult) -> bool:
+    """After a request with a schema: learn whether the endpoint kept to it (the reply is one
+    JSON value; a reply cut off says nothing), and whether the correction sends it again."""
+    if sent and not reply.truncated:
+        kept = batched.json_value(reply.text) is not None
+        batching.structured.learned(kept, "" if kept else "reply not in the schema")
+    return sent and batching.structured.supported is not False
+
+
 def _single(
     question: str, answer: str, language: str, batching: _Batching, log: list[CallRecord]
 ) -> tuple[str, list[str] | None, dict[int, ClaimVerdict], bool]:
@@ -334,8 +343,7 @@ def _single(
         batching, build, lambda: single.single_schema(evidence=batching.evidence))
     log.append(_record("single", None, 1, reply))
     reading = single.read_single(reply.text, chunk_count=len(batching.chunks))
-    if sent:
-        batching.structured.learned(reading.claims is not None, "one-call reply")
+    sent = _kept_to_schema(batching, sent, reply)
     corrected = reading.claims is None
     if corrected:
         reply = batching.call(single.correction_messages(messages, reply.text, language=language),
@@ -584,10 +592,7 @@ def _verify_batch(
         batching, build, lambda: batched.batch_schema(evidence=batching.evidence))
     reading = batched.read_batch(
         reply.text, texts, ids=ids, cut=reply.truncated, chunk_count=chunk_count)
-    if sent and (reading.form or not reply.truncated):
-        # Answered in the schema, or in another form: the endpoint does not keep to it.
-        batching.structured.learned(
-            reading.form == "json", "" if reading.form == "json" else "reply not in the schema")
+    sent = _kept_to_schema(batching, sent, reply)
     records = [_record("verify_batch", group[0], 1, reply)]
     found = _decided(group, texts, reading, reply)
     open_numbers = reading.missing
