@@ -21,7 +21,7 @@ from jobs import framework as jobs
 from monitoring.judging.client import JudgeMisconfigured, JudgeUnavailable
 from monitoring.judging.selectors import same_model
 from monitoring.judging.services.runs import Meter, judge_client, judge_with
-from monitoring.models import UseCase
+from monitoring.models import JudgeMode, UseCase
 from monitoring.services.tuning import use_case_judge_set
 from review.domain.comparison import LABELS
 from review.models import JudgeComparison, ShadowRun
@@ -94,6 +94,12 @@ def judge_comparison_adopt(*, comparison: JudgeComparison, user: User) -> None:
         )
 
 
+def _same_claim(text: str) -> str:
+    """A claim's text as two decompositions are compared: blanks, case and the closing mark
+    do not make another claim."""
+    return " ".join(text.split()).casefold().rstrip(".!?;:")
+
+
 def _claims(run: ShadowRun) -> list[tuple[int, str]]:
     """(claim id, text) of the judge's claims the expert labelled, in the run's order."""
     labelled = {
@@ -123,10 +129,14 @@ def shadow_run_execute(*, run_id: int) -> str:
         return "refused"
     meter = Meter()
     try:
+        # The candidate verifies the claims the experts labelled; in one-call mode it splits
+        # the answer itself, as it would in production, and its verdicts are tied to the
+        # experts' claims by their text (its own score stands for the answer).
         judgement = judge_with(
             client=judge_client(model=comparison.judge_model), meter=meter, answer=answer,
             mode=comparison.judge_mode,
-            decomposition=json.dumps([text for _, text in claims], ensure_ascii=False),
+            decomposition=None if comparison.judge_mode == JudgeMode.SINGLE
+            else json.dumps([text for _, text in claims], ensure_ascii=False),
         )
     except JudgeUnavailable as e:
         jobs.release(
@@ -140,10 +150,11 @@ def shadow_run_execute(*, run_id: int) -> str:
     except Exception as e:
         _fail(run, token, f"internal error: {e!r}", meter=meter)
         raise
-    ids = {text: pk for pk, text in claims}
+    ids = {_same_claim(text): pk for pk, text in claims}
     verdicts = [
         {
-            "claim_id": ids.get(v.claim), "position": v.position, "label": v.label.value,
+            "claim_id": ids.get(_same_claim(v.claim)), "position": v.position,
+            "label": v.label.value,
             "raw": v.raw, "chunks": list(v.chunks), "reason": v.reason,
         }
         for v in judgement.claims

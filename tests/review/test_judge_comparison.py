@@ -2,6 +2,7 @@
 experts labelled; the page sets it against the current judge on the same answers; one click
 makes it the use case's judge. Shadow runs change no score and no estimate."""
 
+import json
 import re
 from decimal import Decimal
 from html import unescape
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
+from monitoring.judging.domain.single import SINGLE_SYSTEM_DE
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, UseCase
 from review import services
 from review.domain.calibration import weighted_kappa
@@ -253,14 +255,13 @@ def test_an_earlier_week_is_taken_too(review_world: ReviewWorld, login: Any) -> 
 
 
 def test_a_candidate_in_one_call_mode_is_offered_compared_and_adopted(
-    review_world: ReviewWorld, reviewed: list[Any], login: Any
+    review_world: ReviewWorld, reviewed: list[Any], login: Any, world_builder: WorldBuilder
 ) -> None:
     client = login(review_world.users["lead"])
     page = client.get("/review/calibration/recht/judges/").content.decode()
     assert re.search(r'<option value="single"[^>]*>ein Aufruf</option>', page)
 
-    # The experts' claims are handed to the candidate, so one call verifies them as batched:
-    # one call per answer (the estimate as for batched), 2.725 at the first test's price.
+    # One call per answer (the estimate as for batched), 2.725 at the first test's price.
     JudgePrice.objects.create(judge_model=CANDIDATE, prompt_per_1k=Decimal("1"),
                               completion_per_1k=Decimal("2"))
     confirm = text_of(start(client, judge_mode="single").content.decode())
@@ -271,13 +272,36 @@ def test_a_candidate_in_one_call_mode_is_offered_compared_and_adopted(
     comparison = JudgeComparison.objects.get()
     assert response.status_code == 302
     assert (comparison.judge_model, comparison.judge_mode) == (CANDIDATE, JudgeMode.SINGLE)
-    review_world.judge.verdicts.update({
-        claim: label for texts, labels in zip(claim_texts(reviewed), CANDIDATE_LABELS, strict=True)
-        for claim, label in zip(texts, labels, strict=True)
-    })
+    # The candidate splits each answer itself, in one call, as it would in production: its
+    # claims are the experts' (in other case and without the full stop, as models vary them),
+    # plus one the experts never saw; its verdicts are tied to the experts' claims by text.
+    by_answer = {
+        item.answer.text: [(text, label) for text, label in zip(texts, labels, strict=True)]
+        for item, texts, labels in zip(reviewed, claim_texts(reviewed), CANDIDATE_LABELS,
+                                       strict=True)
+    }
+
+    def one_call(request: dict[str, Any]) -> str:
+        system, user = (m["content"] for m in request["messages"][:2])
+        assert system.startswith(SINGLE_SYSTEM_DE), "the one-call prompt, not a batch"
+        answer = re.search(r"Antwort:\n(.*?)\n\nKontext:", user, re.DOTALL).group(1)
+        claims = [{"claim": text.upper().rstrip("."), "verdict": label}
+                  for text, label in by_answer[answer]]
+        claims.append({"claim": "Eine Aussage, die niemand prüfte.", "verdict": U})
+        return json.dumps({"claims": claims}, ensure_ascii=False)
+
+    world_builder.server.responder = one_call
     runs = list(ShadowRun.objects.filter(comparison=comparison).order_by("pk"))
     assert [shadow_run_execute(run_id=r.pk) for r in runs] == ["scored"] * 5
     assert {ShadowRun.objects.get(pk=r.pk).calls for r in runs} == {1}
+    expected = {
+        item.answer_id: [*zip([c.pk for c in item.judge_run.claims.order_by("position")],
+                              labels, strict=True), (None, U)]
+        for item, labels in zip(reviewed, CANDIDATE_LABELS, strict=True)
+    }
+    for run in ShadowRun.objects.filter(comparison=comparison).select_related("submission__item"):
+        assert [(v["claim_id"], v["label"]) for v in run.verdicts] == expected[
+            run.submission.item.answer_id]
     listed = text_of(client.get("/review/calibration/recht/judges/").content.decode())
     assert "ein Aufruf" in listed
 
