@@ -204,6 +204,65 @@ def test_what_is_not_tied_for_certain_is_asked_again(
     assert reading.missing == missing
 
 
+# A second reading of the change found these; each once tied a verdict the judge did not mean.
+@pytest.mark.parametrize(("reply", "verdicts"), [
+    # A verdict negated or qualified by what follows it.
+    (f"{A}: GEDECKT ist das nicht, Abschnitt 1 nennt 3 Jahre.", {}),
+    (f"{A}: GEDECKT wäre falsch", {}),
+    (f"{A}: SUPPORTED is too strong; chunk 1 says 3 years.", {}),
+    (f"{A}: UNGEDECKT wäre zu streng [1]", {}),
+    (f"{A}: GEDECKT nur zum Teil [1]", {}),
+    (f"{A}: SUPPORTED in part [1]", {}),
+    (f"{A}: GEDECKT bis auf die Frist, die fehlt", {}),
+    (f"{A}: Supported: No", {}),
+    (f"{A}: Gedeckt: nein", {}),
+    (f"{A}: SUPPORTED - no, chunk 1 says 3 years", {}),
+    (f"{A}: GEDECKT (nicht) [1]", {}),
+    # … while a reason that agrees is a reason.
+    (f"{A}: UNGEDECKT – nicht im Kontext\n{C}: TEILWEISE – nur die Fachkraft", {1: U, 3: T}),
+    # A table row names a second verdict.
+    (f"| {A} | GEDECKT | [1] | eigentlich nur TEILWEISE |", {}),
+    # The id says one claim, the text another.
+    (f"| {A} | {CLAIMS[2]} | UNGEDECKT |", {}),
+    (json.dumps([{"id": A, "claim": CLAIMS[2], "verdict": "UNGEDECKT"}]), {}),
+    (json.dumps({A: {"id": C, "verdict": "GEDECKT"}}), {}),
+    # Keys given twice: which one the judge meant is a guess.
+    (f'{{"{A}": "GEDECKT", "{A}": "UNGEDECKT"}}', {}),
+    (f'[{{"id": "{A}", "verdict": "GEDECKT", "Verdict": "UNGEDECKT"}}]', {}),
+    (f'[{{"id": "{A}", "id": "{C}", "verdict": "GEDECKT"}}]', {}),
+    # Lines and a fence, or two fences, that disagree.
+    (f'{A}: UNGEDECKT\n```json\n{{"{A}": "GEDECKT"}}\n```', {}),
+    (f'```json\n{{"{A}": "GEDECKT"}}\n```\nKorrektur:\n```json\n{{"{A}": "UNGEDECKT"}}\n```',
+     {}),
+    (f'```json\n{{"{A}": "GEDECKT"}}\n```\n```json\n{{"{C}": "UNGEDECKT"}}\n```', {1: G, 3: U}),
+    # Other reasoning blocks, and a correction in prose.
+    (f"[THINK]\n{C}: GEDECKT\n[/THINK]\n{C}: Abschnitt 2 nennt 1.000 €, also UNGEDECKT", {}),
+    (f"<reasoning>{C}: GEDECKT</reasoning>\n{C}: UNGEDECKT", {3: U}),
+    (f"{C}: SUPPORTED [2]\n\nWait - on re-reading chunk 2, {C} is NOT SUPPORTED.", {}),
+    # A paraphrase starting with a verdict word, in other case than the verdicts.
+    (f"{C}: Teilweise, nämlich die Fachkraft, gibt Änderungen frei.\nUrteil: GEDECKT [2]", {}),
+])
+def test_what_the_second_reading_found_is_left_open(
+    reply: str, verdicts: dict[int, Label]
+) -> None:
+    assert labels(read(reply)) == verdicts
+
+
+def test_chunks_that_are_no_numbers_are_no_crash() -> None:
+    for chunks in (["²"], ["①"], ["9" * 5000], [10**400]):
+        reply = json.dumps({A: {"verdict": "GEDECKT", "chunks": chunks}})
+        assert read(reply, chunk_count=3).verdicts[1].chunks == ()
+    assert read(f"{A}: GEDECKT [²] x").verdicts[1].chunks == ()
+
+
+def test_claims_that_read_alike_are_tied_by_id_only() -> None:
+    claims = ["Die Frist beträgt 14 Tage.", "Die Frist beträgt 14 Tage"]
+    x, y = claim_ids(claims)
+    reading = read_batch(json.dumps([{"claim": claims[0], "verdict": "GEDECKT"},
+                                     {"id": y, "verdict": "UNGEDECKT"}]), claims)
+    assert labels(reading) == {2: U}
+
+
 def test_a_table() -> None:
     reply = (
         "| Kennung | Aussage | Urteil | Abschnitte |\n|---|---|---|---|\n"

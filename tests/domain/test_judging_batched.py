@@ -287,3 +287,42 @@ def test_an_unknown_mode_is_refused():
 )
 def test_a_prompt_version_tells_its_mode(version, mode):
     assert mode_of_prompt_version(version) == mode
+
+
+def test_an_empty_reply_teaches_nothing_about_the_schema():
+    # A refusal or a content filter answers with nothing: that says nothing about the schema.
+    learned = []
+    fake = BatchJudge(CLAIMS, str, correct=lambda batch: "\n".join(
+        f"{i}: GEDECKT" for i, _ in batch))
+    fake.schema = "empty"
+    original = fake.__call__
+
+    def call(messages, response_format=None):
+        if response_format is not None and len(messages) == 2:
+            fake.requests.append(messages)
+            fake.formats.append(response_format)
+            return CallResult("", 500, 0, 9, "judge-1")
+        return original(messages, response_format)
+
+    j = run(call, structured=None, on_structured=lambda ok, detail: learned.append(ok))
+    assert learned == []
+    assert [c.label for c in j.claims] == [G, G, G] and j.path == "corrected"
+
+
+def test_a_change_of_what_the_endpoint_takes_is_reported():
+    learned = []
+    fake = BatchJudge(CLAIMS, lambda batch: "\n".join(f"{i}: GEDECKT" for i, _ in batch),
+                      schema="refuse")
+    run(fake, structured=True, on_structured=lambda ok, detail: learned.append(ok))
+    assert learned == [False], "known to take it, now refused: told"
+
+
+def test_a_correction_that_answers_a_decided_claim_otherwise_leaves_it_in_doubt():
+    fake = BatchJudge(
+        CLAIMS, lambda batch: f"{A}: GEDECKT\n{B}: GEDECKT",
+        correct=lambda batch: f"{C}: UNGEDECKT\n{A}: UNGEDECKT",
+        single={CLAIMS[0]: "TEILWEISE"},
+    )
+    j = run(fake)
+    assert fake.kinds() == ["decompose", "batch", "correct", "single"]
+    assert [c.label for c in j.claims] == [T, G, U] and j.path == "fallback"

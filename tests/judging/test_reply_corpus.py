@@ -412,7 +412,10 @@ CASES: list[Any] = [
         "Erläuterung: $K2 nennt eine Erstattung, die in keinem Abschnitt steht; bei $K3 fehlt "
         "die Anfahrt, daher TEILWEISE.\n"
         "$K1 wäre ohne Abschnitt 1 UNGEDECKT.\nIch hoffe, das hilft!",
-        ALL_PRESSURE,
+        # An explanation that names a claim beside another verdict than its line gave leaves
+        # that claim in doubt (here the second claim beside TEILWEISE, the first beside
+        # UNGEDECKT): asked again, the rest read.
+        {3: T, 4: G}, "$K1: GEDECKT [1]\n$K2: UNGEDECKT []", {1: G, 2: U}, PATH_CORRECTED,
     ),
     Case(
         "trailing explanations after the lines (en)", FEE_EN,

@@ -348,7 +348,11 @@ _ID_AT_START = re.compile(
     r"[ \t]*+(?:[:.)=|–—-]|->|→)[ \t]*+",
     re.IGNORECASE,
 )
-_THINK_ENDS = ("</think>", "</thinking>")
+_THINK_ENDS = ("</think>", "</thinking>", "[/THINK]", "</reasoning>")
+_THINK_STARTS = ("<think>", "<thinking>", "[think]", "<reasoning>")
+# An id anywhere on a line, and a verdict in capitals anywhere: a line that names a claim and
+# a verdict other than the one read for it ("Wait – X5 is NOT SUPPORTED") leaves it in doubt.
+_ANY_ID = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][0-9])(?![A-Za-z0-9])")
 # A number before an id, as in a numbered list of lines: "1. K7: GEDECKT".
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)][ \t]++(?=[A-Za-z][0-9])")
 # Every word that names a verdict (or a part of one), for the conflict check: "GEDECKT
@@ -362,9 +366,11 @@ _VERDICT_WORDS = re.compile(
 
 def verdict_phrase(text: str, *, capitals_only: bool = False) -> tuple[Label, str] | None:
     """The verdict a text starts with, and what follows it; None unless the text starts with a
-    verdict phrase that stands alone: followed by its end, evidence or a separator, or — written
-    in capitals, as asked for — by a sentence of reason ("UNGEDECKT Kein Abschnitt …"). A word
-    in other case followed by more words is the start of a sentence ("Teilweise werden …")."""
+    verdict phrase that stands alone. In capitals, as asked for, it may be followed by evidence,
+    a separator or a sentence of reason ("UNGEDECKT Kein Abschnitt …"); in other case only by
+    its end or evidence ("gedeckt [2]"), since "Teilweise, bis 500 € …" is a sentence. Either
+    way not by a word that negates or qualifies it ("GEDECKT ist das nicht", "Supported: no",
+    "GEDECKT nur zum Teil", "SUPPORTED in part")."""
     text = text.lstrip(_WRAP + "*` \t")
     match = _PHRASE.match(text)
     if match is None:
@@ -374,11 +380,37 @@ def verdict_phrase(text: str, *, capitals_only: bool = False) -> tuple[Label, st
     capitals = match.group(1).isupper()
     if capitals_only and not capitals:
         return None
-    if rest and not (rest[0] in _AFTER or after == "" or after[0] in _AFTER
-                     or (capitals and rest[0] in " \t")):
+    if capitals:
+        if rest and not (rest[0] in _AFTER or after == "" or after[0] in _AFTER
+                         or rest[0] in " \t"):
+            return None
+    elif after.rstrip(".!") and after[0] != "[":
         return None
     key = re.sub(r"[ \t]++", "", match.group(1)).upper()
-    return _PHRASE_LABEL[key], after
+    label = _PHRASE_LABEL[key]
+    head = after.lstrip(_SEPARATORS)
+    for qualifier, spares in _QUALIFIERS:
+        if qualifier.match(head) and label is not spares:
+            return None
+    return label, after
+
+
+def _words(*words: str) -> re.Pattern[str]:
+    return re.compile("(?:" + "|".join(words) + ")(?![A-Za-zÄÖÜäöüß])", re.IGNORECASE)
+
+
+# What turns a verdict into its opposite or a part of it when it follows the word, with the
+# verdict it agrees with: "UNGEDECKT – nicht im Kontext" and "TEILWEISE – nur die Zahl" are
+# reasons, "GEDECKT – nein" and "GEDECKT nur zum Teil" are doubt.
+_QUALIFIERS: tuple[tuple[re.Pattern[str], Label | None], ...] = (
+    (_words("nein", "no", "not", "nicht", "false", "falsch", "wrong", r"kein\w*", "none"),
+     Label.UNGEDECKT),
+    (_words("nur", "only", "aber", "but", "except", "außer", "bis", "zum", "teils", "eher",
+            "rather", r"in[ \t]++part", "partly", "partially", "teilweise", "mostly", "largely",
+            "überwiegend", "größtenteils"), Label.TEILWEISE),
+    (_words("ist", "is", "isn't", "wäre", "would", "war", "was", r"\?"), None),
+)
+_SEPARATORS = " \t:;,.–—-=>→|/(\"'„“”"
 
 
 def read_batch(
@@ -401,47 +433,85 @@ def read_batch(
         raise ValueError("one id per claim, and at least one claim")
     number = {id_.upper(): n for n, id_ in enumerate(ids, 1)}
     echoes = {n: _fold(claim) for n, claim in enumerate(claims, 1)}
-    by_text = {echo: n for n, echo in echoes.items()}
+    folded = [echo for echo in echoes.values()]
+    # Two claims that read alike are tied by their ids only.
+    by_text = {echo: n for n, echo in echoes.items() if folded.count(echo) == 1}
     # Claims that start with a verdict word ("Teilweise, nämlich …"): there a verdict at the
     # start of the line counts only in capitals, as asked for, since the judge may have begun
     # to write the claim's text.
     wordy = {n for n, claim in enumerate(claims, 1) if _PHRASE.match(claim.lstrip(_WRAP))}
     text = reply
-    ends = [(text.rfind(end), end) for end in _THINK_ENDS]
-    end_at, end = max(ends)
+    end_at, end = max((text.rfind(end), end) for end in _THINK_ENDS)
     if end_at >= 0:
         text = text[end_at + len(end):]
-    elif text.lstrip().lower().startswith(("<think>", "<thinking>")):
+    elif text.lstrip().lower().startswith(_THINK_STARTS):
         text = ""  # all reasoning, never finished
     found: dict[int, list[Evidence]] = {}
-    form = ""
-    value = json_value(text)
-    if value is not None:
-        # A JSON value that parses is whole, even from a reply cut off at its limit.
-        form = "json"
+    doubts: dict[int, set[Label]] = {}
+    values, outside = _json_parts(text)
+    for value in values:
         for key, item in _json_items(value):
-            n = (number.get(key.upper()) or by_text.get(_fold(key))) if isinstance(key, str) \
-                else None
+            n = _json_claim(key, item, number, by_text)
             evidence = json_evidence(item, chunk_count)
             if n is not None and evidence is not None:
                 found.setdefault(n, []).append(evidence)
-    else:
-        lines = text.splitlines()
-        if cut:
-            while lines and not lines[-1].strip():
-                lines.pop()
-            lines = lines[:-1]
-        for line in lines:
-            read = _read_line(line, number, echoes, wordy, chunk_count)
-            if read is not None:
-                found.setdefault(read[0], []).append(read[1])
-                form = "lines"
+    form = "json" if found else ""
+    lines = outside.splitlines()
+    if cut:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines = lines[:-1]
+    for line in lines:
+        read = _read_line(line, number, echoes, wordy, chunk_count, by_text)
+        if read is not None:
+            found.setdefault(read[0], []).append(read[1])
+            form = form or "lines"
+        _doubt(line, number, None if read is None else read[0], doubts)
     verdicts = {}
     for n, given in found.items():
-        if len({e.label for e in given}) == 1:
+        labels = {e.label for e in given}
+        # Lines or items that disagree, or a line elsewhere that names another verdict beside
+        # the claim's id: no verdict is certain.
+        if len(labels) == 1 and doubts.get(n, labels) <= labels:
             verdicts[n] = given[0]
     missing = tuple(n for n in range(1, len(claims) + 1) if n not in verdicts)
     return BatchReading(dict(sorted(verdicts.items())), missing, form if verdicts else "")
+
+
+def _doubt(
+    line: str, number: Mapping[str, int], read: int | None, doubts: dict[int, set[Label]]
+) -> None:
+    """The verdicts in capitals a line names beside ids other than the one it gave a verdict
+    for (all its ids, if it gave none): each such claim is in doubt unless it agrees."""
+    words = [m for m in _VERDICT_WORDS.finditer(line) if m.group(1).isupper()]
+    if not words:
+        return
+    labels = {_PHRASE_LABEL.get(re.sub(r"[ \t]++", "", m.group(1)).upper(), Label.TEILWEISE)
+              for m in words}
+    for match in _ANY_ID.finditer(line):
+        n = number.get(match.group(1).upper())
+        if n is not None and n != read:
+            doubts.setdefault(n, set()).update(labels)
+
+
+def _json_claim(
+    key: object, item: object, number: Mapping[str, int], by_text: Mapping[str, int]
+) -> int | None:
+    """The claim an item is tied to: by its id (or text) as key, and where the item names an
+    id or a claim's text as well, only if that is the same claim."""
+    if not isinstance(key, str):
+        return None
+    n = number.get(key.upper()) or by_text.get(_fold(key))
+    if n is None or not isinstance(item, dict):
+        return n
+    for k, v in item.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            continue
+        other = number.get(v.upper()) if k.lower() in _ID_KEYS else (
+            by_text.get(_fold(v)) if k.lower() in _TEXT_KEYS else None)
+        if other is not None and other != n:
+            return None  # the id says one claim, the text another
+    return n
 
 
 def _fold(text: str) -> str:
@@ -452,14 +522,14 @@ def _fold(text: str) -> str:
 
 def _read_line(
     line: str, number: Mapping[str, int], echoes: Mapping[int, str], wordy: set[int],
-    chunk_count: int | None,
+    chunk_count: int | None, by_text: Mapping[str, int],
 ) -> tuple[int, Evidence] | None:
     line = strip_wrapping(line.translate(_MARKUP), "").lstrip("-•–>+ \t")
     numbered = _LIST_NUMBER.match(line)
     if numbered is not None:
         line = line[numbered.end():]
     if line.count("|") >= 2:
-        return _read_row(line, number, echoes, wordy, chunk_count)
+        return _read_row(line, number, wordy, chunk_count, by_text)
     match = _ID_AT_START.match(line)
     if match is None:
         return None
@@ -497,8 +567,8 @@ def _conflicts(label: Label, after: str) -> bool:
 
 
 def _read_row(
-    line: str, number: Mapping[str, int], echoes: Mapping[int, str], wordy: set[int],
-    chunk_count: int | None,
+    line: str, number: Mapping[str, int], wordy: set[int], chunk_count: int | None,
+    by_text: Mapping[str, int],
 ) -> tuple[int, Evidence] | None:
     """A markdown table row: | K7 | GEDECKT | [2] | reason |, the claim's text allowed as a
     cell. The verdict is the one cell that holds a verdict alone (with its chunks at most); a
@@ -508,6 +578,8 @@ def _read_row(
     n = number.get(head.group(1).upper()) if head is not None else None
     if n is None or head is None or head.end() < len(cells[0]):
         return None
+    if any(by_text.get(_fold(cell), n) != n for cell in cells[1:]):
+        return None  # the id says one claim, a cell's text another
     verdict_cells = []
     for index, cell in enumerate(cells[1:], 1):
         read = verdict_phrase(cell, capitals_only=n in wordy)
@@ -519,7 +591,10 @@ def _read_row(
     after = [c for c in cells[index + 1:] if c and verdict_phrase(c) is None]
     if after and _BARE_RANKS.fullmatch(after[0]) and not _RANKS.match(after[0]):
         after[0] = f"[{after[0]}]"  # a table's chunk cell: "2, 3"
-    chunks, reason = _evidence_text(" ".join([ranks, *after]).strip(), chunk_count)
+    rest = " ".join([ranks, *after]).strip()
+    if _conflicts(label, rest):
+        return None
+    chunks, reason = _evidence_text(rest, chunk_count)
     return n, Evidence(label, chunks, reason)
 
 
@@ -546,7 +621,7 @@ def _evidence_text(text: str, chunk_count: int | None) -> tuple[tuple[int, ...],
     ranks: tuple[int, ...] = ()
     match = _RANKS.match(text)
     if match is not None:
-        ranks = _ranks(re.findall(r"\d{1,6}", match.group(1)), chunk_count)
+        ranks = _ranks(re.findall(r"[0-9]{1,6}", match.group(1)), chunk_count)
         text = text[match.end():]
     return ranks, _reason(text)
 
@@ -554,7 +629,7 @@ def _evidence_text(text: str, chunk_count: int | None) -> tuple[tuple[int, ...],
 def _ranks(values: Sequence[object], chunk_count: int | None) -> tuple[int, ...]:
     ranks = []
     for value in values:
-        if isinstance(value, str) and value.isdigit():
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6:
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1 and (
             chunk_count is None or value <= chunk_count
@@ -572,22 +647,54 @@ _FENCE_OPEN = re.compile(r"```[A-Za-z]*+[ \t]*+\n?")
 
 
 def json_value(text: str) -> object:
-    """The reply as one JSON object or array (alone, or in the first code fence, with text
+    """The reply as one JSON object or array (alone, or in its only code fence, with text
     around the fence allowed); None if it is none."""
-    body = text.strip()
-    start = body.find("```")
-    if start >= 0:
-        opened = _FENCE_OPEN.match(body, start)
-        end = body.find("```", opened.end() if opened else start + 3)
-        if opened is not None and end >= 0:
-            body = body[opened.end():end].strip()
+    values, _ = _json_parts(text)
+    return values[0] if len(values) == 1 else None
+
+
+def _json_parts(text: str) -> tuple[list[object], str]:
+    """The JSON objects and arrays of a reply, and the text outside them: the whole reply if it
+    is one, else each code fence that holds one (the text between and around the fences is
+    returned to be read as lines). Duplicate keys make a value unreadable: which one the judge
+    meant is a guess."""
+    whole = _loads(text.strip())
+    if whole is not None:
+        return [whole], ""
+    values: list[object] = []
+    outside: list[str] = []
+    at = 0
+    while True:
+        start = text.find("```", at)
+        opened = _FENCE_OPEN.match(text, start) if start >= 0 else None
+        end = text.find("```", opened.end()) if opened is not None else -1
+        if opened is None or end < 0:
+            outside.append(text[at:])
+            return values, "\n".join(outside)
+        outside.append(text[at:start])
+        value = _loads(text[opened.end():end].strip())
+        if value is None:
+            outside.append(text[opened.end():end])
+        else:
+            values.append(value)
+        at = end + 3
+
+
+def _loads(body: str) -> object:
     if body[:1] not in ("{", "["):
         return None
     try:
-        value = json.loads(body)
+        value = json.loads(body, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict | list) else None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key.casefold() for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("a key given twice")
+    return dict(pairs)
 
 
 _ITEM_LISTS = ("verdicts", "urteile", "claims", "aussagen", "results", "ergebnisse")

@@ -62,7 +62,6 @@ PATH_CORRECTED = "corrected"
 PATH_FALLBACK = "fallback"
 PATH_SINGLE = "single"
 PATHS = (PATH_PER_CLAIM, PATH_BATCHED, PATH_CORRECTED, PATH_FALLBACK, PATH_SINGLE)
-_PATH_RANK = {PATH_SINGLE: 0, PATH_BATCHED: 0, PATH_CORRECTED: 1, PATH_FALLBACK: 2}
 
 
 def mode_of_prompt_version(version: str) -> str:
@@ -289,7 +288,8 @@ class _Structured:
     report: Callable[[bool, str], None] | None = None
 
     def learned(self, supported: bool, detail: str) -> None:
-        if self.supported is None and self.report is not None:
+        # Told what was found out, and what changed since (a model that stopped keeping to it).
+        if self.supported is not supported and self.report is not None:
             self.report(supported, detail)
         self.supported = supported
 
@@ -323,7 +323,8 @@ def _structured_call(
 def _kept_to_schema(batching: _Batching, sent: bool, reply: CallResult) -> bool:
     """After a request with a schema: learn whether the endpoint kept to it (the reply is one
     JSON value; a reply cut off says nothing), and whether the correction sends it again."""
-    if sent and not reply.truncated:
+    if sent and not reply.truncated and reply.text.strip():
+        # An empty reply (a refusal, a content filter) says nothing about the schema.
         kept = batched.json_value(reply.text) is not None
         batching.structured.learned(kept, "" if kept else "reply not in the schema")
     return sent and batching.structured.supported is not False
@@ -605,12 +606,17 @@ def _verify_batch(
             batched.batch_schema(evidence=batching.evidence) if sent else None,
         )
         records.append(_record("correct_batch", group[0], 2, again))
-        sub_group = [group[n - 1] for n in open_numbers]
-        sub_texts = [texts[n - 1] for n in open_numbers]
         second = batched.read_batch(
-            again.text, sub_texts, ids=missing_ids, cut=again.truncated, chunk_count=chunk_count)
-        found += _decided(sub_group, sub_texts, second, again)
-        open_numbers = tuple(open_numbers[n - 1] for n in second.missing)
+            again.text, texts, ids=ids, cut=again.truncated, chunk_count=chunk_count)
+        # A correction that answers a claim decided before with another verdict leaves it in
+        # doubt: asked again on its own, as what the correction did not settle.
+        doubted = {n for n, e in second.verdicts.items()
+                   if n in reading.verdicts and e.label is not reading.verdicts[n].label}
+        found = [v for v in found if group.index(v.position) + 1 not in doubted]
+        settled = {n: e for n, e in second.verdicts.items() if n in open_numbers}
+        found += _decided(group, texts, batched.BatchReading(settled, ()), again)
+        open_numbers = tuple(sorted(
+            {n for n in open_numbers if n not in settled} | doubted))
     return found, [group[n - 1] for n in open_numbers], records, corrected
 
 
