@@ -58,6 +58,18 @@ FILL = textwrap.dedent("""
     from django.utils import timezone
     from monitoring import services
     from monitoring.models import Answer
+    from django.db import connection
+    # Today's code writes the runs' use case and answer time (0025), the calls of unknown
+    # usage (0026), the way the verdicts came and the use case's evidence switch (0027), which
+    # 0023's tables lack: the columns while filling, dropped after, so that 0025 fills them
+    # from the answers.
+    with connection.cursor() as c:
+        c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
+                  " ADD COLUMN answer_created_at timestamptz,"
+                  " ADD COLUMN usage_unknown_calls integer NOT NULL DEFAULT 0,"
+                  " ADD COLUMN verify_path varchar(12) NOT NULL DEFAULT ''")
+        c.execute("ALTER TABLE monitoring_usecase"
+                  " ADD COLUMN judge_evidence boolean NOT NULL DEFAULT true")
     use_case = services.use_case_create(slug="fall", name="Fall", language="de", sample_rate=0.2)
     service, _ = services.service_create(name="bot", use_cases=[use_case])
     now = timezone.now()
@@ -65,14 +77,6 @@ FILL = textwrap.dedent("""
     tokens = {"content": [{"token": t, "logprob": math.log(0.3 if t.strip() == "5" else 0.97),
                            "bytes": list(t.encode())}
                           for t in text.replace(" ", "\\0 ").split("\\0")]}
-    from django.db import connection
-    # Today's code writes the runs' use case and answer time (0025) and the calls of unknown
-    # usage (0026), which 0023's table lacks: the columns while filling, dropped after, so
-    # that 0025 fills them from the answers.
-    with connection.cursor() as c:
-        c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
-                  " ADD COLUMN answer_created_at timestamptz,"
-                  " ADD COLUMN usage_unknown_calls integer NOT NULL DEFAULT 0")
     N = %(n)d
     for first in range(0, N, 500):
         items = [{
@@ -87,7 +91,9 @@ FILL = textwrap.dedent("""
         assert all(r.answer is not None for r in results), results[0].errors
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id,"
-                  " DROP COLUMN answer_created_at, DROP COLUMN usage_unknown_calls")
+                  " DROP COLUMN answer_created_at, DROP COLUMN usage_unknown_calls,"
+                  " DROP COLUMN verify_path")
+        c.execute("ALTER TABLE monitoring_usecase DROP COLUMN judge_evidence")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
 
