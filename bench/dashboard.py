@@ -447,9 +447,9 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from monitoring import services
     from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
-    from monitoring.selectors.dashboard import iso_weeks
+    from monitoring.selectors.dashboard.weeks import iso_weeks
+    from monitoring.services import ingest as services
 
     now = timezone.now()
     weeks = iso_weeks(weeks=WEEKS, until=now)

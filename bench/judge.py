@@ -599,9 +599,9 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
              env: dict[str, str]) -> ModeResult:
     from django.db.models import Count, Max, Min, Sum
 
-    from monitoring import services
     from monitoring.judging.services.runs import judge_runs_reconcile
     from monitoring.models import Claim, JudgeEndpoint, JudgeRun, UseCase
+    from monitoring.services import ingest as services
 
     mode = variant.mode
     server = JudgeServer(args.latency, corpus, tokens)

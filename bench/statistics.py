@@ -81,7 +81,7 @@ from scipy.stats import binom
 
 from monitoring.domain.alarms import action_decision
 from monitoring.domain.expert_scale import ReviewSums, expert_scale
-from monitoring.domain.statistics import (
+from monitoring.domain.statistics.estimates import (
     StratumSums,
     mean_from_sums,
     pooled_mean,

@@ -15,12 +15,12 @@ from django.utils.translation import get_language
 
 from investigations.domain import consistency
 from investigations.models import Investigation, Question
-from monitoring import selectors as monitoring_selectors
 from monitoring.domain.highlight import Segment, segments
-from monitoring.domain.statistics import wilson
+from monitoring.domain.statistics.estimates import wilson
 from monitoring.judging import selectors as judging_selectors
 from monitoring.judging.domain import cost
 from monitoring.models import Answer, JudgePrice, UseCase
+from monitoring.selectors import answers as monitoring_selectors
 
 # A rough token estimate where the stored answer does not say: ~4 characters per token.
 CHARS_PER_TOKEN = 4

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from investigations import selectors, services
 from investigations.forms import InvestigationForm
 from investigations.models import Investigation
-from monitoring import selectors as monitoring_selectors
 from monitoring.models import Answer, UseCase
+from monitoring.selectors import answers as monitoring_selectors
 from treue_site.http import AuthenticatedRequest
 
 

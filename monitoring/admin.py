@@ -15,8 +15,8 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
-from monitoring import selectors, services
 from monitoring.domain import keys
+from monitoring.judging import selectors
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import (
     Answer,
@@ -30,6 +30,7 @@ from monitoring.models import (
     SettingChange,
     UseCase,
 )
+from monitoring.services import ingest as services
 from monitoring.services import tuning
 
 

@@ -12,9 +12,10 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from monitoring.judging.selectors import same_model
 from monitoring.judging.services.rescoring import same_model_reason
 from monitoring.models import Answer, SettingChange, UseCase
-from monitoring.selectors import answers, same_model
+from monitoring.selectors import answers
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
 

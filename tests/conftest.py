@@ -23,8 +23,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from monitoring import services
 from monitoring.models import Service, UseCase
+from monitoring.services import ingest as services
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 

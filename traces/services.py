@@ -27,7 +27,7 @@ from jobs import framework
 from jobs.framework import JobKind
 from monitoring.models import Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import answer_ingest, field_errors
+from monitoring.services.ingest import answer_ingest, field_errors
 from traces.domain import assembly
 from traces.domain.assembly import Assembled, NotAnswer, Outcome
 from traces.domain.spans import SpanRecord, is_relevant, skeleton, use_case_of

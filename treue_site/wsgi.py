@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
 
 
 def _api_body_limit(path: str) -> int:
-    from monitoring.api import body_limit  # once Django is set up
+    from monitoring.api.parsing import body_limit  # once Django is set up
 
     return body_limit(path)
 

@@ -8,9 +8,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
 
-from monitoring import ratelimit, selectors
+from monitoring import ratelimit
 from monitoring.domain import keys
 from monitoring.models import Service, UseCase
+from monitoring.selectors import answers as selectors
 
 # last_used_at is for people ("is this key still in use?"), not an audit log: writing it on
 # every request would double the writes of ingest.

@@ -10,9 +10,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from monitoring import decoding, services
+from monitoring import decoding
 from monitoring.api.auth import RateLimited
 from monitoring.api.parsing import BodyEncoded, BodyTooLarge
+from monitoring.services import ingest as services
 
 logger = logging.getLogger(__name__)
 

@@ -11,16 +11,17 @@ from django.utils import timezone
 from ninja import Path, Query, Router
 from pydantic import BaseModel, Field
 
-from monitoring import selectors
 from monitoring.api.auth import CallerRequest, PersonSession, ServiceKey
 from monitoring.api.errors import errors
-from monitoring.domain.statistics import Estimate
+from monitoring.domain.statistics.estimates import Estimate
 from monitoring.judging.domain import judging
 from monitoring.models import Service, SettingChange, UseCase
 from monitoring.schemas import ErrorOut
-from monitoring.selectors import dashboard
+from monitoring.selectors import answers as selectors
 from monitoring.selectors import metrics as metric_selectors
 from monitoring.selectors.dashboard import blind
+from monitoring.selectors.dashboard import figures as dashboard_figures
+from monitoring.selectors.dashboard import overview as dashboard_overview
 
 router = Router()
 
@@ -206,7 +207,7 @@ def _estimate_out(estimate: Estimate | None) -> dict[str, Any] | None:
 
 
 def _week_out(
-    figures: dashboard.WeekFigures, currencies: dict[str, str],
+    figures: dashboard_figures.WeekFigures, currencies: dict[str, str],
     changes: dict[str, list[SettingChange]],
 ) -> dict[str, Any]:
     unpriced = figures.unpriced_runs
@@ -306,13 +307,14 @@ def get_estimates(
         until, weeks = _week_span(first, last)
     except WeekError as e:
         return errors(400, [{"field": e.field, "message": str(e)}])
-    figures = dashboard.use_case_weeks(use_case=use_case, weeks=weeks, until=until)
+    figures = dashboard_figures.use_case_weeks(use_case=use_case, weeks=weeks, until=until)
     if not isinstance(caller, Service):
         figures = blind.figures_for_reader(figures, user=caller, use_case_id=use_case.pk)
     currencies = metric_selectors.judge_currencies(
         models={model for f in figures for model, _ in f.judges}
     )
-    changes = dashboard.setting_changes_by_week(use_case=use_case, weeks=[f.week for f in figures])
+    changes = dashboard_overview.setting_changes_by_week(
+        use_case=use_case, weeks=[f.week for f in figures])
     return {
         "use_case": use_case.slug,
         "name": use_case.name,

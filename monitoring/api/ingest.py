@@ -7,12 +7,14 @@ from typing import Any
 from django.http import HttpResponse, JsonResponse
 from ninja import Path, Router
 
-from monitoring import selectors, services
 from monitoring.api.auth import ServiceRequest
 from monitoring.api.errors import errors
+from monitoring.judging import selectors as judging_selectors
 from monitoring.models import Answer
 from monitoring.schemas import AnswerDetailOut, AnswerIn, AnswerOut, BatchIn, BatchOut, ErrorOut
-from monitoring.services import IngestOutcome
+from monitoring.selectors import answers as selectors_answers
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 
 router = Router()
 
@@ -116,7 +118,7 @@ def _failure_reason(answer: Answer) -> str | None:
         return None
     newest = (answer.judge_runs.order_by("-created_at", "-id")
               .only("judge_model", "retryable").first())
-    if newest is not None and selectors.same_model(newest.judge_model, answer.model):
+    if newest is not None and judging_selectors.same_model(newest.judge_model, answer.model):
         return ("the judge model is the model that generated the answer, and a model does not "
                 "judge itself; an operator can rescore it with another judge model")
     if newest is not None and not newest.judge_model:
@@ -138,7 +140,7 @@ def _failure_reason(answer: Answer) -> str | None:
 def get_answer(
     request: ServiceRequest, answer_id: int = Path(..., ge=1, le=2**63 - 1)
 ) -> HttpResponse:
-    answer = selectors.answer_get_for_service(service_id=request.auth.pk, pk=answer_id)
+    answer = selectors_answers.answer_get_for_service(service_id=request.auth.pk, pk=answer_id)
     if answer is None:
         return errors(404, [{"field": "answer_id", "message": "no such answer for this key"}])
     data = answer_to_dict(answer)

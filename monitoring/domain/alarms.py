@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitoring.domain.statistics import Estimate, traffic_light
+from monitoring.domain.statistics.estimates import Estimate
+from monitoring.domain.statistics.precision import traffic_light
 
 INTERVAL_BELOW = "interval_below"
 POOLED_BELOW = "pooled_below"

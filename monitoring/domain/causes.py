@@ -19,7 +19,8 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats
 
-from monitoring.domain.statistics import Estimate, stratified_mean, traffic_light, week_strata
+from monitoring.domain.statistics.estimates import Estimate, stratified_mean, week_strata
+from monitoring.domain.statistics.precision import traffic_light
 
 DEFAULT_SIMILARITY_EDGES = (0.5, 0.6, 0.7, 0.8, 0.9)
 # 0 chunks, 1-2, 3-5, 6-10, 11-20, 21+: a handful of chunks is typical; beyond ~20 the context

@@ -63,7 +63,7 @@ from typing import cast
 
 from scipy import stats
 
-from monitoring.domain.statistics import (
+from monitoring.domain.statistics.estimates import (
     SCORE_PRIOR,
     Estimate,
     Fit,

@@ -22,7 +22,7 @@ from itertools import accumulate
 from typing import Any
 
 from monitoring.domain.logprobs import content_word_spans
-from monitoring.domain.statistics import Lift, lift
+from monitoring.domain.statistics.lift import Lift, lift
 
 DEFAULT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 

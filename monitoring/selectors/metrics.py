@@ -18,8 +18,7 @@ from django.utils import timezone
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
 from monitoring.models.rollups import rollups_ready
-from monitoring.selectors.dashboard import WeekFigures
-from monitoring.selectors.dashboard.figures import use_cases_weeks
+from monitoring.selectors.dashboard.figures import WeekFigures, use_cases_weeks
 from treue_site.db_router import reads_from_replica
 
 # Answers sampled for the judge whose score is not there yet.

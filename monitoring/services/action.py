@@ -25,7 +25,7 @@ from alarms.services import alarm_clear, alarm_raise
 from alarms.text import Part, number
 from monitoring.domain import alarms
 from monitoring.models import UseCase
-from monitoring.selectors.dashboard import WeekFigures, use_case_weeks
+from monitoring.selectors.dashboard.figures import WeekFigures, use_case_weeks
 
 
 @dataclass(frozen=True)

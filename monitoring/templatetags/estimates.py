@@ -7,7 +7,8 @@ from typing import Any
 from django import template
 from django.template.defaultfilters import floatformat
 
-from monitoring.domain.statistics import Estimate, shown_digits, tops_at_estimate
+from monitoring.domain.statistics.estimates import Estimate
+from monitoring.domain.statistics.precision import shown_digits, tops_at_estimate
 
 register = template.Library()
 

@@ -31,7 +31,6 @@ from django.utils.translation import ngettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST, require_safe
 
-from monitoring import selectors
 from monitoring.domain.csv_export import DIALECTS, csv_chunks
 from monitoring.domain.highlight import segments
 from monitoring.domain.xlsx_export import CONTENT_TYPE as XLSX_CONTENT_TYPE
@@ -72,10 +71,10 @@ class _Paginator(Paginator):
 @login_required
 @require_GET
 def answer_list(request: AuthenticatedRequest) -> HttpResponse:
-    use_cases = list(selectors.use_cases_for_user(user=request.user))
+    use_cases = list(answer_selectors.use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET or None, use_cases=use_cases)
     filters = form.filters()
-    answers = selectors.answer_list(user=request.user, **filters)
+    answers = answer_selectors.answer_list(user=request.user, **filters)
     count = answer_selectors.answer_count(user=request.user, **filters)
     page = _Paginator(answers, PAGE_SIZE, count=count).get_page(request.GET.get("page"))
     blind = answer_selectors.blind_answer_ids(user=request.user)
@@ -97,7 +96,7 @@ def _export_filters(request: AuthenticatedRequest) -> dict[str, Any] | HttpRespo
     refused: a file shows no warning, and a silently wider export is a wrong file. A use case
     the user may not see is a 404, the same as one that does not exist.
     """
-    use_cases = list(selectors.use_cases_for_user(user=request.user))
+    use_cases = list(answer_selectors.use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET, use_cases=use_cases)
     if not form.is_valid():
         if "use_case" in form.errors:
@@ -181,7 +180,7 @@ def answer_export_xlsx(request: AuthenticatedRequest) -> HttpResponseBase:
 
 
 def _answer_or_404(request: AuthenticatedRequest, pk: int) -> Answer:
-    answer = selectors.answer_get_for_user(user=request.user, pk=pk)
+    answer = answer_selectors.answer_get_for_user(user=request.user, pk=pk)
     if answer is None:
         raise Http404
     return answer
@@ -190,7 +189,7 @@ def _answer_or_404(request: AuthenticatedRequest, pk: int) -> Answer:
 def _rescorable_answer(request: AuthenticatedRequest, pk: int) -> Answer:
     """The answer, if the user may see it (else 404) and rescore it (else 403)."""
     answer = _answer_or_404(request, pk)
-    if not selectors.user_may_rescore(user=request.user, use_case=answer.use_case):
+    if not judging_selectors.user_may_rescore(user=request.user, use_case=answer.use_case):
         raise PermissionDenied
     return answer
 
@@ -198,7 +197,7 @@ def _rescorable_answer(request: AuthenticatedRequest, pk: int) -> Answer:
 def _detail(
     request: AuthenticatedRequest, answer: Answer, rescore_form: RescoreForm | None = None
 ) -> HttpResponse:
-    may_rescore = answer.sampled and selectors.user_may_rescore(
+    may_rescore = answer.sampled and judging_selectors.user_may_rescore(
         user=request.user, use_case=answer.use_case
     )
     if may_rescore and rescore_form is None:
@@ -214,7 +213,7 @@ def _detail(
             "answer": answer,
             "segments": segments(answer.text, answer.uncertain_tokens),
             "chunks": answer.chunks.all(),
-            "judging": selectors.answer_judging(answer=answer),
+            "judging": judging_selectors.answer_judging(answer=answer),
             "may_rescore": may_rescore,
             "rescore_form": rescore_form,
         },
@@ -250,7 +249,8 @@ def answer_rescore(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "answer": answer,
             "use_case": answer.use_case,
             "judge_model": model,
-            "estimate": selectors.rescore_estimate_for_answer(answer=answer, judge_model=model),
+            "estimate": judging_selectors.rescore_estimate_for_answer(
+                answer=answer, judge_model=model),
             "action": reverse("monitoring:answer_rescore", args=[answer.pk]),
             "fields": {"judge_model": model},
             "back": back,
@@ -284,7 +284,8 @@ def judge_run_retry(request: AuthenticatedRequest, pk: int, run_pk: int) -> Http
             "use_case": answer.use_case,
             "run": run,
             "judge_model": model,
-            "estimate": selectors.rescore_estimate_for_answer(answer=answer, judge_model=model),
+            "estimate": judging_selectors.rescore_estimate_for_answer(
+                answer=answer, judge_model=model),
             "action": reverse("monitoring:judge_run_retry", args=[answer.pk, run.pk]),
             "fields": {},
             "back": back,
@@ -303,7 +304,7 @@ def judge_run_retry(request: AuthenticatedRequest, pk: int, run_pk: int) -> Http
 
 
 def _use_case_or_404(request: AuthenticatedRequest, slug: str) -> UseCase:
-    use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
+    use_case = answer_selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404
     return use_case
@@ -312,7 +313,7 @@ def _use_case_or_404(request: AuthenticatedRequest, slug: str) -> UseCase:
 def _rescorable_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
     """The use case, if the user may see it (else 404) and rescore its answers (else 403)."""
     use_case = _use_case_or_404(request, slug)
-    if not selectors.user_may_rescore(user=request.user, use_case=use_case):
+    if not judging_selectors.user_may_rescore(user=request.user, use_case=use_case):
         raise PermissionDenied
     return use_case
 
@@ -320,13 +321,14 @@ def _rescorable_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
 def _judge_page(
     request: AuthenticatedRequest, use_case: UseCase, week_form: WeekRescoreForm | None = None
 ) -> HttpResponse:
-    may_rescore = selectors.user_may_rescore(user=request.user, use_case=use_case)
+    may_rescore = judging_selectors.user_may_rescore(user=request.user, use_case=use_case)
     if may_rescore and week_form is None:
         week_form = WeekRescoreForm(initial={
-            "week": selectors.previous_iso_week(), "judge_model": use_case.effective_judge_model,
+            "week": judging_selectors.previous_iso_week(),
+            "judge_model": use_case.effective_judge_model,
         })
-    usage, total = selectors.judge_usage_by_day(use_case=use_case)
-    recent = list(selectors.judge_runs_recent(use_case=use_case))
+    usage, total = judging_selectors.judge_usage_by_day(use_case=use_case)
+    recent = list(judging_selectors.judge_runs_recent(use_case=use_case))
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for run in recent:
         run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
@@ -351,19 +353,19 @@ def _judge_page(
         "cost_window_days": judging_selectors.COST_WINDOW_DAYS,
         "usage": usage,
         "total": total,
-        "counts": selectors.judge_run_counts(use_case=use_case),
+        "counts": judging_selectors.judge_run_counts(use_case=use_case),
         "recent": recent,
         "demo_model": demo_model,
         "demo": bool(demo_model) and (
             use_case.effective_judge_model == demo_model
             or any(r.judge_model == demo_model for r in recent)
         ),
-        "weekly": selectors.use_case_weekly_cost(use_case=use_case),
+        "weekly": judging_selectors.use_case_weekly_cost(use_case=use_case),
         "may_rescore": may_rescore,
         "week_form": week_form,
-        "failed_to_retry": len(selectors.judge_runs_to_retry(use_case=use_case))
+        "failed_to_retry": len(judging_selectors.judge_runs_to_retry(use_case=use_case))
         if may_rescore else 0,
-        "usage_days": selectors.USAGE_DAYS,
+        "usage_days": judging_selectors.USAGE_DAYS,
     })
 
 
@@ -452,7 +454,7 @@ def use_case_rescore_week(request: AuthenticatedRequest, slug: str) -> HttpRespo
     (year, week), model = form.cleaned_data["week"], form.cleaned_data["judge_model"]
     week_label = f"{year}-W{week:02d}"
     back = reverse("monitoring:use_case_judge", args=[use_case.slug])
-    estimate = selectors.rescore_estimate_for_week(
+    estimate = judging_selectors.rescore_estimate_for_week(
         use_case=use_case, year=year, week=week, judge_model=model
     )
     if not estimate.answers:

@@ -24,14 +24,19 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 from django.views.decorators.http import require_GET, require_POST
 
-from monitoring import selectors
-from monitoring.domain import charts, statistics
+from monitoring.domain import charts
 from monitoring.domain.causes import Bucket
-from monitoring.domain.statistics import Estimate
+from monitoring.domain.statistics import precision as statistics
+from monitoring.domain.statistics.estimates import Estimate
 from monitoring.forms import TuningForm
 from monitoring.models import SettingChange, UseCase
-from monitoring.selectors import dashboard as figures
-from monitoring.selectors.dashboard import WeekFigures, blind
+from monitoring.selectors import answers as selectors
+from monitoring.selectors.dashboard import blind
+from monitoring.selectors.dashboard import diagnosis as dashboard_diagnosis
+from monitoring.selectors.dashboard import overview as dashboard_overview
+from monitoring.selectors.dashboard import page as dashboard_page
+from monitoring.selectors.dashboard import weeks as dashboard_weeks
+from monitoring.selectors.dashboard.figures import WeekFigures
 from monitoring.selectors.dashboard.overview import overview_order
 from monitoring.services import tuning
 from monitoring.views import answer_list
@@ -49,9 +54,9 @@ def home(request: AuthenticatedRequest) -> HttpResponse:
     links and bookmarks (with their filters) keep working without a hop; "/" with filters
     stays the list for everyone.
     """
-    if figures.user_leads(user=request.user):
+    if dashboard_overview.user_leads(user=request.user):
         return redirect("monitoring:overview")
-    if not request.GET and figures.user_reviews(user=request.user):
+    if not request.GET and dashboard_overview.user_reviews(user=request.user):
         return redirect("review:queue")
     return answer_list(request)
 
@@ -258,7 +263,7 @@ def _usable(estimate: Estimate) -> bool:
     return not estimate.too_few and estimate.value is not None
 
 
-def _holds(causes: figures.Causes, name: str, sign: int) -> bool:
+def _holds(causes: dashboard_diagnosis.Causes, name: str, sign: int) -> bool:
     """The cause's association survives adjustment for the others and the multiplicity
     correction, in the direction `sign` (+1: higher score with more of it)."""
     effect = causes.effect(name)
@@ -266,7 +271,7 @@ def _holds(causes: figures.Causes, name: str, sign: int) -> bool:
                 and effect.estimate * sign > 0)
 
 
-def _effect_text(causes: figures.Causes, name: str, unit: str) -> str | None:
+def _effect_text(causes: dashboard_diagnosis.Causes, name: str, unit: str) -> str | None:
     effect = causes.effect(name)
     if effect is None or effect.estimate is None or effect.low is None or effect.high is None:
         return None
@@ -277,7 +282,7 @@ def _effect_text(causes: figures.Causes, name: str, unit: str) -> str | None:
          "estimate": _num(effect.estimate), "low": _num(effect.low), "high": _num(effect.high)}
 
 
-def similarity_reading(causes: figures.Causes, threshold: float) -> str:
+def similarity_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
     effect = _effect_text(causes, "similarity", _("je 0,1 mehr an bester Ähnlichkeit"))
     if causes.cutoff is not None and _usable(causes.no_passing_chunk):
         text = _joined(_(
@@ -317,7 +322,7 @@ def _joined(*sentences: str | None) -> str:
     return " ".join(s for s in sentences if s)
 
 
-def chunks_reading(causes: figures.Causes, threshold: float) -> str:
+def chunks_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
     text = _effect_text(causes, "chunks", _("je 10 Abschnitte mehr"))
     if text is None:
         return _("Zu wenige geprüfte Antworten oder zu wenig Unterschied in der Abschnittszahl "
@@ -330,7 +335,7 @@ def chunks_reading(causes: figures.Causes, threshold: float) -> str:
     return text + " " + _("Kein gesicherter Zusammenhang (ein Zusammenhang, keine Ursache).")
 
 
-def multi_part_reading(causes: figures.Causes) -> str:
+def multi_part_reading(causes: dashboard_diagnosis.Causes) -> str:
     single, multi = causes.single, causes.multi
     effect = _effect_text(causes, "multi_part", _("eine mehrteilige statt einer einfachen Frage"))
     if not (_usable(single) and _usable(multi)):
@@ -347,7 +352,7 @@ def multi_part_reading(causes: figures.Causes) -> str:
     return text + " " + _("Bereinigt um die übrigen Ursachen kein gesicherter Unterschied.")
 
 
-def no_passing_reading(causes: figures.Causes) -> str:
+def no_passing_reading(causes: dashboard_diagnosis.Causes) -> str:
     estimate = causes.no_passing_chunk
     values = {"threshold": _num(causes.similarity_threshold), "n": estimate.population}
     if not estimate.population:
@@ -365,7 +370,7 @@ def no_passing_reading(causes: figures.Causes) -> str:
     ) % {**values, "percent": _percent(estimate.value)}
 
 
-def worth_reading(diagnosis: figures.Diagnosis) -> str:
+def worth_reading(diagnosis: dashboard_diagnosis.Diagnosis) -> str:
     lift = diagnosis.worth
     if lift.lift is None or lift.too_few:
         return _("Zu wenige geprüfte Antworten, um den Nutzen der Markierung zu beziffern.")
@@ -480,7 +485,7 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         blind.figures_for_reader(
             row, user=request.user, use_case_id=row.use_case.pk, open_in=open_in
         )
-        for row in figures.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
+        for row in dashboard_overview.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
     ), key=overview_order)
     for i, row in enumerate(rows):
         # What the template shows beside the row's figures: its chart and precision sentence.
@@ -494,23 +499,23 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         )
     return render(request, "monitoring/overview.html", {
         "rows": rows,
-        "weeks": figures.OVERVIEW_WEEKS,
+        "weeks": dashboard_weeks.OVERVIEW_WEEKS,
         "leads_any": bool(rows),
         "pooled_weeks": pooled_weeks,
-        "pooled_choices": figures.POOLED_CHOICES,
+        "pooled_choices": dashboard_weeks.POOLED_CHOICES,
     })
 
 
 def _pooled_weeks(request: AuthenticatedRequest) -> int | HttpResponse:
     """The pooled view's weeks asked for (?pooled=1, 4 or 13; default 4), or the 400 to send."""
     try:
-        pooled_weeks = int(request.GET.get("pooled", figures.POOLED_WEEKS))
+        pooled_weeks = int(request.GET.get("pooled", dashboard_weeks.POOLED_WEEKS))
     except ValueError:
         pooled_weeks = 0
-    if pooled_weeks not in figures.POOLED_CHOICES:
+    if pooled_weeks not in dashboard_weeks.POOLED_CHOICES:
         return HttpResponseBadRequest(
             _("pooled: erlaubt sind %(choices)s Wochen.") % {
-                "choices": ", ".join(map(str, figures.POOLED_CHOICES))},
+                "choices": ", ".join(map(str, dashboard_weeks.POOLED_CHOICES))},
             content_type="text/plain; charset=utf-8",
         )
     return pooled_weeks
@@ -541,18 +546,18 @@ def _use_case_page(
     tuning_form: TuningForm | None = None, status: int = 200,
 ) -> HttpResponse:
     page = blind.figures_for_reader(
-        figures.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
+        dashboard_page.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
         user=request.user, use_case_id=use_case.pk,
     )
     threshold = use_case.action_threshold
     diagnosis = page.diagnosis
     causes = diagnosis.causes
     weeks = page.weeks
-    settings_changed = figures.setting_changes_by_week(
+    settings_changed = dashboard_overview.setting_changes_by_week(
         use_case=use_case, weeks=[w.week for w in weeks])
     # The tuner reads the last weeks of the diagnosis: a change within them is said beside it.
     tuner_weeks = {w.week.label for w in weeks[-diagnosis.weeks:]}
-    may_tune = figures.user_may_tune(user=request.user, use_case=use_case)
+    may_tune = dashboard_overview.user_may_tune(user=request.user, use_case=use_case)
     if tuning_form is None and may_tune:
         tuning_form = TuningForm(initial={
             "logprob_threshold": use_case.logprob_threshold,
@@ -567,7 +572,8 @@ def _use_case_page(
         ],
         "tuning_form": tuning_form,
         "setting_changes": [
-            (c, setting_change_text(c)) for c in figures.setting_changes(use_case=use_case,
+            (c, setting_change_text(c))
+            for c in dashboard_overview.setting_changes(use_case=use_case,
                                                                          limit=10)],
         # The judge's evidence does not change what the tuner reads (flags and the sample).
         "tuner_changes": [
@@ -583,7 +589,7 @@ def _use_case_page(
         "last_week": weeks[-2],
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
         "pooled_weeks": pooled_weeks,
-        "pooled_choices": figures.POOLED_CHOICES,
+        "pooled_choices": dashboard_weeks.POOLED_CHOICES,
         # Where neither this week nor last can decide (both grey), the pooled view leads.
         "pooled_leads": pooled_weeks > 1 and weeks[-1].light == weeks[-2].light == "grey",
         "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
@@ -601,8 +607,8 @@ def _use_case_page(
             "worth": worth_reading(diagnosis),
         },
         "calibration_url": _calibration_url(use_case.slug),
-        "default_similarity": figures.DEFAULT_SIMILARITY_THRESHOLD,
-        "causes_weeks": figures.CAUSES_WEEKS,
+        "default_similarity": dashboard_diagnosis.DEFAULT_SIMILARITY_THRESHOLD,
+        "causes_weeks": dashboard_weeks.CAUSES_WEEKS,
         "table": [
             {**_table_row(w, _Numbers(), threshold), "settings_changed": [
                 setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
@@ -625,7 +631,7 @@ def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = selectors.use_case_get_for_user(user=request.user, slug=slug)
     if use_case is None:
         raise Http404
-    if not figures.user_may_tune(user=request.user, use_case=use_case):
+    if not dashboard_overview.user_may_tune(user=request.user, use_case=use_case):
         raise PermissionDenied
     form = TuningForm(request.POST)
     if form.is_valid():
@@ -645,4 +651,5 @@ def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
             else:
                 messages.info(request, _("Nichts geändert: die Werte waren schon eingestellt."))
             return redirect(reverse("monitoring:use_case", args=[slug]) + "#settings")
-    return _use_case_page(request, use_case, figures.POOLED_WEEKS, tuning_form=form, status=400)
+    return _use_case_page(
+        request, use_case, dashboard_weeks.POOLED_WEEKS, tuning_form=form, status=400)

@@ -31,10 +31,10 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from monitoring import extensions
 from monitoring.domain.expert_scale import ExpertScale
-from monitoring.domain.statistics import Estimate
+from monitoring.domain.statistics.estimates import Estimate
 from monitoring.models import UseCase
 from monitoring.selectors import metrics as metric_selectors
-from monitoring.selectors.dashboard import WeekFigures
+from monitoring.selectors.dashboard.figures import WeekFigures
 from monitoring.selectors.metrics import QueueFigures
 
 

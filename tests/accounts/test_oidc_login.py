@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import OidcIdentity
-from monitoring import services
+from monitoring.services import ingest as services
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
-from monitoring import services
 from monitoring.models import UseCase
 from monitoring.schemas import AnswerIn
+from monitoring.services import ingest as services
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

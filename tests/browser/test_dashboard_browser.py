@@ -21,7 +21,7 @@ from django.test import Client
 from playwright.sync_api import Locator, Page, expect
 
 from monitoring.models import SettingChange
-from monitoring.selectors import dashboard
+from monitoring.selectors.dashboard import weeks as dashboard
 from monitoring.services import tuning
 from tests.monitoring.test_dashboard_pages import OTHER_JUDGE, DashWorld, world  # noqa: F401
 

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from monitoring import services
 from monitoring.judging.services import runs as judging
+from monitoring.services import ingest as services
 
 USE_CASE = "kundenservice"
 

@@ -13,7 +13,7 @@ from monitoring.domain.alarms import (
     action_decision,
 )
 from monitoring.domain.expert_scale import Review
-from monitoring.domain.statistics import Estimate
+from monitoring.domain.statistics.estimates import Estimate
 from review.domain.calibration import (
     CUSUM_PRIOR,
     CUSUM_SHIFT,

@@ -22,7 +22,7 @@ from monitoring.domain.causes import (
     similarity_buckets,
     similarity_cutoff,
 )
-from monitoring.domain.statistics import Estimate, Stratum, stratified_mean
+from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
 
 
 def answers(key, flagged, judged_scores, unjudged=0):

@@ -5,17 +5,16 @@ import random
 import pytest
 
 from investigations.domain import consistency
-from investigations.domain.consistency import (
+from investigations.domain.consistency.compare import (
+    REASON_KINDS,
     Comparison,
-    ContradictionReply,
-    Value,
     compare_samples,
     decide,
-    extract_values,
     needs_judge,
     reason_text,
 )
-from investigations.domain.consistency.compare import REASON_KINDS
+from investigations.domain.consistency.prompt import ContradictionReply
+from investigations.domain.consistency.values import Value, extract_values
 
 Y, M = 365.0, 365.0 / 12
 

@@ -22,7 +22,7 @@ from monitoring.domain.expert_scale import (
     rectifier,
     review_sums,
 )
-from monitoring.domain.statistics import (
+from monitoring.domain.statistics.estimates import (
     SCORE_PRIOR,
     Stratum,
     fit_pooled,

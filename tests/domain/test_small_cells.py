@@ -8,7 +8,7 @@ import pytest
 from monitoring.domain import small_cells
 from monitoring.domain.causes import Adjusted, Bucket, Effect
 from monitoring.domain.expert_scale import ExpertScale
-from monitoring.domain.statistics import Estimate, Stratum, stratified_mean
+from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
 from monitoring.domain.statistics.lift import lift
 
 

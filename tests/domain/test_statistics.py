@@ -9,36 +9,36 @@ import math
 import numpy as np
 import pytest
 
-from monitoring.domain.statistics import (
-    DECISIVE_HALF_WIDTH,
+from monitoring.domain.statistics.claims import ClaimStratum, claim_share
+from monitoring.domain.statistics.estimates import (
     MIN_JUDGED,
     POOLED_PRIOR,
     SCORE_PRIOR,
     SHARE_PRIOR,
-    UNDECIDED_WIDTH,
-    ClaimStratum,
     Estimate,
-    Lift,
     Stratum,
     StratumSums,
-    claim_share,
     fit_pooled,
     indicator_strata,
-    lift,
     mean_from_sums,
     pooled_mean,
-    sample_rate_for,
     share_below,
     stratified_mean,
     stratified_share,
     summarize,
-    traffic_light,
-    trend,
-    week_precision,
     week_strata,
     wilson,
     wilson_interval,
     z_value,
+)
+from monitoring.domain.statistics.lift import Lift, lift
+from monitoring.domain.statistics.precision import (
+    DECISIVE_HALF_WIDTH,
+    UNDECIDED_WIDTH,
+    sample_rate_for,
+    traffic_light,
+    trend,
+    week_precision,
 )
 
 approx = pytest.approx

@@ -18,34 +18,33 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitoring.domain.expert_scale import Review, expert_scale
-from monitoring.domain.statistics import (
+
+# The cells themselves, not only the estimates built on them: a difference in a sum that the
+# estimate happened not to show would still be a difference.
+from monitoring.domain.statistics.claims import ClaimStratum, _claim_cell, claim_share
+from monitoring.domain.statistics.counts import (
     ClaimCounts,
-    ClaimStratum,
+    _claim_cell_from_counts,
+    claim_share_from_counts,
+    indicator_counts,
+    sums_from_counts,
+)
+from monitoring.domain.statistics.estimates import (
     Stratum,
     StratumSums,
-    claim_share,
-    claim_share_from_counts,
+    _Cell,
     fit_mean,
     fit_pooled,
-    indicator_counts,
     indicator_strata,
     mean_from_sums,
     pooled_mean,
-    sample_rate_for,
     share_below,
     share_from_sums,
     stratified_mean,
     stratified_share,
     summarize,
-    sums_from_counts,
-    week_precision,
 )
-
-# The cells themselves, not only the estimates built on them: a difference in a sum that the
-# estimate happened not to show would still be a difference.
-from monitoring.domain.statistics.claims import _claim_cell
-from monitoring.domain.statistics.counts import _claim_cell_from_counts
-from monitoring.domain.statistics.estimates import _Cell
+from monitoring.domain.statistics.precision import sample_rate_for, week_precision
 
 
 def same(got, want):

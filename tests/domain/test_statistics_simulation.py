@@ -29,10 +29,9 @@ import math
 import numpy as np
 import pytest
 
-from monitoring.domain.statistics import (
-    ClaimStratum,
+from monitoring.domain.statistics.claims import ClaimStratum, claim_share
+from monitoring.domain.statistics.estimates import (
     Stratum,
-    claim_share,
     stratified_mean,
     stratified_share,
     z_value,

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitoring.domain.logprobs import analyse_answer, reanalyse
-from monitoring.domain.statistics import lift
+from monitoring.domain.statistics.lift import lift
 from monitoring.domain.tuner import (
     DEFAULT_THRESHOLDS,
     TunerRow,

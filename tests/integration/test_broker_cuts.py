@@ -38,9 +38,9 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from monitoring import services
 from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.services import ingest as services
 from tests.integration.conftest import (
     BASE_DIR,
     IN_CI,

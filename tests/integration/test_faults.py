@@ -32,9 +32,9 @@ from django.db import connection, connections
 from django.test import Client
 from django.urls import reverse
 
-from monitoring import services
 from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, Chunk, JudgeRun, UseCase
+from monitoring.services import ingest as services
 from tests.integration.conftest import (
     BASE_DIR,
     IN_CI,

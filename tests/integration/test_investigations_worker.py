@@ -12,10 +12,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from investigations.models import Investigation, Question
-from monitoring import services
 from monitoring.models import Answer, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from tests.integration.conftest import route_to, wait_for
 from tests.investigations.conftest import (
     GENERATOR,

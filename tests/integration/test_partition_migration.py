@@ -56,7 +56,7 @@ FILL = textwrap.dedent("""
     django.setup()
     from datetime import timedelta
     from django.utils import timezone
-    from monitoring import services
+    from monitoring.services import ingest as services
     from monitoring.models import Answer
     from django.db import connection
     # Today's code writes the runs' use case and answer time (0025), the calls of unknown
@@ -123,7 +123,7 @@ AFTER = textwrap.dedent("""
     import django, json
     django.setup()
     from django.db import connection
-    from monitoring import services
+    from monitoring.services import ingest as services
     from monitoring.models import Answer, Service
     from monitoring.schemas import AnswerIn
     from monitoring.services import partitions

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitoring import services
 from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.services import ingest as services
 from tests.integration.conftest import Broker, celery_app, wait_for
 from tests.support.openai_server import ScriptedJudge
 from treue_site import queues

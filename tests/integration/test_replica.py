@@ -18,7 +18,7 @@ from django.conf import settings as django_settings
 from django.db import connection, connections
 
 from monitoring.models import Answer
-from monitoring.selectors.dashboard import use_case_weeks
+from monitoring.selectors.dashboard.figures import use_case_weeks
 from tests.integration.test_faults import WebServer
 from tests.support.postgres import admin_connection, database_url
 from treue_site import db_router

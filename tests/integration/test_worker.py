@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, Claim, JudgeRun, UseCase
+from monitoring.services import ingest as services
 from tests.integration.conftest import route_to, wait_for
 from tests.support.openai_server import ScriptedJudge
 

@@ -11,8 +11,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs import framework as jobs
-from monitoring import services
 from monitoring.models import Answer, JudgeRun, UseCase
+from monitoring.services import ingest as services
 
 KIND = jobs.JobKind(model=JudgeRun, task="tests.jobs.work", what="test job")
 FANNED = jobs.JobKind(

@@ -17,7 +17,7 @@ from django.utils import translation
 from alarms.models import Alarm
 from alarms.services import alarm_raise
 from monitoring import tasks
-from monitoring.selectors import dashboard
+from monitoring.selectors.dashboard import figures as dashboard
 from monitoring.services.action import action_alarms_check
 from tests.monitoring.test_dashboard_pages import (  # noqa: F401
     DashWorld,
@@ -197,7 +197,7 @@ def test_two_narrow_weeks_below_the_line_raise_it(
     world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
 ) -> None:
     from monitoring.domain.alarms import action_decision
-    from monitoring.domain.statistics import Estimate
+    from monitoring.domain.statistics.estimates import Estimate
 
     # The rule itself, as the service applies it: two amber weeks in a row raise, one does not.
     amber = Estimate(0.88, 0.86, 0.93, 400, 2000, (100, 300), False)

@@ -11,11 +11,12 @@ from django.test import override_settings
 from django.utils import timezone
 from openai import OpenAI
 
-from monitoring import selectors, services
 from monitoring.domain import sampling
 from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
 from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS, AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.selectors import answers as selectors
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from tests.conftest import ApiClient
 from tests.support.openai_server import DEFAULT_ANSWER
 

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from monitoring.api import api
 from monitoring.models import Answer
 from monitoring.schemas import AnswerIn
-from monitoring.services import answer_ingest
+from monitoring.services.ingest import answer_ingest
 
 URL = "/api/v1/answers"
 BATCH_URL = "/api/v1/answers/batch"

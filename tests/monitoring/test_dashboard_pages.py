@@ -33,17 +33,22 @@ from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from monitoring import services
-from monitoring.domain import statistics
 from monitoring.domain.sampling import random_draw
+from monitoring.domain.statistics import estimates as statistics_estimates
+from monitoring.domain.statistics import precision as statistics_precision
 from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
 from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.selectors import dashboard
-from monitoring.selectors.dashboard import Week, iso_weeks
-from monitoring.services import IngestOutcome, rollups
+from monitoring.selectors.dashboard import diagnosis as dashboard_diagnosis
+from monitoring.selectors.dashboard import figures as dashboard_figures
+from monitoring.selectors.dashboard import overview as dashboard_overview
+from monitoring.selectors.dashboard import weeks as dashboard_weeks
+from monitoring.selectors.dashboard.weeks import Week, iso_weeks
+from monitoring.services import ingest as services
+from monitoring.services import rollups
+from monitoring.services.ingest import IngestOutcome
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -73,7 +78,7 @@ class DashWorld:
     service: Service
     judge: ScriptedJudge
     users: dict[str, User]
-    weeks: list[Week] = field(default_factory=lambda: iso_weeks(weeks=dashboard.WEEKS))
+    weeks: list[Week] = field(default_factory=lambda: iso_weeks(weeks=dashboard_weeks.WEEKS))
 
     @property
     def this_week(self) -> Week:
@@ -216,7 +221,7 @@ def de(value: float, digits: int = 2) -> str:
         return str(floatformat(value, digits))
 
 
-def estimate_text(estimate: statistics.Estimate) -> str:
+def estimate_text(estimate: statistics_estimates.Estimate) -> str:
     return f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}) n = {estimate.n}"
 
 
@@ -228,8 +233,9 @@ def scenario(world: DashWorld) -> DashWorld:
     return world
 
 
-def hand_strata() -> list[statistics.Stratum]:
-    return [statistics.Stratum(10, [0.0] * 5 + [0.5] * 5), statistics.Stratum(40, [1.0] * 10)]
+def hand_strata() -> list[statistics_estimates.Stratum]:
+    return [statistics_estimates.Stratum(10, [0.0] * 5 + [0.5] * 5),
+            statistics_estimates.Stratum(40, [1.0] * 10)]
 
 
 # The weekly table's columns: the week (the row's header), the week's counts (answers,
@@ -249,14 +255,14 @@ def week_row(html: str, week: Week) -> list[str]:
 
 def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorld) -> None:
     """The selector's weekly figures, and the page showing them - never the naive mean."""
-    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     assert [w.label for w in weeks] == [w.label for w in scenario.weeks]
     last = weeks[-2]
     assert (last.volume, last.flagged, last.judged) == (50, 10, 20)
     assert (last.judged_flagged, last.judged_unflagged) == (10, 10)
     assert last.flagged_share == pytest.approx(0.2)
     assert last.estimate.value == pytest.approx(0.85)
-    assert last.estimate == statistics.stratified_mean(hand_strata())
+    assert last.estimate == statistics_estimates.stratified_mean(hand_strata())
     assert last.estimate.n_by_stratum == (10, 10) and last.estimate.population == 50
     assert last.below.value == pytest.approx(0.2)
     assert last.claims.value == pytest.approx(1.7 / 1.9)
@@ -318,7 +324,7 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
     line = role(trend, "estimate")
     # One point per week from the first week with answers (last week) on: the 24 empty weeks
     # of the 26-week range before it are not drawn.
-    assert len(labels) == dashboard.WEEKS
+    assert len(labels) == dashboard_weeks.WEEKS
     assert line["x"] == labels[-2:], "the x-axis spans the data"
     assert trend["layout"]["xaxis"]["categoryarray"] == labels[-2:]
     # This week (one random answer judged) is undecided: its interval reaches across the
@@ -373,7 +379,7 @@ def test_weekly_table_totals_sit_under_their_headers(scenario: DashWorld) -> Non
     headers, totals = weekly_table(html)
     assert headers[CALLS] == "Aufrufe" and headers[COST] == "Kosten (EUR)"
     filled = {column: text for column, text in totals if text}
-    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     cost = sum((w.cost for w in weeks), start=Decimal(0))
     assert filled == {WEEK: "Summe", CALLS: str(sum(w.calls for w in weeks)),
                       COST: de(float(cost), 2)}
@@ -400,7 +406,7 @@ def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
                               completion_per_1k=Decimal("2"), currency="EUR")
     world.this_week_good(drawn=2, not_drawn=0)
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
-    this = dashboard.use_case_weeks(use_case=world.a)[-1]
+    this = dashboard_figures.use_case_weeks(use_case=world.a)[-1]
     assert this.cost > 0 and not this.unpriced_runs
     assert week_row(html, world.this_week)[COST] == de(float(this.cost), 2)
     assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
@@ -438,7 +444,7 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
         world.answer(external_id, week=world.last_week, verdicts=[G, U])
     for external_id in miss:
         world.answer(external_id, week=world.last_week)
-    week = dashboard.use_case_weeks(use_case=world.a)[-2]
+    week = dashboard_figures.use_case_weeks(use_case=world.a)[-2]
     assert week.estimate.too_few and week.estimate.value == pytest.approx(0.5)
     assert week.estimate.high < 0.9 and week.light == "red"
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
@@ -452,7 +458,7 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     world.answer(alone, week=world.this_week, verdicts=[G])
     for external_id in quiet:
         world.answer(external_id, week=world.this_week)
-    this = dashboard.use_case_weeks(use_case=world.a)[-1]
+    this = dashboard_figures.use_case_weeks(use_case=world.a)[-1]
     assert this.light == "grey" and this.precision is not None and not this.precision.decisive
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     note = text_of(re.search(r'<p class="note precision-note">(.*?)</p>', html, re.S).group(1))
@@ -552,7 +558,7 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     html = client_for(scenario, "lead_a").get("/overview/").content.decode()
     text = text_of(html)
     assert "Vertrieb" not in text
-    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     card = text_of(re.search(r'<section class="card dash-case.*?</section>', html,
                              re.DOTALL).group(0))
     assert f"{estimate_text(weeks[-1].estimate)} {estimate_text(weeks[-2].estimate)}" in card
@@ -562,8 +568,8 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     assert "menschliche Freigabe erforderlich" in card
     lights = re.findall(r'data-light="(\w+)"', html)
     assert lights[1:3] == [weeks[-1].light, weeks[-2].light]
-    assert weeks[-2].light == statistics.traffic_light(weeks[-2].estimate, 0.9)
-    trend = statistics.trend(weeks[-1].estimate, weeks[-2].estimate)
+    assert weeks[-2].light == statistics_precision.traffic_light(weeks[-2].estimate, 0.9)
+    trend = statistics_precision.trend(weeks[-1].estimate, weeks[-2].estimate)
     assert re.findall(r'data-trend="(\w+)"', html) == [trend] == ["up"]
     chart = figure(html, "overview-figure-0")
     # Of the overview's 8 weeks, the two with answers.
@@ -590,7 +596,7 @@ def test_cost_without_a_price_says_so_instead_of_zero(world: DashWorld) -> None:
     world.last_week_scenario()
     world.this_week_good()
     scenario = world
-    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     assert weeks[-2].calls == 55 and weeks[-2].cost == 0 and weeks[-2].unpriced_runs > 0
     card = text_of(re.search(
         r'<section class="card dash-case.*?</section>',
@@ -610,7 +616,7 @@ def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) ->
     world.a.save()
     for i in range(12):
         world.answer(f"rot-{i}", week=world.last_week, verdicts=[U] if i % 2 else [G, U])
-    last = dashboard.use_case_weeks(use_case=world.a, claims=False)[-2]
+    last = dashboard_figures.use_case_weeks(use_case=world.a, claims=False)[-2]
     assert last.estimate.value == pytest.approx(0.25) and last.estimate.high < 0.9
     assert last.light == "red"
     html = client_for(world, "lead_a").get("/overview/").content.decode()
@@ -738,10 +744,11 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     from monitoring.views import dashboard as views
 
     def est(value: float) -> Any:
-        return statistics.Estimate(value, value - 0.05, value + 0.05, 40, 100, (20, 20), False)
+        return statistics_estimates.Estimate(
+            value, value - 0.05, value + 0.05, 40, 100, (20, 20), False)
 
-    def causes_with(*effects: Effect, held_out: bool = True) -> dashboard.Causes:
-        return dashboard.Causes(
+    def causes_with(*effects: Effect, held_out: bool = True) -> dashboard_diagnosis.Causes:
+        return dashboard_diagnosis.Causes(
             similarity=[], cutoff=0.5, similarity_threshold=0.5, chunks=[],
             single=est(0.95), multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
             adjusted=Adjusted(effects, 200, False), cutoff_held_out=held_out,
@@ -782,7 +789,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "fehlen die Quellen" not in views.multi_part_reading(weak)
     assert "-0,70 bis 0,10" in views.multi_part_reading(weak)  # shown, advising nothing
     # No bucket safely below the line, but a slope that holds: said without a contradiction.
-    no_cutoff = dashboard.Causes(
+    no_cutoff = dashboard_diagnosis.Causes(
         similarity=[], cutoff=None, similarity_threshold=0.5, chunks=[], single=est(0.95),
         multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
         adjusted=holding.adjusted, cutoff_held_out=False,
@@ -797,7 +804,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "nicht als Zusammenhang erkennbar" in views.similarity_reading(
         dataclasses.replace(no_cutoff, similarity=buckets, adjusted=weak.adjusted), 0.85)
     # Too few to compare the two kinds of question: no adjusted difference either.
-    few = dataclasses.replace(holding, multi=statistics.Estimate(
+    few = dataclasses.replace(holding, multi=statistics_estimates.Estimate(
         0.6, 0.3, 0.9, 3, 10, (0, 3), True))
     assert views.multi_part_reading(few) == (
         "Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
@@ -809,23 +816,24 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
 def test_a_cut_off_is_confirmed_only_by_weeks_it_was_not_chosen_on(world: DashWorld) -> None:
     # The dip below similarity 0.5 in one week only: chosen there, not confirmed elsewhere.
     world.last_week_scenario()
-    causes = dashboard.use_case_diagnosis(use_case=world.a).causes
+    causes = dashboard_diagnosis.use_case_diagnosis(use_case=world.a).causes
     assert causes.cutoff == 0.5 and causes.cutoff_held_out is False
     # The same in the week before: chosen on one half of the weeks, red on the other too.
     world.last_week_scenario(prefix="vw", week=world.weeks[-3])
-    causes = dashboard.use_case_diagnosis(use_case=world.a).causes
+    causes = dashboard_diagnosis.use_case_diagnosis(use_case=world.a).causes
     assert causes.cutoff == 0.5 and causes.cutoff_held_out is True
 
 
 def test_where_no_single_week_decides_the_pooled_view_sets_the_overview_light(
     scenario: DashWorld,
 ) -> None:
-    weeks = dashboard.use_case_weeks(use_case=scenario.a, weeks=dashboard.OVERVIEW_WEEKS)
+    weeks = dashboard_figures.use_case_weeks(
+        use_case=scenario.a, weeks=dashboard_weeks.OVERVIEW_WEEKS)
     undecided = [dataclasses.replace(w, light="grey", pooled_light="red") for w in weeks]
-    assert dashboard.OverviewRow(scenario.a, undecided, []).light == "red"
+    assert dashboard_overview.OverviewRow(scenario.a, undecided, []).light == "red"
     # One decided week: the weeks themselves speak (the more alarming of the two).
     one = [*undecided[:-1], dataclasses.replace(undecided[-1], light="amber")]
-    assert dashboard.OverviewRow(scenario.a, one, []).light == "amber"
+    assert dashboard_overview.OverviewRow(scenario.a, one, []).light == "amber"
 
 
 def test_where_no_single_week_decides_the_use_case_page_leads_with_the_pooled_view(
@@ -836,7 +844,7 @@ def test_where_no_single_week_decides_the_use_case_page_leads_with_the_pooled_vi
         world.answer(alone, week=week, verdicts=[G])
         for external_id in quiet:
             world.answer(external_id, week=week)
-    weeks = dashboard.use_case_weeks(use_case=world.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=world.a)
     assert weeks[-1].light == weeks[-2].light == "grey"
     lead = client_for(world, "lead_a")
     html = lead.get("/use-cases/auskunft/").content.decode()
@@ -850,7 +858,7 @@ def test_where_no_single_week_decides_the_use_case_page_leads_with_the_pooled_vi
 
 
 def test_where_a_week_decides_the_weeks_lead(scenario: DashWorld) -> None:
-    weeks = dashboard.use_case_weeks(use_case=scenario.a)
+    weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     assert "grey" not in (weeks[-1].light, weeks[-2].light) or weeks[-1].light != weeks[-2].light
     html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
     assert 'data-leads="pooled"' not in html
@@ -900,9 +908,9 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
     shown = {}
     lights: list[tuple[str, str]] = []
     for pooled in (1, 4, 13):
-        row = next(r for r in dashboard.overview_rows(user=user, pooled_weeks=pooled)
+        row = next(r for r in dashboard_overview.overview_rows(user=user, pooled_weeks=pooled)
                    if r.use_case == world.a)
-        page_week = dashboard.use_case_weeks(use_case=world.a, pooled_weeks=pooled)[-2]
+        page_week = dashboard_figures.use_case_weeks(use_case=world.a, pooled_weeks=pooled)[-2]
         assert row.last_week.pooled_weeks == page_week.pooled_weeks == pooled
         assert row.last_week.pooled.value == pytest.approx(page_week.pooled.value)
         shown[pooled] = page_week.pooled.value
@@ -917,7 +925,7 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
         page = lead.get("/use-cases/auskunft/", {"pooled": pooled}).content.decode()
         assert f"<strong>{label}</strong>" in page
     assert len(set(lights)) == 1, lights
-    four = dashboard.use_case_weeks(use_case=world.a, pooled_weeks=4)[-2]
+    four = dashboard_figures.use_case_weeks(use_case=world.a, pooled_weeks=4)[-2]
     assert lights[0][1] == four.pooled_light
     assert shown[1] == shown[4] == pytest.approx(1.0)  # last week alone, or with empty weeks
     assert shown[13] < 1.0  # the 0.5s of eight weeks back count too

@@ -18,8 +18,7 @@ from monitoring import decoding
 from monitoring.decoding import BatchItems, decode_answer, decode_batch, split_batch
 from monitoring.models import Answer
 from monitoring.schemas import AnswerIn, CheckedTokens
-from monitoring.services import content_hash, field_errors
-from monitoring.services.ingest import legacy_content_hash
+from monitoring.services.ingest import content_hash, field_errors, legacy_content_hash
 
 SETTINGS = {
     "deadline": None,

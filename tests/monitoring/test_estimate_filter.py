@@ -6,13 +6,8 @@ import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from monitoring.domain.statistics import (
-    Estimate,
-    Stratum,
-    shown_digits,
-    stratified_mean,
-    tops_at_estimate,
-)
+from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from monitoring.domain.statistics.precision import shown_digits, tops_at_estimate
 from monitoring.views.dashboard import _estimate_cell, _Numbers
 
 # Ten flagged answers judged in full, 30 of 990 unflagged drawn at random.

@@ -25,12 +25,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from monitoring import services
-from monitoring.api import EstimatesOut
-from monitoring.domain import statistics
-from monitoring.domain.statistics import Stratum
+from monitoring.api.estimates import EstimatesOut
+from monitoring.domain.statistics import estimates as statistics
+from monitoring.domain.statistics.estimates import Stratum
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.selectors.dashboard import use_case_weeks
+from monitoring.selectors.dashboard.figures import use_case_weeks
+from monitoring.services import ingest as services
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder
 

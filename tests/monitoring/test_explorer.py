@@ -28,10 +28,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.domain import xlsx_export
 from monitoring.domain.csv_export import csv_text
 from monitoring.models import Answer, RollupDay, Service, UseCase
+from monitoring.services import ingest as services
 from tests.support.world import WorldBuilder
 from tests.support.xlsx import HOSTILE, HOSTILE_IDS, Cell, Sheet, read_sheet
 

@@ -12,12 +12,12 @@ from django.db import OperationalError, connection
 from django.test import Client
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.domain import health
 from monitoring.models import Answer, UseCase, WorkerHeartbeat
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
 from monitoring.services.health import worker_heartbeat_record
+from monitoring.services.ingest import IngestOutcome
 
 KEYS = {"status", "database", "broker", "worker", "oldest_unscored_seconds"}
 

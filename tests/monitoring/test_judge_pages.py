@@ -22,14 +22,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.judging import selectors as judging_selectors
 from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
 from monitoring.judging.services import rescoring
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from tests.support.judged import Judge as ScriptedJudge
 from tests.support.world import WorldBuilder
 

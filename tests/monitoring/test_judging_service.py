@@ -25,7 +25,6 @@ from django.test import Client
 from django.utils import timezone
 
 from jobs import framework as jobs
-from monitoring import services
 from monitoring.domain import sampling
 from monitoring.judging import tasks
 from monitoring.judging.client import JudgeClient, JudgeUnavailable
@@ -51,6 +50,7 @@ from monitoring.models import (
     UseCase,
     VerifyPath,
 )
+from monitoring.services import ingest as services
 from tests.support.openai_server import ScriptedJudge
 from treue_site import settings as project
 

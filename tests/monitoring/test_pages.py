@@ -16,10 +16,10 @@ from django.contrib.auth.models import User
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from monitoring import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 
 EN_CATALOGUE = Path(__file__).resolve().parents[2] / "locale/en/LC_MESSAGES/django.mo"
 

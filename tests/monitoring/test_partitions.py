@@ -12,11 +12,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.judging.selectors import judge_usage_by_day
 from monitoring.models import Answer, AnswerKey, Chunk, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome, partitions
+from monitoring.services import ingest as services
+from monitoring.services import partitions
+from monitoring.services.ingest import IngestOutcome
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -180,7 +181,7 @@ def _months_back(n: int) -> datetime:
 def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_builder, monkeypatch):
     from monitoring import extensions
     from monitoring.models import Claim, JudgeRun, RollupSealed
-    from monitoring.selectors.dashboard import use_case_weeks
+    from monitoring.selectors.dashboard.figures import use_case_weeks
     from monitoring.services import retention, rollups
     from tests.support.judged import Judge, judged
 

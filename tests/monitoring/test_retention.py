@@ -18,13 +18,15 @@ from django.test import Client
 from django.utils import timezone
 
 from investigations.models import Investigation, Question
-from monitoring import services
 from monitoring.judging.services import rescoring
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.selectors.dashboard import overview_rows, use_case_page
-from monitoring.services import IngestOutcome, retention
+from monitoring.selectors.dashboard.overview import overview_rows
+from monitoring.selectors.dashboard.page import use_case_page
+from monitoring.services import ingest as services
+from monitoring.services import retention
+from monitoring.services.ingest import IngestOutcome
 from monitoring.tasks import apply_retention
 from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict

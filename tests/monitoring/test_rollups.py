@@ -15,12 +15,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.judging import tasks
 from monitoring.judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
 from monitoring.models.rollups import day_of, week_of
 from monitoring.selectors.dashboard import rollup_reads
+from monitoring.services import ingest as services
 from monitoring.services import rollups
 from tests.support.openai_server import ScriptedJudge
 
@@ -213,7 +213,9 @@ def test_the_nightly_check_rebuilds_once_then_repairs_and_says_so(
 
 def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[str, Any]:
     """Everything the pages, the API and /metrics show of the use case's weeks."""
-    from monitoring.selectors.dashboard import overview_rows, use_case_page, use_case_weeks
+    from monitoring.selectors.dashboard.figures import use_case_weeks
+    from monitoring.selectors.dashboard.overview import overview_rows
+    from monitoring.selectors.dashboard.page import use_case_page
 
     lead = lead_client.user
     page = use_case_page(use_case=use_case, weeks=26)
@@ -410,7 +412,8 @@ def _diagnosis_world(world_builder: Any) -> tuple[UseCase, Any, list[Answer]]:
 
 
 def _diagnosis(use_case: UseCase) -> Any:
-    from monitoring.selectors.dashboard import use_case_diagnosis, use_case_page
+    from monitoring.selectors.dashboard.diagnosis import use_case_diagnosis
+    from monitoring.selectors.dashboard.page import use_case_page
 
     page = use_case_page(use_case=use_case, weeks=26).diagnosis
     alone = use_case_diagnosis(use_case=use_case)

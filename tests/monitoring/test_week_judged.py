@@ -3,7 +3,8 @@ gave: the seam a rollup path will hand the same objects through (issue 22)."""
 
 import random
 
-from monitoring.domain import statistics
+from monitoring.domain.statistics import claims as statistics_claims
+from monitoring.domain.statistics import estimates as statistics_estimates
 from monitoring.selectors.dashboard.figures import _shares, _sums
 from monitoring.selectors.dashboard.judged import NO_CLAIMS, WeekJudged, judged_by_week
 from monitoring.selectors.dashboard.reads import JudgedRow
@@ -33,17 +34,18 @@ def test_histograms_give_the_lists_figures_to_the_last_bit():
         mine = [r for r in judged if r.week == wk]
         parts = [[r for r in mine if r.flagged], [r for r in mine if not r.flagged]]
         sizes = (len(parts[0]) + 3, len(parts[1]) * 10)
-        strata = [statistics.Stratum(size, [r.score for r in part], drawn=h == 1)
+        strata = [statistics_estimates.Stratum(size, [r.score for r in part], drawn=h == 1)
                   for h, (size, part) in enumerate(zip(sizes, parts, strict=True))]
-        assert _sums(sizes, week) == [statistics.summarize(s) for s in strata]
+        assert _sums(sizes, week) == [statistics_estimates.summarize(s) for s in strata]
         shares = _shares(sizes, week, 0.8, claims=wk >= 1)
-        assert shares.below == statistics.share_below(strata, 0.8)
-        assert shares.abstention == statistics.stratified_share([
-            statistics.Stratum(s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
+        assert shares.below == statistics_estimates.share_below(strata, 0.8)
+        assert shares.abstention == statistics_estimates.stratified_share([
+            statistics_estimates.Stratum(
+                s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
             for s, part in zip(strata, parts, strict=True)])
         if wk >= 1:
-            assert shares.claims == statistics.claim_share([
-                statistics.ClaimStratum(s.size, [
+            assert shares.claims == statistics_claims.claim_share([
+                statistics_claims.ClaimStratum(s.size, [
                     NO_CLAIMS if r.run_id is None else claims.get(r.run_id, NO_CLAIMS)
                     for r in part], s.drawn)
                 for s, part in zip(strata, parts, strict=True)])

@@ -13,7 +13,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitoring.domain.expert_scale import MIN_REVIEWS
-from monitoring.selectors import dashboard
+from monitoring.selectors.dashboard import figures as dashboard
 from tests.review.conftest import ReviewWorld, shift_week
 
 G, U = "GEDECKT", "UNGEDECKT"

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from monitoring import services as monitoring_services
 from monitoring.models import Answer
+from monitoring.services import ingest as monitoring_services
 from review import services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 from tests.review.conftest import ReviewWorld

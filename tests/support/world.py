@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth.models import User
 
-from monitoring import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.schemas import AnswerIn
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from tests.support import judged as judged_answers
 
 if TYPE_CHECKING:  # imported for real as a pytest plugin (tests/conftest.py), with its asserts

@@ -14,8 +14,8 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from monitoring import services
 from monitoring.models import Answer, Service, UseCase
+from monitoring.services import ingest as services
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import (
     ANSWER,
@@ -554,7 +554,7 @@ def test_admin_lists_traces_and_counts(
 
 def test_chunked_bodies_are_read_up_to_the_otlp_limit(settings: Any) -> None:
     """treue_site.request_body reads a chunked body up to its endpoint's limit."""
-    from monitoring.api import body_limit
+    from monitoring.api.parsing import body_limit
 
     settings.TREUE_OTLP_MAX_BODY_BYTES = 12345
     assert body_limit(URL) == 12345

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from monitoring import services
 from monitoring.models import Answer
+from monitoring.services import ingest as services
 from tests.monitoring.test_ingest_concurrency import run_together
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import rag_spans, request, span, trace_id

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from monitoring import services
 from monitoring.models import Answer
+from monitoring.services import ingest as services
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import ANSWER, rag_spans, request, trace_id
 from traces.models import OtlpSpan

@@ -36,7 +36,7 @@ from monitoring.judging.domain.judge_prompt import (
 from monitoring.judging.domain.scoring import score_labels
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
-from monitoring.selectors.dashboard import iso_weeks
+from monitoring.selectors.dashboard.weeks import iso_weeks
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
 from treue_demo.data import (

@@ -20,7 +20,6 @@ import pytest
 from django.test import override_settings
 
 from investigations.domain import consistency
-from monitoring import services
 from monitoring.judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from monitoring.judging.domain import single
 from monitoring.judging.domain.batched import (
@@ -40,7 +39,8 @@ from monitoring.judging.domain.judge_prompt import (
 )
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeEndpoint, JudgeMode, JudgeRun
-from monitoring.services import IngestOutcome
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
 from treue_demo.server import (

@@ -19,9 +19,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from monitoring import services
 from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Chunk, JudgeRun
+from monitoring.services import ingest as services
 from review import services as review_services
 from review.domain.batches import shift_week
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import redis
 
-from monitoring import ratelimit, services
+from monitoring import ratelimit
 from monitoring.models import Service, UseCase
+from monitoring.services import ingest as services
 from tests.conftest import ApiClient
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

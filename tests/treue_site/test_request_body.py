@@ -15,7 +15,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import RequestFactory
 
-from monitoring.api import body_limit
+from monitoring.api.parsing import body_limit
 from monitoring.models import Answer
 from treue_site.request_body import ChunkedBodies
 

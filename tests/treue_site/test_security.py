@@ -12,9 +12,9 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.test import Client
 
-from monitoring import services
 from monitoring.domain import keys
 from monitoring.models import Answer, Service, UseCase
+from monitoring.services import ingest as services
 from tests.conftest import ApiClient
 from tests.support.world import WorldBuilder
 from tests.treue_site.test_permission_matrix import ROWS, Row, fill

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from monitoring import selectors
+from monitoring.judging import selectors
 from monitoring.judging.services.runs import judge_runs_create
 from monitoring.models import Answer, JudgeProgress, JudgeRun, UseCase
 

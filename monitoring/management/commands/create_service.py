@@ -3,9 +3,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from monitoring import services
 from monitoring.management.errors import describe
 from monitoring.models import Service, UseCase
+from monitoring.services import ingest as services
 
 
 class Command(BaseCommand):

@@ -4,10 +4,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from monitoring import services
 from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
 from monitoring.management.errors import describe
 from monitoring.models import JudgeMode, UseCase
+from monitoring.services import ingest as services
 
 
 class Command(BaseCommand):

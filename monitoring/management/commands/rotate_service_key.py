@@ -4,8 +4,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.models import Service
+from monitoring.services import ingest as services
 
 DEFAULT_GRACE_HOURS = 24.0
 

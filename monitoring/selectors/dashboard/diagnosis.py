@@ -20,14 +20,19 @@ from typing import Any, NamedTuple
 
 from django.db.models import Count
 
-from monitoring.domain import causes, statistics, tuner
-from monitoring.domain.statistics import Estimate, Lift
+from monitoring.domain import causes, tuner
+from monitoring.domain.statistics import counts as statistics_counts
+from monitoring.domain.statistics import estimates as statistics_estimates
+from monitoring.domain.statistics import precision as statistics_precision
+from monitoring.domain.statistics.estimates import Estimate
+from monitoring.domain.statistics.lift import Lift, lift
 from monitoring.judging.domain import cost
 from monitoring.models import UseCase
+from monitoring.models.buckets import Bucket as _Bucket
 from monitoring.models.rollups import Dim, on_grid
 from monitoring.selectors.dashboard import rollup_reads
 from monitoring.selectors.dashboard.reads import JudgedRow, Usage, _answers_in, _judged_rows, _usage
-from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, Week, _Bucket, _week_of, iso_weeks
+from monitoring.selectors.dashboard.weeks import CAUSES_WEEKS, Week, _week_of, iso_weeks
 
 SIMILARITY_EDGES = causes.DEFAULT_SIMILARITY_EDGES
 # The similarity the "no chunk passed" figure uses when the buckets offer no cutoff (nothing
@@ -100,8 +105,8 @@ def _grouped(
         for flagged in (True, False):
             scores = judged.get((key, flagged), {})
             size = max(counts.get((key, flagged), 0), sum(scores.values()))
-            strata.append(statistics.sums_from_counts(scores, size=size, drawn=not flagged))
-        out[key] = statistics.mean_from_sums(strata)
+            strata.append(statistics_counts.sums_from_counts(scores, size=size, drawn=not flagged))
+        out[key] = statistics_estimates.mean_from_sums(strata)
     return out
 
 
@@ -110,7 +115,7 @@ def _with_estimates(
 ) -> list[causes.Bucket]:
     """The domain's buckets (labels and bounds, made from no rows) with these estimates; the
     buckets are in index order with the "none" bucket, if any, last."""
-    empty = statistics.stratified_mean([])
+    empty = statistics_estimates.stratified_mean([])
     keys: list[int | None] = list(range(len(buckets)))
     if buckets and buckets[-1].low is None and buckets[-1].high is None and len(buckets) > 1:
         keys[-1] = None
@@ -259,7 +264,7 @@ def _held_out_cutoff(window: Window, threshold: float) -> bool:
     ).get(True)
     return bool(
         test is not None and not test.too_few
-        and statistics.traffic_light(test, threshold) == "red"
+        and statistics_precision.traffic_light(test, threshold) == "red"
     )
 
 
@@ -314,7 +319,7 @@ def _causes(window: Window, threshold: float) -> Causes:
         _grouped(window.counts(CHUNKS), window.scores(CHUNKS)),
     )
     multi = _grouped(window.counts(MULTI_PART), window.scores(MULTI_PART))
-    empty = statistics.stratified_mean([])
+    empty = statistics_estimates.stratified_mean([])
     return Causes(
         similarity=similarity,
         cutoff=cutoff,
@@ -336,7 +341,7 @@ def _worth(window: Window, threshold: float) -> Lift:
     flagged = window.scores(CHUNKS, every).get((None, True), Counter())
     random = window.scores(CHUNKS, every, random_only=True)
     drawn = random.get((None, True), Counter()) + random.get((None, False), Counter())
-    return statistics.lift(
+    return lift(
         flagged_bad=sum(n for score, n in flagged.items() if score < threshold),
         flagged_n=sum(flagged.values()),
         random_bad=sum(n for score, n in drawn.items() if score < threshold),

@@ -12,10 +12,13 @@ from decimal import Decimal
 
 from django.utils import timezone
 
-from monitoring.domain import statistics
 from monitoring.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
 from monitoring.domain.expert_scale import ExpertScale, Review, expert_scale, pooling_weeks
-from monitoring.domain.statistics import Estimate, Precision, StratumSums
+from monitoring.domain.statistics import counts as statistics_counts
+from monitoring.domain.statistics import estimates as statistics_estimates
+from monitoring.domain.statistics import precision as statistics_precision
+from monitoring.domain.statistics.estimates import Estimate, StratumSums
+from monitoring.domain.statistics.precision import Precision
 from monitoring.judging.domain import judging
 from monitoring.models import JudgeMode, UseCase
 from monitoring.selectors.dashboard import rollup_reads
@@ -116,7 +119,7 @@ def _sums(
     queries would otherwise make the domain refuse the group); the flagged one is judged in
     full, the unflagged one drawn at random."""
     return [
-        statistics.sums_from_counts(
+        statistics_counts.sums_from_counts(
             (counts or _scores)(part), size=max(size, part.n), drawn=h == 1
         )
         for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
@@ -139,17 +142,17 @@ def _shares(
 ) -> _Shares:
     """A week's shares: below the threshold, abstentions, and (`claims`: the week's claims
     were read) the supported claims."""
-    below = statistics.share_from_sums(_sums(
-        sizes, judged, lambda part: statistics.indicator_counts(part.scores,
+    below = statistics_estimates.share_from_sums(_sums(
+        sizes, judged, lambda part: statistics_counts.indicator_counts(part.scores,
                                                                 lambda s: s < threshold)
     ))
-    abstention = statistics.share_from_sums(_sums(
+    abstention = statistics_estimates.share_from_sums(_sums(
         sizes, judged, lambda part: {1.0: part.abstentions, 0.0: part.n - part.abstentions}
     ))
     if not claims:
         return _Shares(below, abstention)
-    claim_share = statistics.claim_share_from_counts([
-        statistics.ClaimCounts(max(size, part.n), part.claims or {}, drawn=h == 1)
+    claim_share = statistics_counts.claim_share_from_counts([
+        statistics_counts.ClaimCounts(max(size, part.n), part.claims or {}, drawn=h == 1)
         for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
     ])
     return _Shares(below, abstention, claim_share)
@@ -204,8 +207,8 @@ def _week_figures(
         strata = _sums(sizes, week_judged)
         every.append(strata)
         window = list(range(max(0, i - pooled_weeks + 1), i + 1))
-        pooled = statistics.pooled_mean([every[j] for j in window])
-        standard = pooled if pooled_weeks == POOLED_WEEKS else statistics.pooled_mean(
+        pooled = statistics_estimates.pooled_mean([every[j] for j in window])
+        standard = pooled if pooled_weeks == POOLED_WEEKS else statistics_estimates.pooled_mean(
             every[max(0, i - POOLED_WEEKS + 1):i + 1])
         shares = _Shares()
         if i >= full_from:
@@ -233,7 +236,7 @@ def _figures(
     before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int, standard_pooled: Estimate,
     expert: ExpertScale | None,
 ) -> WeekFigures:
-    estimate = statistics.mean_from_sums(strata)
+    estimate = statistics_estimates.mean_from_sums(strata)
     judges = tuple(sorted(usage.judges))
     judged_flagged, judged_unflagged = judged.flagged.n, judged.unflagged.n
     return WeekFigures(
@@ -249,7 +252,7 @@ def _figures(
         below=shares.below,
         abstention_share=shares.abstention,
         claims=shares.claims,
-        light=statistics.traffic_light(estimate, threshold),
+        light=statistics_precision.traffic_light(estimate, threshold),
         runs=usage.runs,
         calls=usage.calls,
         cost=usage.cost,
@@ -257,11 +260,11 @@ def _figures(
         judges=judges,
         judge_changed=bool(before and set(judges) - before),
         pooled=pooled,
-        pooled_light=statistics.traffic_light(pooled, threshold),
+        pooled_light=statistics_precision.traffic_light(pooled, threshold),
         pooled_weeks=pooled_weeks,
-        standard_pooled_light=statistics.traffic_light(standard_pooled, threshold),
+        standard_pooled_light=statistics_precision.traffic_light(standard_pooled, threshold),
         standard_pooled_n=standard_pooled.n,
-        precision=statistics.week_precision(
+        precision=statistics_precision.week_precision(
             strata, action_threshold=threshold, pooled=pooled, pooled_weeks=pooled_weeks
         ),
         expert=expert,
@@ -331,7 +334,7 @@ def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
         return "grey"
     as_estimate = Estimate(expert.value, expert.low, expert.high, expert.n_reviews, 0, (),
                            expert.too_few)
-    return statistics.traffic_light(as_estimate, threshold)
+    return statistics_precision.traffic_light(as_estimate, threshold)
 
 
 @reads_from_replica

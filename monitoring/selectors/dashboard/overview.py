@@ -12,8 +12,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from alarms.models import Alarm
-from monitoring.domain import statistics
 from monitoring.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
+from monitoring.domain.statistics import precision as statistics
 from monitoring.judging import selectors as judging_selectors
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.dashboard.figures import (

@@ -24,10 +24,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from monitoring import services
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
-from monitoring.selectors.dashboard import Week, iso_weeks
-from monitoring.services import IngestOutcome
+from monitoring.selectors.dashboard.weeks import Week, iso_weeks
+from monitoring.services import ingest as services
+from monitoring.services.ingest import IngestOutcome
 from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
 from treue_demo.server import DemoAnswer, expert_labels, expert_score, load_answers
 
