@@ -18,7 +18,7 @@ lists that do not simply spell the answer (long U+FFFD runs, blank runs, escaped
 families and functions are the test's (``tests/hardening/test_linear_time.py``), so the bench times
 exactly what the test bounds. One line also times what ingest computes from an answer besides
 storing it (tier 1, the sample draw, the tuner's probability, the multi-part flag); the rest of
-``monitoring.services.ingest`` needs Django and a database and is ``bench/ingest.py``'s.
+``ingest.services`` needs Django and a database and is ``bench/ingest.py``'s.
 
 It times each function on each family at 25, 50 and 100 KB (1 KB = 1,000 characters; a token
 family is sized by its answer), best of 3 runs, and prints a table: milliseconds at each size,
@@ -51,12 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ingest.domain.content_probability import min_content_probability
+
 ROOT = Path(__file__).resolve().parent.parent
 # The project instead of this script's folder first on the path: a bench script named like a
 # standard module (bench/statistics.py) would otherwise stand in for it.
 sys.path[0] = str(ROOT)
 
-from monitoring.domain import logprobs, questions, sampling, tuner
+from ingest.domain import logprobs, questions, sampling
 from tests.hardening.test_linear_time import (
     FAMILIES,
     FUNCTIONS,
@@ -100,13 +102,13 @@ class Case:
 
 
 def _ingest_domain_part(text: str) -> None:
-    """What ``monitoring.services.ingest`` computes from an answer besides storing it, with
+    """What ``ingest.services`` computes from an answer besides storing it, with
     the text as the answer (4-character tokens) and, up to the API's 50,000, as the question."""
     logprobs.content_word_spans.cache_clear()  # kept from the last run on the same answer
     tier1 = logprobs.analyse_answer(text, spelling_tokens(text), 0.5)
     sampling.decide(service_key="1", external_id=text[:200] or "x", flagged=tier1.flagged,
                     rate=0.05)
-    tuner.min_content_probability(text, tier1.compact)
+    min_content_probability(text, tier1.compact)
     questions.is_multi_part(text[:50_000], "de")
 
 

@@ -52,6 +52,8 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
+from monitoring.services.use_cases import service_create, use_case_create
+
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -257,8 +259,8 @@ def generate(
     Rows are tuples in the column order of ANSWER_COLUMNS (then the extra columns'
     defaults) / RUN_COLUMNS / CLAIM_COLUMNS.
     """
-    from monitoring.domain import sampling
-    from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
+    from ingest.domain import sampling
+    from judging.domain.judge_prompt import PROMPT_VERSION
 
     rng = Random(seed)
     start = weeks[0].start
@@ -447,9 +449,8 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from dashboard.selectors.weeks import iso_weeks
     from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
-    from monitoring.selectors.dashboard.weeks import iso_weeks
-    from monitoring.services import ingest as services
 
     now = timezone.now()
     weeks = iso_weeks(weeks=WEEKS, until=now)
@@ -459,9 +460,9 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
                               completion_per_1k=COMPLETION_PRICE, currency="EUR")
     cases = []
     for slug, name, share, flag_share, quality in USE_CASE_SPECS[:USE_CASES]:
-        use_case = services.use_case_create(slug=slug, name=name, sample_rate=SAMPLE_RATE)
+        use_case = use_case_create(slug=slug, name=name, sample_rate=SAMPLE_RATE)
         use_case.team_leads.add(lead)
-        service, _ = services.service_create(name=f"{slug}-bot", use_cases=[use_case])
+        service, _ = service_create(name=f"{slug}-bot", use_cases=[use_case])
         cases.append(Case(use_case.pk, slug, service.pk, share, flag_share, quality, slug))
     extra = _extra_columns(Answer, ANSWER_COLUMNS)
     if extra:

@@ -51,6 +51,8 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
+from monitoring.domain.compact import pack_compact
+
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -86,8 +88,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # Plain Python (no Django): used only to precompute the rows of the direct phase off the clock.
-from monitoring.domain import logprobs as tier1
-from monitoring.domain import sampling
+from ingest.domain import logprobs as tier1
+from ingest.domain import sampling
 
 TARGET_SINGLE_RATE = 300.0  # answers/s, one answer a request, 8 clients
 TARGET_SINGLE_P99_MS = 50.0
@@ -824,7 +826,7 @@ def direct_rows(payloads: Sequence[dict[str, Any]], setup: Setup) -> list[Direct
             "question": p["question"], "text": p["answer"], "model": p["model"],
             "messages": None, "metadata": p["metadata"],
             "logprobs_status": result.logprobs_status,
-            "token_data": None if result.compact is None else tier1.pack_compact(result.compact),
+            "token_data": None if result.compact is None else pack_compact(result.compact),
             "logprob_threshold": LOGPROB_THRESHOLD, "flagged": result.flagged,
             "uncertain_tokens": [
                 {"token": w.word, "probability": w.probability, "position": w.start,

@@ -61,6 +61,8 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
+from monitoring.services.use_cases import service_create, use_case_create
+
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -89,8 +91,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from monitoring.judging.domain import batched, single
-from monitoring.judging.domain import judge_prompt as prompts
+from judging.domain import batched, single
+from judging.domain import judge_prompt as prompts
 
 PG = "postgres://postgres@127.0.0.1:5432"
 BROKER = "redis://127.0.0.1:6379/14"
@@ -599,9 +601,9 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
              env: dict[str, str]) -> ModeResult:
     from django.db.models import Count, Max, Min, Sum
 
-    from monitoring.judging.services.runs import judge_runs_reconcile
+    from ingest import services
+    from judging.services.runs import judge_runs_reconcile
     from monitoring.models import Claim, JudgeEndpoint, JudgeRun, UseCase
-    from monitoring.services import ingest as services
 
     mode = variant.mode
     server = JudgeServer(args.latency, corpus, tokens)
@@ -609,7 +611,7 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
     base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     env = {**env, "TREUE_JUDGE_BASE_URL": base_url}
     slug = variant.slug
-    use_case = services.use_case_create(slug=slug, name=f"Bench {variant.name}",
+    use_case = use_case_create(slug=slug, name=f"Bench {variant.name}",
                                         sample_rate=1.0, language=variant.language,
                                         judge_mode=mode)
     UseCase.objects.filter(pk=use_case.pk).update(judge_evidence=variant.evidence)
@@ -620,7 +622,7 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
     if not variant.structured:
         JudgeEndpoint.objects.create(endpoint=base_url, model=JUDGE_MODEL,
                                      structured_output=False, detail="bench: --structured off")
-    service, _ = services.service_create(name=slug, use_cases=[use_case])
+    service, _ = service_create(name=slug, use_cases=[use_case])
     bodies = corpus.bodies(slug, slug)
     runs_all = JudgeRun.objects.filter(answer__use_case=use_case)
     workers: list[subprocess.Popen[bytes]] = []
@@ -1075,7 +1077,7 @@ def prompt_layout(corpus: RagTruth, tokens: Tokens, variant: Variant,
     """A batched or one-call variant's prompts per answer taken apart (from the product's own
     prompt builders, for the claims the demo judge returns): the fixed wording, the schema,
     the question and answer, the context, the claims, the chat framing."""
-    from monitoring.judging.domain.judge_parse import parse_claims
+    from judging.domain.judge_parse import parse_claims
 
     parts = {"decomposition wording": 0, "one-call wording": 0, "question + answer": 0,
              "verification wording": 0, "context": 0, "claim list": 0, "schema": 0,

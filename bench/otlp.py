@@ -59,7 +59,6 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(Path(__file__).resolve().parent))
 import ingest  # bench/ is not a package: its directory is on sys.path
-
 from tests.traces.otlp import rag_spans, request, span, to_json, trace_id
 from traces.decoding import MAX_SPANS, MAX_VALUES
 

@@ -1,7 +1,7 @@
 """Statistics benchmark: are the dashboard's intervals and alarms right? Proof by simulation.
 
 Weeks of a use case are simulated the way the product samples them, and the product's own
-functions (`monitoring.domain.statistics`, `expert_scale`, `alarms`, `review.domain.calibration`)
+functions (`dashboard.domain.statistics`, `expert_scale`, `alarms`, `review.domain.calibration`)
 estimate them; the tables say how often the intervals cover the truth, how biased and how wide
 they are, how often the alarms fire without cause and how quickly they find a real drift.
 
@@ -79,9 +79,9 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import binom
 
-from monitoring.domain.alarms import action_decision
-from monitoring.domain.expert_scale import ReviewSums, expert_scale
-from monitoring.domain.statistics.estimates import (
+from dashboard.domain.alarms import action_decision
+from dashboard.domain.expert_scale import ReviewSums, expert_scale
+from dashboard.domain.statistics.estimates import (
     StratumSums,
     mean_from_sums,
     pooled_mean,

@@ -13,14 +13,14 @@ from django.contrib.auth.models import User as AuthUser
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import get_language
 
+from dashboard.domain.highlight import Segment, segments
+from dashboard.domain.statistics.estimates import wilson
+from dashboard.selectors import answers as monitoring_selectors
 from investigations.domain import consistency
 from investigations.models import Investigation, Question
-from monitoring.domain.highlight import Segment, segments
-from monitoring.domain.statistics.estimates import wilson
-from monitoring.judging import selectors as judging_selectors
-from monitoring.judging.domain import cost
+from judging import selectors as judging_selectors
+from monitoring.domain.prices import price_key
 from monitoring.models import Answer, JudgePrice, UseCase
-from monitoring.selectors import answers as monitoring_selectors
 
 # A rough token estimate where the stored answer does not say: ~4 characters per token.
 CHARS_PER_TOKEN = 4
@@ -71,7 +71,7 @@ def price_of(
     prices: dict[str, JudgePrice], model: str, prompt_tokens: float, completion_tokens: float,
     cached_tokens: float = 0,
 ) -> Decimal | None:
-    price = prices.get(cost.price_key(model))
+    price = prices.get(price_key(model))
     if price is None:
         return None
     return price.cost(

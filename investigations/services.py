@@ -28,14 +28,14 @@ from investigations.domain import consistency
 from investigations.models import Investigation, Question
 from investigations.selectors import Plan, model_prices, price_of
 from jobs import framework as jobs
-from monitoring.judging.client import (
+from judging.client import (
     GeneratorClient,
     JudgeClient,
     JudgeConfig,
     JudgeMisconfigured,
     JudgeUnavailable,
 )
-from monitoring.judging.domain.judging import CallResult
+from judging.domain.judging import CallResult
 
 # The contradiction check's reply: one word and a short reason.
 JUDGE_MAX_TOKENS = 200

@@ -5,7 +5,7 @@ from celery import shared_task
 
 from investigations import services
 from jobs import framework as jobs
-from monitoring.judging.client import JudgeUnavailable
+from judging.client import JudgeUnavailable
 
 
 @shared_task(name=services.QUESTION.task, **jobs.TASK_OPTIONS)

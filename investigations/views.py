@@ -12,12 +12,12 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from common.http import AuthenticatedRequest
+from dashboard.selectors import answers as monitoring_selectors
 from investigations import selectors, services
 from investigations.forms import InvestigationForm
 from investigations.models import Investigation
 from monitoring.models import Answer, UseCase
-from monitoring.selectors import answers as monitoring_selectors
-from treue_site.http import AuthenticatedRequest
 
 
 def _led_use_cases(request: AuthenticatedRequest) -> list[UseCase]:

@@ -135,5 +135,5 @@ def expert_reviews_register(*, name: str, reviews: ExpertReviews) -> None:
 
 
 def metrics_part_register(*, name: str, part: MetricsPart) -> None:
-    """`part`'s families are added to /metrics (monitoring/views/metrics.py)."""
+    """`part`'s families are added to /metrics (dashboard/views/metrics.py)."""
     registry.metrics_parts[name] = part

@@ -1,24 +1,16 @@
 """Celery tasks of the monitoring app. Tasks take ids (or nothing) and call one service.
 
-The judge tier's tasks are in monitoring/judging/tasks.py, under their old names."""
+The judge tier's tasks are in judging/tasks.py, under their old names."""
 
 from celery import shared_task
 from django.conf import settings
 
-from treue_site.broker import delete_delivered_messages
+from common.broker import delete_delivered_messages
 
 
 @shared_task(ignore_result=True)
 def clean_embedded_broker() -> int:
     return delete_delivered_messages(settings.CELERY_BROKER_URL)
-
-
-@shared_task(ignore_result=True)
-def check_action_alarms() -> int:
-    """The action signal, hourly: raise (and mail once) or clear each use case's alarms."""
-    from monitoring.services import action
-
-    return action.action_alarms_check_all()
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True,

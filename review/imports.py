@@ -23,7 +23,7 @@ from django.db import DataError, IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from monitoring.judging.domain.scoring import score_labels
+from judging.domain.scoring import score_labels
 from monitoring.models import Answer, JudgeRun, UseCase
 from review.domain import batches
 from review.domain.imports import LabelLine, LineError, OverlongLine, parse_lines

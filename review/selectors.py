@@ -3,7 +3,7 @@ experts' submitted reviews as the calibration page lists them, which answers an 
 blind, and the experts' latest reviews for the dashboard.
 
 The blind rule is `blind_answer_ids` here; the monitoring pages ask it through
-`monitoring.selectors.answers.blind_answer_ids`, which calls what review registered
+`dashboard.selectors.answers.blind_answer_ids`, which calls what review registered
 (review/extensions.py)."""
 
 import dataclasses
@@ -19,7 +19,7 @@ from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from alarms.models import Alarm
-from monitoring.domain.expert_scale import Rectifier, Review, rectifier
+from dashboard.domain.expert_scale import Rectifier, Review, rectifier
 from monitoring.extensions import ExpertReview
 from monitoring.models import Answer, Claim, UseCase
 from review.domain import batches, calibration

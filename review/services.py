@@ -17,7 +17,7 @@ from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
-from monitoring.judging.domain.scoring import score_labels
+from judging.domain.scoring import score_labels
 from monitoring.models import Answer, UseCase
 from review import selectors
 from review.domain import batches, calibration

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from jobs import framework as jobs
-from monitoring.judging.client import JudgeUnavailable
+from judging.client import JudgeUnavailable
 from review import services
 from review.shadow import services as shadow
 

@@ -18,8 +18,10 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_POST
 
-from monitoring.domain.highlight import segments
-from monitoring.judging import selectors as judging_selectors
+from common.charts import chart_config
+from common.http import AuthenticatedRequest
+from dashboard.domain.highlight import segments
+from judging import selectors as judging_selectors
 from monitoring.models import JudgeMode, UseCase
 from review import selectors, services
 from review.domain import charts
@@ -27,8 +29,6 @@ from review.forms import JudgeComparisonForm
 from review.models import ReviewItem
 from review.shadow import selectors as shadow_selectors
 from review.shadow import services as shadow_services
-from treue_site.charts import chart_config
-from treue_site.http import AuthenticatedRequest
 
 TOO_FEW_FOR_SCATTER = 3
 REVIEWS_ON_CALIBRATION = 10  # the newest submitted reviews; the rest on their own pages

@@ -24,7 +24,7 @@ from django.db import connection
 from django.test import Client
 
 from monitoring.models import Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
@@ -95,17 +95,17 @@ def world_builder(request: pytest.FixtureRequest, settings: Any) -> WorldBuilder
 
 @pytest.fixture
 def use_case(db: None) -> UseCase:
-    return services.use_case_create(slug="kundenservice", name="Kundenservice", language="de")
+    return use_case_create(slug="kundenservice", name="Kundenservice", language="de")
 
 
 @pytest.fixture
 def other_use_case(db: None) -> UseCase:
-    return services.use_case_create(slug="vertrieb", name="Vertrieb", language="en")
+    return use_case_create(slug="vertrieb", name="Vertrieb", language="en")
 
 
 @pytest.fixture
 def service_and_key(use_case: UseCase) -> tuple[Service, str]:
-    return services.service_create(name="rag-bot", use_cases=[use_case])
+    return service_create(name="rag-bot", use_cases=[use_case])
 
 
 class ApiClient:

@@ -14,7 +14,7 @@ by one (a bad id, a use case the key may not send to, a span after its trace was
 cost only themselves: 200 with `partial_success` counting them, which the exporter does not
 retry.
 
-The key is checked as for the rest of the API (monitoring.api.auth.service_for_token): an
+The key is checked as for the rest of the API (ingest.api.auth.service_for_token): an
 export is one request of the key's TREUE_API_RATE_LIMIT.
 """
 
@@ -31,7 +31,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from monitoring.api.auth import RateLimited, service_for_token
+from ingest.api.auth import RateLimited, service_for_token
 from traces import decoding, services
 
 logger = logging.getLogger(__name__)

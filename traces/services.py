@@ -23,11 +23,11 @@ from django.db.models.functions import Coalesce, Now, RowNumber
 from django.utils import timezone
 from pydantic import ValidationError
 
+from ingest.schemas import AnswerIn
+from ingest.services import answer_ingest, field_errors
 from jobs import framework
 from jobs.framework import JobKind
 from monitoring.models import Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services.ingest import answer_ingest, field_errors
 from traces.domain import assembly
 from traces.domain.assembly import Assembled, NotAnswer, Outcome
 from traces.domain.spans import SpanRecord, is_relevant, skeleton, use_case_of

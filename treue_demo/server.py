@@ -75,10 +75,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from investigations.domain.consistency import prompt as consistency_prompts
-from monitoring.judging.domain import batched, single
-from monitoring.judging.domain import judge_prompt as prompts
-from monitoring.judging.domain.judge_parse import LABEL_POINTS, Label, parse_claims
-from monitoring.judging.domain.scoring import score_labels
+from judging.domain import batched, single
+from judging.domain import judge_prompt as prompts
+from judging.domain.judge_parse import LABEL_POINTS, Label, parse_claims
+from judging.domain.scoring import score_labels
 from treue_demo.data import (
     DEMO_JUDGE_MODEL,
     answer_logprobs,
@@ -326,7 +326,7 @@ _EMPTY_SAMPLES = {consistency_prompts.EMPTY_DE, consistency_prompts.EMPTY_EN}
 _DECOMPOSE_SYSTEMS = {prompts.DECOMPOSE_SYSTEM_DE, prompts.DECOMPOSE_SYSTEM_EN}
 _VERIFY_SYSTEMS = {prompts.VERIFY_SYSTEM_DE, prompts.VERIFY_SYSTEM_EN}
 # Batched and one-call requests: the system message is the instructions and then one of the
-# reply formats (monitoring/judging/domain/batched.py, single.py), recognised by its start.
+# reply formats (judging/domain/batched.py, single.py), recognised by its start.
 _BATCH_SYSTEMS = {batched.VERIFY_BATCH_SYSTEM_DE: "de", batched.VERIFY_BATCH_SYSTEM_EN: "en"}
 _SINGLE_SYSTEMS = {single.SINGLE_SYSTEM_DE: "de", single.SINGLE_SYSTEM_EN: "en"}
 # The formats that ask for the word alone (no chunks, no reason), and those that ask for JSON.

@@ -20,8 +20,6 @@ if str(app.conf.broker_url).startswith("sqla+"):
 
     kombu_sqla.Transport.polling_interval = 0.2
 app.autodiscover_tasks()
-# The judge tier is a package inside monitoring, not an app: its tasks module is named here.
-app.autodiscover_tasks(["monitoring.judging"])
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from treue_site import queues
-from treue_site.broker import transport_options
+from common import queues
+from common.broker import transport_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TREUE_VAR_DIR", BASE_DIR / "var"))
@@ -69,15 +69,20 @@ INSTALLED_APPS = [
     "ninja",
     # Only an abstract model (LeasedJob) and the job framework: no tables.
     "jobs",
+    # The core: answers, use cases, services, rollups, retention and partitions.
     "monitoring",
     "alarms",
+    # The tiers, in the order an answer passes them (CONTRIBUTING.md has the map).
+    "ingest",
+    "judging",
     "review",
     "investigations",
+    "dashboard",
     "accounts",
     # The OTLP/HTTP trace receiver (POST /api/v1/otlp/v1/traces): spans in, answers out.
     "traces",
-    # django-axes (login throttling, treue_site/login_throttling.py) under its German admin name.
-    "treue_site.apps.AxesConfig",
+    # django-axes (login throttling, accounts/login_throttling.py) under its German admin name.
+    "accounts.axes.AxesConfig",
 ]
 # The demo (treue_demo: demo data, its seed_demo command, the demo judge/generator server) is an
 # app of its own, installed only when the demo runs: scripts/demo.sh sets TREUE_DEMO=True.
@@ -91,9 +96,9 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # After WhiteNoise, so static files keep their caching; every other response is no-store.
-    "monitoring.middleware.NoStoreMiddleware",
-    "monitoring.middleware.DatabaseUnavailableMiddleware",
-    "monitoring.middleware.ApiErrorsAsJsonMiddleware",
+    "common.middleware.NoStoreMiddleware",
+    "common.middleware.DatabaseUnavailableMiddleware",
+    "common.middleware.ApiErrorsAsJsonMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -137,7 +142,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A database that stops answering must cost seconds, not hang every request: a bounded
     # connect (the whole start-up, not just TCP), and TCP keepalives plus tcp_user_timeout, so
     # a connection to a host that went away fails once its data goes unacknowledged for 10 s.
-    # Failing, it is the API's 503 with Retry-After (monitoring/middleware.py).
+    # Failing, it is the API's 503 with Retry-After (common/middleware.py).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         connect_timeout=envint("DB_CONNECT_TIMEOUT", 5),
         keepalives=1,
@@ -162,7 +167,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 
 # An optional read replica for the dashboards: the overview, the use-case page, the estimates
-# API and /metrics read their figures from it (treue_site/db_router.py); everything else, and
+# API and /metrics read their figures from it (common/db_router.py); everything else, and
 # every write, uses the primary. Its options are the primary's. In tests it mirrors the primary.
 _replica_url = os.environ.get("DATABASE_REPLICA_URL", "")
 if _replica_url:
@@ -179,7 +184,7 @@ if _replica_url:
         raise ImproperlyConfigured(
             "DATABASE_REPLICA_URL must name a database of the same kind as DATABASE_URL"
         )
-DATABASE_ROUTERS = ["treue_site.db_router.ReplicaRouter"]
+DATABASE_ROUTERS = ["common.db_router.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -330,7 +335,7 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Caches. "ratelimit" holds the API's per-key request counters (monitoring/ratelimit.py). They
+# Caches. "ratelimit" holds the API's per-key request counters (ingest/ratelimit.py). They
 # must be shared by every web process, so they go to Redis when there is one: CACHE_URL if set,
 # else REDIS_URL, else the Celery broker when that is Redis. Without Redis (the embedded
 # default) each process counts on its own in memory, so N processes allow up to N times the
@@ -402,10 +407,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_ENABLE_ACCESS_FAILURE_LOG = False
 AXES_VERBOSE = False  # no start-up banner from every manage.py command and worker
-AXES_HANDLER = "treue_site.login_throttling.DatabaseHandler"
-AXES_CLIENT_IP_CALLABLE = "treue_site.login_throttling.client_ip"
-AXES_USERNAME_CALLABLE = "treue_site.login_throttling.client_username"
-AXES_LOCKOUT_CALLABLE = "treue_site.login_throttling.lockout_response"
+AXES_HANDLER = "accounts.login_throttling.DatabaseHandler"
+AXES_CLIENT_IP_CALLABLE = "accounts.login_throttling.client_ip"
+AXES_USERNAME_CALLABLE = "accounts.login_throttling.client_username"
+AXES_LOCKOUT_CALLABLE = "accounts.login_throttling.lockout_response"
 
 # Mail: alarms go to the use case's team leads. The console backend (the default) prints them,
 # so a demo or a machine without a mail server loses nothing and needs nothing.
@@ -548,13 +553,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 360)
 # A broker that is down or hung must not hang ingest: publishing gives up within seconds, and the
-# answer stays marked for the judge so the reconciler can dispatch it later (treue_site/broker.py).
+# answer stays marked for the judge so the reconciler can dispatch it later (common/broker.py).
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 # A worker retries its broker connection for ever (Celery gives up after 100 retries, about 47
 # minutes, and exits): a long Redis outage must not need someone to start the workers again.
 CELERY_BROKER_CONNECTION_MAX_RETRIES: int | None = None
 CELERY_BROKER_TRANSPORT_OPTIONS = transport_options(CELERY_BROKER_URL)
-# Four queues (ingest follow-up, judge, investigations, housekeeping; treue_site/queues.py), so
+# Four queues (ingest follow-up, judge, investigations, housekeeping; common/queues.py), so
 # that each kind of work can have its own workers; a worker without --queues consumes all four.
 # The prefix goes in front of every queue name (several installations on one Redis).
 TREUE_QUEUE_PREFIX = os.environ.get("TREUE_QUEUE_PREFIX", "")

@@ -4,9 +4,15 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from dashboard import api as estimates
+from dashboard import urls as dashboard_urls
+from dashboard.views import metrics
+from ingest.api import answers, site
+from judging import urls as judging_urls
 from monitoring import views
-from monitoring.api import api
-from monitoring.views import metrics
+
+# One API, one OpenAPI document: the answers' endpoints and the estimates'.
+api = site.api_build(routers=[answers.router, estimates.router])
 
 urlpatterns = [
     # The OTLP/HTTP receiver: before the API, whose errors and body parsing it does not share.
@@ -30,5 +36,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("review/", include("review.urls")),
     path("investigations/", include("investigations.urls")),
-    path("", include("monitoring.urls")),
+    # The pages keep the "monitoring" namespace they had when one app held them all.
+    path("", include(([*dashboard_urls.urlpatterns, *judging_urls.urlpatterns], "monitoring"))),
 ]

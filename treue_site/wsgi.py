@@ -5,13 +5,13 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
-from treue_site.request_body import ChunkedBodies
+from common.request_body import ChunkedBodies
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "treue_site.settings")
 
 
 def _api_body_limit(path: str) -> int:
-    from monitoring.api.parsing import body_limit  # once Django is set up
+    from ingest.api.parsing import body_limit  # once Django is set up
 
     return body_limit(path)
 

@@ -10,7 +10,7 @@ import json
 from django.db import migrations
 
 import monitoring.models
-from monitoring.domain.logprobs import unpack_compact
+from monitoring.domain.compact import unpack_compact
 
 BACKWARDS_SLICE = 2000  # rows read and rewritten at a time when rolling back
 TO_BYTES = (

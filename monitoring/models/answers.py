@@ -7,7 +7,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.domain.logprobs import pack_compact, unpack_compact
+from monitoring.domain.compact import pack_compact, unpack_compact
 from monitoring.models.use_cases import Service, UseCase
 
 

@@ -10,13 +10,13 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from jobs.models import LeasedJob
-from monitoring.judging.domain.cost import token_cost
+from monitoring.domain.prices import token_cost
 from monitoring.models.answers import Answer
 from monitoring.models.use_cases import JudgeMode
 
 
 class VerifyPath(models.TextChoices):
-    """How a run's verdicts came back (monitoring.judging.domain.judging.PATHS)."""
+    """How a run's verdicts came back (judging.domain.judging.PATHS)."""
 
     PER_CLAIM = "per-claim", _("je Aussage")
     BATCHED = "batched", _("gebündelt")
@@ -27,7 +27,7 @@ class VerifyPath(models.TextChoices):
 
 class JudgeUsage(models.Model):
     """What a judge job's calls cost: every attempt's calls and tokens, priced by its model
-    (monitoring.judging.services.runs.usage_fields). A judge run's, and a shadow run's."""
+    (judging.services.runs.usage_fields). A judge run's, and a shadow run's."""
 
     calls = models.PositiveIntegerField(_("Aufrufe"), default=0)
     prompt_tokens = models.PositiveIntegerField(_("Prompt-Token"), default=0)
@@ -87,7 +87,7 @@ class JudgeRun(LeasedJob, JudgeUsage):
     judge_model = models.CharField(_("Prüfmodell"), max_length=200, blank=True)
     prompt_version = models.CharField(_("Prompt-Version"), max_length=50)
     # How the claims were verified: one call per claim (the article's prompt), or all claims of
-    # the answer in one call (monitoring.judging.domain.batched). Goes with the prompt version.
+    # the answer in one call (judging.domain.batched). Goes with the prompt version.
     judge_mode = models.CharField(
         _("Prüfmodus"), max_length=12, choices=JudgeMode.choices, default=JudgeMode.PER_CLAIM
     )
@@ -95,7 +95,7 @@ class JudgeRun(LeasedJob, JudgeUsage):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", verbose_name=_("angefordert von"),
     )
-    # The way the claims' verdicts came (monitoring.judging.domain.judging.PATHS): read from
+    # The way the claims' verdicts came (judging.domain.judging.PATHS): read from
     # the batched reply, after one correction in the same conversation, or some asked again one
     # by one; empty for runs before it was recorded and for runs without claims to verify.
     verify_path = models.CharField(
@@ -116,7 +116,7 @@ class JudgeRun(LeasedJob, JudgeUsage):
         _("wiederholbar"), default=False,
         help_text=_("der letzte Fehler war vorübergehend (Zeitüberschreitung, 429, 5xx)"),
     )
-    # Not stored: what the answer page's selector (monitoring.judging.selectors.answer_judging)
+    # Not stored: what the answer page's selector (judging.selectors.answer_judging)
     # adds to each run it shows.
     duration: timedelta | None
     same_model: bool

@@ -16,7 +16,13 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.domain import causes
+from monitoring.domain.moments import (
+    DEFAULT_CHUNK_EDGES,
+    DEFAULT_SIMILARITY_EDGES,
+    MOMENT_KEYS,
+    NO_MOMENTS,
+    Moments,
+)
 
 
 class _OfUseCase(models.Model):
@@ -204,7 +210,7 @@ class RollupCauseScore(_OfUseCase):
 
 
 class RollupMoments(_OfUseCase):
-    """The power sums of the causes' regression (`causes.Moments`) per use case, week and
+    """The power sums of the causes' regression (`Moments`) per use case, week and
     stratum, over the judged answers with a similarity. A rescore moves the score's sums (a
     float subtraction: equal to a recount up to rounding, not bit for bit)."""
 
@@ -216,7 +222,7 @@ class RollupMoments(_OfUseCase):
     c_min = models.FloatField(null=True)
     c_max = models.FloatField(null=True)
     m_sum = models.BigIntegerField(default=0)
-    sums = models.JSONField(default=list)  # in the order of causes.MOMENT_KEYS
+    sums = models.JSONField(default=list)  # in the order of MOMENT_KEYS
 
     class Meta:
         verbose_name = _("Wochensumme der Regression")
@@ -230,14 +236,14 @@ class RollupMoments(_OfUseCase):
         return f"{self.use_case_id} {self.week} {'flagged' if self.flagged else ''}: {self.n}"
 
     @property
-    def moments(self) -> causes.Moments:
+    def moments(self) -> Moments:
         if not self.n:
-            return causes.NO_MOMENTS
+            return NO_MOMENTS
         assert None not in (self.s_min, self.s_max, self.c_min, self.c_max)
-        return causes.Moments(
+        return Moments(
             int(self.n), float(self.s_min), float(self.s_max),  # type: ignore[arg-type]  # asserted
             float(self.c_min), float(self.c_max),  # type: ignore[arg-type]  # asserted above
-            int(self.m_sum), dict(zip(causes.MOMENT_KEYS, map(float, self.sums), strict=True)),
+            int(self.m_sum), dict(zip(MOMENT_KEYS, map(float, self.sums), strict=True)),
         )
 
 
@@ -352,8 +358,8 @@ def rollups_ready() -> bool:
 class Dim:
     """What a RollupCause / RollupCauseScore row's bucket is a bucket of."""
 
-    SIMILARITY = 1  # best chunk similarity, causes.DEFAULT_SIMILARITY_EDGES
-    CHUNKS = 2  # number of chunks, causes.DEFAULT_CHUNK_EDGES (every answer has one)
+    SIMILARITY = 1  # best chunk similarity, DEFAULT_SIMILARITY_EDGES
+    CHUNKS = 2  # number of chunks, DEFAULT_CHUNK_EDGES (every answer has one)
     MULTI_PART = 3  # 0 single, 1 multi-part
     PROBABILITY = 4  # lowest content-word probability, PROBABILITY_GRID
 
@@ -381,8 +387,8 @@ def cause_buckets(
 ) -> tuple[tuple[int, int], ...]:
     """An answer's (dim, bucket) in each of the four dimensions."""
     return (
-        (Dim.SIMILARITY, bucket_of(best_chunk_score, causes.DEFAULT_SIMILARITY_EDGES)),
-        (Dim.CHUNKS, bucket_of(chunk_count, causes.DEFAULT_CHUNK_EDGES)),
+        (Dim.SIMILARITY, bucket_of(best_chunk_score, DEFAULT_SIMILARITY_EDGES)),
+        (Dim.CHUNKS, bucket_of(chunk_count, DEFAULT_CHUNK_EDGES)),
         (Dim.MULTI_PART, NO_BUCKET if multi_part is None else int(multi_part)),
         (Dim.PROBABILITY, bucket_of(min_content_probability, PROBABILITY_GRID)),
     )

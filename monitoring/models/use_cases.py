@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from monitoring.domain.retention import MIN_RETENTION_DAYS
-from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE, validate_rate
+from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE, validate_rate
 
 
 def _validate_finite(value: float) -> None:
@@ -31,7 +31,7 @@ def _validate_sample_rate(value: float) -> None:
 
 
 class JudgeMode(models.TextChoices):
-    """How a judge verifies an answer's claims (monitoring.judging.domain.judging.MODES)."""
+    """How a judge verifies an answer's claims (judging.domain.judging.MODES)."""
 
     PER_CLAIM = "per-claim", _("je Aussage")
     BATCHED = "batched", _("gebündelt")

@@ -1,3 +1,3 @@
 """Reads of the monitoring app: answers and use cases (`answers.py`), the judge tier
-(monitoring/judging/selectors.py, re-exported here for the pages). Every query a person
+(judging/selectors.py, re-exported here for the pages). Every query a person
 triggers goes through the use cases that person may see."""

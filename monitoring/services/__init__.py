@@ -1,2 +1,2 @@
 """Writes of the monitoring app: ingest (`ingest.py`), retention, alarms, health. The judge
-tier's are in monitoring/judging/services/."""
+tier's are in judging/services/."""

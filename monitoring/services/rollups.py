@@ -33,7 +33,14 @@ from django.db.models import Case, Count, IntegerField, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from monitoring.domain import causes
+from monitoring.domain.moments import (
+    DEFAULT_CHUNK_EDGES,
+    DEFAULT_SIMILARITY_EDGES,
+    MOMENT_KEYS,
+    Moments,
+    moments_of,
+    moments_of_many,
+)
 from monitoring.models import (
     Answer,
     Claim,
@@ -113,11 +120,11 @@ class Traits:
         """The causes' regression counts the answer: it has a similarity."""
         return self.best_chunk_score is not None and not math.isnan(self.best_chunk_score)
 
-    def moments(self, score: float) -> causes.Moments | None:
+    def moments(self, score: float) -> Moments | None:
         """The answer's part of its week's regression sums (None: no similarity, left out)."""
         if not self.in_regression or self.best_chunk_score is None:
             return None
-        return causes.moments_of(self.best_chunk_score, self.chunk_count,
+        return moments_of(self.best_chunk_score, self.chunk_count,
                                  bool(self.multi_part), score)
 
 
@@ -193,7 +200,7 @@ def answer_judged(
 
 
 def _moments_move(
-    key: tuple[int, date, bool], *, add: causes.Moments | None, sub: causes.Moments | None
+    key: tuple[int, date, bool], *, add: Moments | None, sub: Moments | None
 ) -> None:
     """Add one answer's moments to its week's row and take away those it had (a rescore: the
     same answer, so the count and the covariates' range stay)."""
@@ -213,19 +220,19 @@ def _moments_move(
     if sub is not None:
         moments = dataclasses.replace(
             moments, n=moments.n - sub.n, m_sum=moments.m_sum - sub.m_sum,
-            sums={k: moments.sums[k] - sub.sums[k] for k in causes.MOMENT_KEYS},
+            sums={k: moments.sums[k] - sub.sums[k] for k in MOMENT_KEYS},
         )
     _moments_store(row, moments)
     row.save()
 
 
-def _moments_store(row: RollupMoments, moments: causes.Moments) -> None:
+def _moments_store(row: RollupMoments, moments: Moments) -> None:
     row.n, row.m_sum = moments.n, moments.m_sum
     ranges = (moments.s_min, moments.s_max, moments.c_min, moments.c_max)
     row.s_min, row.s_max, row.c_min, row.c_max = (
         (None,) * 4 if not moments.n else ranges
     )
-    row.sums = [moments.sums[k] for k in causes.MOMENT_KEYS] if moments.n else []
+    row.sums = [moments.sums[k] for k in MOMENT_KEYS] if moments.n else []
 
 
 _SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "abstention", "score",
@@ -399,8 +406,8 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
     # Two passes: the causes together, then the probability (its hundred buckets times the
     # others would group by nearly every answer).
     joint = {
-        Dim.CHUNKS: Bucket("chunk_count", causes.DEFAULT_CHUNK_EDGES),
-        Dim.SIMILARITY: Bucket("best_chunk_score", causes.DEFAULT_SIMILARITY_EDGES),
+        Dim.CHUNKS: Bucket("chunk_count", DEFAULT_CHUNK_EDGES),
+        Dim.SIMILARITY: Bucket("best_chunk_score", DEFAULT_SIMILARITY_EDGES),
         Dim.MULTI_PART: models.F("multi_part"),
     }
     for dims in (joint, {Dim.PROBABILITY: Bucket("min_content_probability", PROBABILITY_GRID)}):
@@ -483,15 +490,15 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         "usage_day": usage_day,
         "cause": {k: (n,) for k, n in buckets.items()},
         "cause_score": {k: (n,) for k, n in by_cause.items()},
-        "moments": {k: _moment_values(causes.moments_of_many(rows))
+        "moments": {k: _moment_values(moments_of_many(rows))
                     for k, rows in regressed.items()},
     }
 
 
-def _moment_values(m: causes.Moments) -> tuple[Any, ...]:
+def _moment_values(m: Moments) -> tuple[Any, ...]:
     """A stratum's moments as one row of numbers, to compare."""
     return (m.n, m.s_min, m.s_max, m.c_min, m.c_max, m.m_sum,
-            *(m.sums[k] for k in causes.MOMENT_KEYS))
+            *(m.sums[k] for k in MOMENT_KEYS))
 
 
 def _plus(a: tuple[int, ...] | None, b: tuple[int, ...]) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ turns those reviews into the numbers the calibration page and the drift alarm ne
   run length between false alarms (`cusum_arl`, a Markov chain; `cusum_params_for`);
 - a one-sided test of the judge's bias against the tolerance (`bias_beyond_tolerance`), with
   the bias stratified by the answers' flag so that flagged top-ups of a batch count with their
-  weight (`monitoring.domain.expert_scale.rectifier`).
+  weight (`dashboard.domain.expert_scale.rectifier`).
 
 Plain values in, plain values out: no Django, no model client.
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from monitoring.domain.expert_scale import Review, ReviewSums, rectifier
+from dashboard.domain.expert_scale import Review, ReviewSums, rectifier
 from review.domain.batches import parse_week, shift_week
 
 # -- paired scores ---------------------------------------------------------------------------

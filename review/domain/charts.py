@@ -12,8 +12,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from monitoring.domain.charts import CONFIG, week_axis
-from monitoring.domain.plotly_text import plotly_text
+from common.domain.plotly import CONFIG
+from common.domain.plotly_text import plotly_text
+from dashboard.domain.charts import week_axis
 
 _BLUE = "#1f77b4"
 _GREY = "#999"

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from monitoring.judging.domain import cost
-from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.scoring import score_labels
-from monitoring.judging.selectors import price_for_model, prices_for, same_model
+from judging.domain import cost
+from judging.domain.judge_parse import Label
+from judging.domain.scoring import score_labels
+from judging.selectors import price_for_model, prices_for, same_model
+from monitoring.domain.prices import price_key
 from monitoring.models import JudgePrice, UseCase
 from review.domain import comparison as domain
 from review.models import JudgeComparison, ReviewSubmission, ShadowRun
@@ -206,7 +207,7 @@ def comparison_figures(*, comparison: JudgeComparison) -> ComparisonFigures:
         prompt = sum(int(r.get("prompt_tokens") or 0) for r in verify)
         completion = sum(int(r.get("completion_tokens") or 0) for r in verify)
         cached = sum(int(r.get("cached_tokens") or 0) for r in verify)
-        price = prices.get(cost.price_key(judge_run.judge_model))
+        price = prices.get(price_key(judge_run.judge_model))
         current.append(domain.ComparedAnswer(
             answer_id=item.answer_id, week=f"{year}-W{week:02d}",
             expert_score=submission.manual_score,
@@ -228,7 +229,7 @@ def comparison_figures(*, comparison: JudgeComparison) -> ComparisonFigures:
             cost=None if run.cost is None else float(run.cost),
         ))
     threshold = comparison.use_case.action_threshold
-    candidate_price = prices.get(cost.price_key(comparison.judge_model))
+    candidate_price = prices.get(price_key(comparison.judge_model))
     currencies = {p.currency for p in prices.values()}
     return ComparisonFigures(
         comparison=comparison,

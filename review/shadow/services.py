@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from jobs import framework as jobs
-from monitoring.judging.client import JudgeMisconfigured, JudgeUnavailable
-from monitoring.judging.selectors import same_model
-from monitoring.judging.services.runs import Meter, judge_client, judge_with
+from judging.client import JudgeMisconfigured, JudgeUnavailable
+from judging.selectors import same_model
+from judging.services.runs import Meter, judge_client, judge_with
 from monitoring.models import JudgeMode, UseCase
 from monitoring.services.tuning import use_case_judge_set
 from review.domain.comparison import LABELS

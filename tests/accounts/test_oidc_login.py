@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import OidcIdentity
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def use_cases(db: None) -> dict[str, Any]:
     return {
-        slug: services.use_case_create(slug=slug, name=slug.title(), language="de")
+        slug: use_case_create(slug=slug, name=slug.title(), language="de")
         for slug in ("kundenservice", "vertrieb", "technik")
     }
 

@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from monitoring.judging.domain import batched, judging, single
-from monitoring.judging.domain import judge_prompt as prompts
+from judging.domain import batched, judging, single
+from judging.domain import judge_prompt as prompts
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
+from ingest import services
+from ingest.schemas import AnswerIn
 from monitoring.models import UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +44,7 @@ def answers(
         ))
         assert response.status_code == 201, response.content
         ids[external_id] = response.json()["id"]
-    service_b, _ = services.service_create(name="sales-bot", use_cases=[other_use_case])
+    service_b, _ = service_create(name="sales-bot", use_cases=[other_use_case])
     body = make_answer(external_id="b-other", use_case="vertrieb")
     result = services.answer_ingest(
         service=service_b, payload=AnswerIn.model_validate(body), raw=body

@@ -22,13 +22,13 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import ConsoleMessage, Dialog, Locator, Page, expect
 
-from monitoring.domain import charts
-from monitoring.domain.charts import Point
-from monitoring.judging.services.runs import judge_run_execute
+from dashboard.domain import charts
+from dashboard.domain.charts import Point
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
 from review import services as review_services
 from review.domain.batches import shift_week
 from tests.browser.test_dashboard_browser import DRAW_TIMEOUT_MS, artifacts_dir, drawn, log_in

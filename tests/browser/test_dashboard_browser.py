@@ -20,8 +20,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Locator, Page, expect
 
+from dashboard.selectors import weeks as dashboard
 from monitoring.models import SettingChange
-from monitoring.selectors.dashboard import weeks as dashboard
 from monitoring.services import tuning
 from tests.monitoring.test_dashboard_pages import OTHER_JUDGE, DashWorld, world  # noqa: F401
 

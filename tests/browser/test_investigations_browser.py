@@ -29,7 +29,7 @@ from playwright.sync_api import Page, expect
 from investigations import services as investigation_services
 from investigations import tasks as investigation_tasks
 from investigations.models import Investigation, Question
-from monitoring.judging.services import runs as judging
+from judging.services import runs as judging
 from monitoring.models import JudgePrice
 from tests.investigations.conftest import GENERATOR, GUESSED, JUDGE, KNOWN, World, world  # noqa: F401
 

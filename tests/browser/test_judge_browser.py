@@ -11,11 +11,11 @@ from django.contrib.auth.models import User
 from django.test import Client
 from playwright.sync_api import Page, expect
 
-from monitoring.judging.services import runs as judging
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
 from tests.monitoring.test_judge_pages import ScriptedJudge
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from monitoring.judging.services import runs as judging
-from monitoring.services import ingest as services
+from judging.services import runs as judging
+from monitoring.services.use_cases import service_create, use_case_create
 
 USE_CASE = "kundenservice"
 
@@ -34,9 +34,9 @@ class Treue:
 @pytest.fixture
 def treue(live_server: Any, transactional_db: None, monkeypatch: pytest.MonkeyPatch) -> Treue:
     monkeypatch.setattr(judging, "judge_runs_enqueue", lambda *, run_ids: 0)
-    use_case = services.use_case_create(slug=USE_CASE, name="Kundenservice", language="de")
-    services.use_case_create(slug="vertrieb", name="Vertrieb", language="en")
-    _, key = services.service_create(name="rag-bot", use_cases=[use_case])
+    use_case = use_case_create(slug=USE_CASE, name="Kundenservice", language="de")
+    use_case_create(slug="vertrieb", name="Vertrieb", language="en")
+    _, key = service_create(name="rag-bot", use_cases=[use_case])
     return Treue(url=live_server.url, key=key, use_case=USE_CASE)
 
 

@@ -1,4 +1,4 @@
-"""Alarms on evidence: the action alarm's rule (monitoring.domain.alarms), the drift CUSUM's
+"""Alarms on evidence: the action alarm's rule (dashboard.domain.alarms), the drift CUSUM's
 per-use-case rate and limit and the bias test against the tolerance (review.domain.calibration).
 Hand-computed values; how often they fire is measured in bench/statistics.py."""
 
@@ -6,14 +6,9 @@ import math
 
 import pytest
 
-from monitoring.domain.alarms import (
-    INTERVAL_BELOW,
-    POOLED_BELOW,
-    TWO_WEEKS_BELOW,
-    action_decision,
-)
-from monitoring.domain.expert_scale import Review
-from monitoring.domain.statistics.estimates import Estimate
+from dashboard.domain.alarms import INTERVAL_BELOW, POOLED_BELOW, TWO_WEEKS_BELOW, action_decision
+from dashboard.domain.expert_scale import Review
+from dashboard.domain.statistics.estimates import Estimate
 from review.domain.calibration import (
     CUSUM_PRIOR,
     CUSUM_SHIFT,

@@ -1,4 +1,4 @@
-"""Batched verification (monitoring.judging.domain.batched): the prompt's layout, the claims'
+"""Batched verification (judging.domain.batched): the prompt's layout, the claims'
 ids, the split into calls, the correction, the schema, and the reading of a reply — complete,
 shuffled, partial, with extra text, unreadable, renumbered, echoed, a claim answered twice —
 with the judge's evidence per claim. The same shapes served through the real client are in
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from monitoring.judging.domain.batched import (
+from judging.domain.batched import (
     BATCHED_PROMPT_VERSION,
     MAX_REASON,
     BatchReading,
@@ -22,7 +22,7 @@ from monitoring.judging.domain.batched import (
     verdict_phrase,
     verify_batch_messages,
 )
-from monitoring.judging.domain.judge_parse import Label
+from judging.domain.judge_parse import Label
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT
 

@@ -1,4 +1,4 @@
-"""Causes (monitoring.domain.causes) on hand-made rows: the buckets, their stratified
+"""Causes (dashboard.domain.causes) on hand-made rows: the buckets, their stratified
 estimates, and the similarity cutoff rule."""
 
 import math
@@ -6,23 +6,22 @@ import math
 import numpy as np
 import pytest
 
-from monitoring.domain.causes import (
+from dashboard.domain.causes import (
     CAUSES,
     MIN_FOR_REGRESSION,
-    NO_MOMENTS,
     Bucket,
     adjusted_effects,
     adjusted_effects_from_moments,
     chunk_count_buckets,
     held_out_cutoff,
     holm,
-    moments_of,
     multi_part_split,
     no_passing_chunk,
     similarity_buckets,
     similarity_cutoff,
 )
-from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from monitoring.domain.moments import NO_MOMENTS, moments_of
 
 
 def answers(key, flagged, judged_scores, unjudged=0):

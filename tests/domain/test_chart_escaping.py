@@ -14,9 +14,9 @@ from typing import Any
 import plotly.graph_objects as go
 import pytest
 
-from monitoring.domain import charts
-from monitoring.domain.charts import Bar, Point, Series
-from monitoring.domain.plotly_text import plotly_text
+from common.domain.plotly_text import plotly_text
+from dashboard.domain import charts
+from dashboard.domain.charts import Bar, Point, Series
 from review.domain import charts as review_charts
 
 LINK = '<a href="https://evil.example">x</a>'

@@ -1,4 +1,4 @@
-"""The dashboard's Plotly figures (monitoring.domain.charts): what each trace holds, checked on
+"""The dashboard's Plotly figures (dashboard.domain.charts): what each trace holds, checked on
 tables of weeks, and that Plotly itself accepts every figure."""
 
 import math
@@ -6,8 +6,9 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from monitoring.domain import charts
-from monitoring.domain.charts import Bar, Point, Series
+from common.domain.plotly import plotly_config
+from dashboard.domain import charts
+from dashboard.domain.charts import Bar, Point, Series
 from review.domain import charts as review_charts
 
 LABELS = {
@@ -209,7 +210,7 @@ def test_every_week_chart_spans_its_weeks_exactly() -> None:
 
 
 def test_config_offers_no_cloud_and_speaks_the_page_language() -> None:
-    config = charts.plotly_config(locale="de", words={"Zoom": "Ausschnitt vergrößern"})
+    config = plotly_config(locale="de", words={"Zoom": "Ausschnitt vergrößern"})
     assert config["displaylogo"] is False and config["showSendToCloud"] is False
     assert config["plotlyServerURL"] == ""
     assert "sendChartToCloud" in config["modeBarButtonsToRemove"]

@@ -1,18 +1,17 @@
-"""Expected judge cost (monitoring.judging.domain.cost), every figure computed by hand in the
+"""Expected judge cost (judging.domain.cost), every figure computed by hand in the
 comments."""
 
 import math
 
 import pytest
 
-from monitoring.judging.domain.cost import (
+from judging.domain.cost import (
     ASSUMED_CALLS_PER_ANSWER,
     WeeklyCostEstimate,
     call_cost,
     expected_weekly_judge_cost,
-    price_key,
-    token_cost,
 )
+from monitoring.domain.prices import price_key, token_cost
 
 # (id, volume, flagged, rate, calls/answer, prompt tok/call, completion tok/call, prompt price,
 #  completion price, judged, calls, cost)

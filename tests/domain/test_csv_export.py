@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from monitoring.domain.csv_export import DIALECTS, csv_chunks
+from dashboard.domain.csv_export import DIALECTS, csv_chunks
 
 ROWS = [(1, "Antwort. Mit Punkt", 0.25, True, None), (2, "„Zitat“; mit Semikolon", 1.0, False, 3)]
 

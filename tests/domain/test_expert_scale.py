@@ -1,4 +1,4 @@
-"""Faithfulness on the experts' scale (monitoring.domain.expert_scale) against hand-computed values.
+"""Faithfulness on the experts' scale (dashboard.domain.expert_scale) against hand-computed values.
 
 z = 1.959964 at 95 %; t(0.975, 19) = 2.093024, so a rectifier from 20 reviews has its variance
 scaled by (t/z)² = 1.140387. The floor is one pseudo-review `offset` off the mean, shared out over
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from monitoring.domain.expert_scale import (
+from dashboard.domain.expert_scale import (
     JUDGE_PRIOR,
     MIN_REVIEWS,
     RECTIFIER_SPREAD,
@@ -22,7 +22,7 @@ from monitoring.domain.expert_scale import (
     rectifier,
     review_sums,
 )
-from monitoring.domain.statistics.estimates import (
+from dashboard.domain.statistics.estimates import (
     SCORE_PRIOR,
     Stratum,
     fit_pooled,

@@ -1,10 +1,10 @@
-"""Splitting an answer into plain and highlighted pieces (monitoring.domain.highlight)."""
+"""Splitting an answer into plain and highlighted pieces (dashboard.domain.highlight)."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitoring.domain.highlight import Segment, segments
+from dashboard.domain.highlight import Segment, segments
 
 TEXT = "Der Behälter muss alle 5 Jahre geprüft werden."
 # Offsets in TEXT: "Der" 0-3, "Behälter" 4-12, "muss" 13-17, "5" 23-24, "Jahre" 25-30.

@@ -1,14 +1,8 @@
-"""Reading judge replies (monitoring.judging.domain.judge_parse): verdict labels and claim lists."""
+"""Reading judge replies (judging.domain.judge_parse): verdict labels and claim lists."""
 
 import pytest
 
-from monitoring.judging.domain.judge_parse import (
-    LABEL_POINTS,
-    MAX_CLAIMS,
-    Label,
-    parse_claims,
-    parse_verdict,
-)
+from judging.domain.judge_parse import LABEL_POINTS, MAX_CLAIMS, Label, parse_claims, parse_verdict
 
 G, T, U, X = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT, Label.UNPARSEABLE
 

@@ -1,4 +1,4 @@
-"""The judge's wording (monitoring.judging.domain.judge_prompt): languages, placeholders, version
+"""The judge's wording (judging.domain.judge_prompt): languages, placeholders, version
 pin."""
 
 import hashlib
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from monitoring.judging.domain import judge_prompt
-from monitoring.judging.domain.judge_prompt import (
+from judging.domain import judge_prompt
+from judging.domain.judge_prompt import (
     NO_CONTEXT_DE,
     NO_CONTEXT_EN,
     PROMPT_TEXTS,

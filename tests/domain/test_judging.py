@@ -1,4 +1,4 @@
-"""Judging one answer (monitoring.judging.domain.judging) with a scripted fake judge.
+"""Judging one answer (judging.domain.judging) with a scripted fake judge.
 
 The fake reads each request like the real model would: the system message says whether it is a
 decomposition or a verification, the user message holds the claim, a trailing reminder marks a
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.judge_prompt import (
+from judging.domain.judge_parse import Label
+from judging.domain.judge_prompt import (
     DECOMPOSE_RETRY_DE,
     DECOMPOSE_SYSTEM_DE,
     DECOMPOSE_SYSTEM_EN,
@@ -22,7 +22,7 @@ from monitoring.judging.domain.judge_prompt import (
     VERIFY_SYSTEM_EN,
     format_context,
 )
-from monitoring.judging.domain.judging import (
+from judging.domain.judging import (
     DECOMPOSITION_UNPARSEABLE,
     CachedVerdict,
     CallResult,

@@ -1,4 +1,4 @@
-"""Judging one answer in batched and one-call mode (monitoring.judging.domain.judging): the
+"""Judging one answer in batched and one-call mode (judging.domain.judging): the
 claims go in calls of at most N under their ids, each verdict carries the judge's evidence, what a
 batched reply leaves open is corrected once in the same conversation and only what is still
 open is asked one by one; a schema goes with the call where the endpoint takes one."""
@@ -8,20 +8,16 @@ import re
 
 import pytest
 
-from monitoring.judging.domain.batched import (
+from judging.domain.batched import (
     BATCHED_PROMPT_VERSION,
     VERIFY_BATCH_SYSTEM_DE,
     VERIFY_BATCH_SYSTEM_EN,
     StructuredOutputRefused,
     claim_ids,
 )
-from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.judge_prompt import (
-    DECOMPOSE_SYSTEM_DE,
-    DECOMPOSE_SYSTEM_EN,
-    PROMPT_VERSION,
-)
-from monitoring.judging.domain.judging import (
+from judging.domain.judge_parse import Label
+from judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN, PROMPT_VERSION
+from judging.domain.judging import (
     BATCHED,
     PER_CLAIM,
     SINGLE,
@@ -29,7 +25,7 @@ from monitoring.judging.domain.judging import (
     judge_answer,
     mode_of_prompt_version,
 )
-from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION, SINGLE_SYSTEM_DE
+from judging.domain.single import SINGLE_PROMPT_VERSION, SINGLE_SYSTEM_DE
 from tests.domain.test_judging import ANSWER, CHUNKS, QUESTION, claims_json
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT

@@ -1,4 +1,4 @@
-"""Tier 1: uncertain words from token log-probabilities (monitoring.domain.logprobs)."""
+"""Tier 1: uncertain words from token log-probabilities (ingest.domain.logprobs)."""
 
 import json
 import math
@@ -8,18 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitoring.domain.logprobs import (
+from ingest.domain.logprobs import (
     UNALIGNED_WARNING,
     TokenLogprob,
     _align,
     _align_bytes,
     align_tokens,
     analyse_answer,
-    pack_compact,
     reanalyse,
     tokens_from_openai,
-    unpack_compact,
 )
+from monitoring.domain.compact import pack_compact, unpack_compact
 
 SURE = 0.0
 LOW = -2.0  # p = 0.135

@@ -3,7 +3,7 @@
 import openai
 import pytest
 
-from monitoring.domain.logprobs import analyse_answer
+from ingest.domain.logprobs import analyse_answer
 from tests.support.openai_server import BYTE_STYLES, DEFAULT_ANSWER, fake_tokenise
 
 # Tokens of DEFAULT_ANSWER given a low probability, and the words that must be reported.

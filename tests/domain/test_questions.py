@@ -1,10 +1,10 @@
-"""Multi-part question detector (monitoring.domain.questions): tables of German and English
+"""Multi-part question detector (ingest.domain.questions): tables of German and English
 questions with the number of things they ask, including single questions that look multi-part
 ("und" inside a noun phrase, "between A and B", "Wie und wann")."""
 
 import pytest
 
-from monitoring.domain.questions import is_multi_part, question_parts
+from ingest.domain.questions import is_multi_part, question_parts
 
 # (question, expected number of parts)
 GERMAN = [

@@ -1,16 +1,11 @@
-"""Tier 2 sampling (monitoring.domain.sampling): plain Python, no Django."""
+"""Tier 2 sampling (ingest.domain.sampling): plain Python, no Django."""
 
 import math
 
 import pytest
 
-from monitoring.domain.sampling import (
-    DEFAULT_SAMPLE_RATE,
-    SampleDecision,
-    decide,
-    random_draw,
-    validate_rate,
-)
+from ingest.domain.sampling import SampleDecision, decide, random_draw
+from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE, validate_rate
 
 # (id, rate, expected float or None for ValueError)
 RATE_CASES = [

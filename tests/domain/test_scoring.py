@@ -1,9 +1,9 @@
-"""Scoring one answer from its verdict labels (monitoring.judging.domain.scoring), hand-computed."""
+"""Scoring one answer from its verdict labels (judging.domain.scoring), hand-computed."""
 
 import pytest
 
-from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.scoring import ScoreResult, score_labels
+from judging.domain.judge_parse import Label
+from judging.domain.scoring import ScoreResult, score_labels
 
 G, T, U, X = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT, Label.UNPARSEABLE
 

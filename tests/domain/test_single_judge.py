@@ -1,4 +1,4 @@
-"""One-call judging (monitoring.judging.domain.single): the wording pinned to its version, the
+"""One-call judging (judging.domain.single): the wording pinned to its version, the
 request's layout and schema, and the reading of a reply — claims with their verdicts, a claim
 without a readable verdict, an abstention, and what is no claim list at all."""
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from monitoring.judging.domain.batched import Evidence
-from monitoring.judging.domain.judge_parse import MAX_CLAIMS, Label
-from monitoring.judging.domain.single import (
+from judging.domain.batched import Evidence
+from judging.domain.judge_parse import MAX_CLAIMS, Label
+from judging.domain.single import (
     SINGLE_PROMPT_VERSION,
     correction_messages,
     read_single,

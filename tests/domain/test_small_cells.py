@@ -1,15 +1,15 @@
 """Figures resting on too few answers to be shown beside a blind review
-(monitoring.domain.small_cells): withheld however deep they sit, everything else untouched."""
+(dashboard.domain.small_cells): withheld however deep they sit, everything else untouched."""
 
 from dataclasses import dataclass, field
 
 import pytest
 
-from monitoring.domain import small_cells
-from monitoring.domain.causes import Adjusted, Bucket, Effect
-from monitoring.domain.expert_scale import ExpertScale
-from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
-from monitoring.domain.statistics.lift import lift
+from dashboard.domain import small_cells
+from dashboard.domain.causes import Adjusted, Bucket, Effect
+from dashboard.domain.expert_scale import ExpertScale
+from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.lift import lift
 
 
 def week(*scores: float) -> Estimate:

@@ -1,4 +1,4 @@
-"""Weekly estimates (monitoring.domain.statistics) against values computed by hand.
+"""Weekly estimates (dashboard.domain.statistics) against values computed by hand.
 
 z = 1.959964 at 95 %, z² = 3.841459. Wilson for a share p with (effective) sample size n:
 centre = (p + z²/2n)/(1 + z²/n), half-width = z·√(p(1−p)/n + z²/4n²)/(1 + z²/n).
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from monitoring.domain.statistics.claims import ClaimStratum, claim_share
-from monitoring.domain.statistics.estimates import (
+from dashboard.domain.statistics.claims import ClaimStratum, claim_share
+from dashboard.domain.statistics.estimates import (
     MIN_JUDGED,
     POOLED_PRIOR,
     SCORE_PRIOR,
@@ -31,8 +31,8 @@ from monitoring.domain.statistics.estimates import (
     wilson_interval,
     z_value,
 )
-from monitoring.domain.statistics.lift import Lift, lift
-from monitoring.domain.statistics.precision import (
+from dashboard.domain.statistics.lift import Lift, lift
+from dashboard.domain.statistics.precision import (
     DECISIVE_HALF_WIDTH,
     UNDECIDED_WIDTH,
     sample_rate_for,

@@ -1,4 +1,4 @@
-"""Statistics from histograms (monitoring.domain.statistics.counts) against the same statistics
+"""Statistics from histograms (dashboard.domain.statistics.counts) against the same statistics
 from the lists the histograms describe: identical floats, compared with `==` and by `repr`
 (which tells every bit of a float, -0.0 from 0.0 included), never approximately.
 
@@ -17,19 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitoring.domain.expert_scale import Review, expert_scale
+from dashboard.domain.expert_scale import Review, expert_scale
 
 # The cells themselves, not only the estimates built on them: a difference in a sum that the
 # estimate happened not to show would still be a difference.
-from monitoring.domain.statistics.claims import ClaimStratum, _claim_cell, claim_share
-from monitoring.domain.statistics.counts import (
+from dashboard.domain.statistics.claims import ClaimStratum, _claim_cell, claim_share
+from dashboard.domain.statistics.counts import (
     ClaimCounts,
     _claim_cell_from_counts,
     claim_share_from_counts,
     indicator_counts,
     sums_from_counts,
 )
-from monitoring.domain.statistics.estimates import (
+from dashboard.domain.statistics.estimates import (
     Stratum,
     StratumSums,
     _Cell,
@@ -44,7 +44,7 @@ from monitoring.domain.statistics.estimates import (
     stratified_share,
     summarize,
 )
-from monitoring.domain.statistics.precision import sample_rate_for, week_precision
+from dashboard.domain.statistics.precision import sample_rate_for, week_precision
 
 
 def same(got, want):

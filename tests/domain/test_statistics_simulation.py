@@ -1,4 +1,4 @@
-"""Coverage of the weekly intervals (monitoring.domain.statistics), measured by simulation.
+"""Coverage of the weekly intervals (dashboard.domain.statistics), measured by simulation.
 
 A use case is simulated for 1,000 weeks with a fixed seed and sampled the way the product
 samples: every flagged answer is judged, every other one with probability = rate (a draw
@@ -29,8 +29,8 @@ import math
 import numpy as np
 import pytest
 
-from monitoring.domain.statistics.claims import ClaimStratum, claim_share
-from monitoring.domain.statistics.estimates import (
+from dashboard.domain.statistics.claims import ClaimStratum, claim_share
+from dashboard.domain.statistics.estimates import (
     Stratum,
     stratified_mean,
     stratified_share,

@@ -1,4 +1,4 @@
-"""Threshold tuner (monitoring.domain.tuner).
+"""Threshold tuner (dashboard.domain.tuner).
 
 The tuner's promise is that "flagged at t" means exactly what tier 1 would decide at t, so the
 equivalence with logprobs.reanalyse is tested over many generated German and English answers
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitoring.domain.logprobs import analyse_answer, reanalyse
-from monitoring.domain.statistics.lift import lift
-from monitoring.domain.tuner import (
+from dashboard.domain.statistics.lift import lift
+from dashboard.domain.tuner import (
     DEFAULT_THRESHOLDS,
     TunerRow,
-    min_content_probability,
     threshold_table,
     threshold_table_from_counts,
 )
+from ingest.domain.content_probability import min_content_probability
+from ingest.domain.logprobs import analyse_answer, reanalyse
 
 SURE = 0.0
 

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from monitoring.domain import xlsx_export
-from monitoring.domain.xlsx_export import (
+from dashboard.domain import xlsx_export
+from dashboard.domain.xlsx_export import (
     DATETIME_FORMAT,
     MAX_CELL_UNITS,
     MAX_WIDTH,
@@ -113,8 +113,6 @@ def test_column_widths_follow_the_values_within_bounds() -> None:
     assert MIN_WIDTH <= int(short[2]) < 20
     assert int(long[2]) == MAX_WIDTH
     assert long[0] == short[0]
-
-
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=HOSTILE_IDS)

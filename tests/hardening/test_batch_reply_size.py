@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from monitoring.judging.domain.batched import MAX_REASON, BatchReading, claim_ids, read_batch
+from judging.domain.batched import MAX_REASON, BatchReading, claim_ids, read_batch
 
 BIG = 1_000_000
 SMALL = BIG // 4

@@ -27,22 +27,14 @@ from typing import Any
 
 import pytest
 
+from dashboard.domain import highlight
+from ingest.domain import logprobs, questions, sampling
+from ingest.domain.content_probability import min_content_probability
 from investigations.domain import consistency
 from investigations.domain.consistency import values as consistency_values
-from monitoring.domain import (
-    highlight,
-    keys,
-    logprobs,
-    questions,
-    sampling,
-)
-from monitoring.domain.tuner import min_content_probability
-from monitoring.judging.domain import judge_parse, judging
-from monitoring.judging.domain.judge_prompt import (
-    decompose_messages,
-    format_context,
-    verify_messages,
-)
+from judging.domain import judge_parse, judging
+from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
+from monitoring.domain import keys
 from review.domain.batches import parse_week
 from traces.domain import assembly as trace_assembly
 from traces.domain.spans import SpanRecord

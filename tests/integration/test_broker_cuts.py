@@ -38,9 +38,10 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from monitoring.judging.services import runs as judging
+from common.broker import transport_options
+from judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import (
     BASE_DIR,
     IN_CI,
@@ -53,7 +54,6 @@ from tests.integration.conftest import (
 from tests.support.openai_server import FakeOpenAIServer, ScriptedJudge
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 from tests.support.tcp_proxy import TcpProxy
-from treue_site.broker import transport_options
 from treue_site.celery import app as celery_app
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -141,7 +141,7 @@ class SupervisedWorker:
 @pytest.fixture
 def use_case(db: None) -> UseCase:
     # Overrides the shared fixture: every answer is in the sample.
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 

@@ -32,9 +32,10 @@ from django.db import connection, connections
 from django.test import Client
 from django.urls import reverse
 
-from monitoring.judging.services import runs as judging
+from common.broker import transport_options
+from judging.services import runs as judging
 from monitoring.models import Answer, Chunk, JudgeRun, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import (
     BASE_DIR,
     IN_CI,
@@ -48,7 +49,6 @@ from tests.integration.conftest import (
 from tests.support.openai_server import ScriptedJudge
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 from tests.support.tcp_proxy import TcpProxy, free_port
-from treue_site.broker import transport_options
 from treue_site.celery import app as celery_app
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -62,7 +62,7 @@ transactional = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def use_case(db: None) -> UseCase:
     # Overrides the shared fixture: every answer is in the sample.
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 

@@ -1,6 +1,6 @@
 """What HTTP clients send, to a real gunicorn serving treue_site.wsgi as in production: bodies
 sent chunked, without a Content-Length (httpx given a generator, requests given an iterator,
-curl with the header), are read like any other (treue_site.request_body)."""
+curl with the header), are read like any other (common.request_body)."""
 
 from __future__ import annotations
 

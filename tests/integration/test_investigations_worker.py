@@ -11,11 +11,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from investigations.models import Investigation, Question
 from monitoring.models import Answer, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.integration.conftest import route_to, wait_for
 from tests.investigations.conftest import (
     GENERATOR,
@@ -35,12 +36,12 @@ Q_NONE = "Gibt es eine Ausnahme?"
 
 
 def setup_world() -> tuple[UseCase, User, list[Answer]]:
-    use_case = services.use_case_create(
+    use_case = use_case_create(
         # The draw is a hash of (service id, external id), and the service's id differs from
         # run to run: at 0.001 one run in 300 sampled an answer (and failed below).
         slug="behaelter", name="Behälterprüfung", language="de", sample_rate=1e-9
     )
-    service, _key = services.service_create(name="rag-bot", use_cases=[use_case])
+    service, _key = service_create(name="rag-bot", use_cases=[use_case])
     lead = User.objects.create_user("lead", password=PASSWORD)
     use_case.team_leads.add(lead)
     answers = []

@@ -125,7 +125,7 @@ AFTER = textwrap.dedent("""
     from django.db import connection
     from monitoring.services import ingest as services
     from monitoring.models import Answer, Service
-    from monitoring.schemas import AnswerIn
+    from ingest.schemas import AnswerIn
     from monitoring.services import partitions
     service = Service.objects.get(name="bot")
     new = {"external_id": "neu", "use_case": "fall", "question": "Wie oft?",

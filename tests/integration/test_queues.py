@@ -1,6 +1,6 @@
 """Separate queues with their own workers (issue 22, scale-out): the product's routes send the
 follow-up of a batch ingest to the ingest queue, judge runs to the judge queue and beat's work
-to housekeeping (treue_site/queues.py), and two real workers, each consuming only its own
+to housekeeping (common/queues.py), and two real workers, each consuming only its own
 queues, share the work between them as a production deployment would.
 
 The queues get this run's token as TREUE_QUEUE_PREFIX, so nothing else on the Redis sees them.
@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from monitoring.judging.services import runs as judging
+from common import queues
+from judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import Broker, celery_app, wait_for
 from tests.support.openai_server import ScriptedJudge
-from treue_site import queues
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +24,7 @@ CLAIM = "Der Behälter wird alle 5 Jahre geprüft."
 
 @pytest.fixture
 def use_case(db: None) -> UseCase:
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 

@@ -17,11 +17,11 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection, connections
 
+from common import db_router
+from dashboard.selectors.figures import use_case_weeks
 from monitoring.models import Answer
-from monitoring.selectors.dashboard.figures import use_case_weeks
 from tests.integration.test_faults import WebServer
 from tests.support.postgres import admin_connection, database_url
-from treue_site import db_router
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

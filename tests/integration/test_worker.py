@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from monitoring.judging.services import runs as judging
+from judging.services import runs as judging
 from monitoring.models import Answer, Claim, JudgeRun, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import route_to, wait_for
 from tests.support.openai_server import ScriptedJudge
 
@@ -29,7 +29,7 @@ C3 = "Die Prüfung macht die Sicherheitsfachkraft."
 @pytest.fixture
 def use_case(db: None) -> UseCase:
     # Overrides the shared fixture: every answer is in the sample.
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 

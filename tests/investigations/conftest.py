@@ -13,10 +13,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
 
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from monitoring.models import Answer, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
 from tests.support.openai_server import FakeOpenAIServer
 from tests.support.world import WorldBuilder
 

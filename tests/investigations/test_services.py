@@ -12,7 +12,7 @@ import pytest
 
 from investigations import selectors, services
 from investigations.models import Investigation, Question
-from monitoring.judging.client import JudgeUnavailable
+from judging.client import JudgeUnavailable
 from monitoring.models import JudgePrice
 from tests.investigations.conftest import GENERATOR, GUESSED, JUDGE, KNOWN, World, messages_for
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from jobs import framework as jobs
 from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 
 KIND = jobs.JobKind(model=JudgeRun, task="tests.jobs.work", what="test job")
 FANNED = jobs.JobKind(
@@ -45,7 +45,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
 @pytest.fixture
 def use_case(db: None) -> UseCase:
-    return services.use_case_create(slug="kundenservice", name="Kundenservice", sample_rate=1.0)
+    return use_case_create(slug="kundenservice", name="Kundenservice", sample_rate=1.0)
 
 
 @pytest.fixture
@@ -273,7 +273,7 @@ def test_many_jobs_go_out_as_one_fan_out_message(
 
 def test_tasks_are_found_by_the_names_services_publish() -> None:
     from investigations.services import QUESTION
-    from monitoring.judging.services.runs import JUDGE_RUN
+    from judging.services.runs import JUDGE_RUN
 
     for name in (JUDGE_RUN.task, JUDGE_RUN.fan_out_task, QUESTION.task):
         assert name is not None

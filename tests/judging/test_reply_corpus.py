@@ -30,15 +30,11 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from monitoring.judging.client import JudgeClient, JudgeConfig
-from monitoring.judging.domain import judging
-from monitoring.judging.domain.batched import (
-    VERIFY_BATCH_SYSTEM_DE,
-    VERIFY_BATCH_SYSTEM_EN,
-    claim_ids,
-)
-from monitoring.judging.domain.judge_parse import Label
-from monitoring.judging.domain.judging import (
+from judging.client import JudgeClient, JudgeConfig
+from judging.domain import judging
+from judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN, claim_ids
+from judging.domain.judge_parse import Label
+from judging.domain.judging import (
     BATCHED,
     PATH_BATCHED,
     PATH_CORRECTED,
@@ -46,7 +42,7 @@ from monitoring.judging.domain.judging import (
     PATH_SINGLE,
     SINGLE,
 )
-from monitoring.judging.services.runs import BATCH_LINE_TOKENS
+from judging.services.runs import BATCH_LINE_TOKENS
 from tests.support.openai_server import FakeOpenAIServer, ScriptedJudge
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT

@@ -16,9 +16,9 @@ from django.utils import translation
 
 from alarms.models import Alarm
 from alarms.services import alarm_raise
-from monitoring import tasks
-from monitoring.selectors.dashboard import figures as dashboard
-from monitoring.services.action import action_alarms_check
+from dashboard.selectors import figures as dashboard
+from dashboard.services.action import action_alarms_check
+from dashboard.tasks import check_action_alarms
 from tests.monitoring.test_dashboard_pages import (  # noqa: F401
     DashWorld,
     G,
@@ -33,7 +33,7 @@ from tests.monitoring.test_dashboard_pages import (  # noqa: F401
 def check(capture: Any) -> int:
     """The hourly task, with the mails it queues on commit sent."""
     with capture(execute=True):
-        return tasks.check_action_alarms()
+        return check_action_alarms()
 
 
 def action_alarms() -> list[Alarm]:
@@ -196,8 +196,8 @@ def test_a_few_answers_raise_only_on_evidence(
 def test_two_narrow_weeks_below_the_line_raise_it(
     world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
 ) -> None:
-    from monitoring.domain.alarms import action_decision
-    from monitoring.domain.statistics.estimates import Estimate
+    from dashboard.domain.alarms import action_decision
+    from dashboard.domain.statistics.estimates import Estimate
 
     # The rule itself, as the service applies it: two amber weeks in a row raise, one does not.
     amber = Estimate(0.88, 0.86, 0.93, 400, 2000, (100, 300), False)

@@ -11,12 +11,13 @@ from django.test import override_settings
 from django.utils import timezone
 from openai import OpenAI
 
-from monitoring.domain import sampling
+from ingest import services
+from ingest.domain import sampling
+from ingest.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS, AnswerIn
+from ingest.services import IngestOutcome
 from monitoring.models import Answer, Chunk, JudgeRun, Service, UseCase
-from monitoring.schemas import MAX_ANSWER_CHARS, MAX_JSON_DEPTH, MAX_QUESTION_CHARS, AnswerIn
-from monitoring.selectors import answers as selectors
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.selectors.access import service_for_key
+from monitoring.services.use_cases import service_create, service_rotate_key, use_case_create
 from tests.conftest import ApiClient
 from tests.support.openai_server import DEFAULT_ANSWER
 
@@ -105,7 +106,7 @@ def service(service_and_key) -> Service:
 
 @pytest.fixture
 def other_service(use_case) -> tuple[Service, str]:
-    return services.service_create(name="other-bot", use_cases=[use_case])
+    return service_create(name="other-bot", use_cases=[use_case])
 
 
 # --------------------------------------------------------------------------------------- 201
@@ -590,7 +591,7 @@ def test_key_of_inactive_service_is_401(api, make_answer, service):
 
 
 def test_rotated_key_is_401_and_new_key_works(client, api, make_answer, service):
-    new_key = services.service_rotate_key(service=service)
+    new_key = service_rotate_key(service=service)
     assert api.post(URL, make_answer()).status_code == 401
     assert ApiClient(client, new_key).post(URL, make_answer()).status_code == 201
 
@@ -616,7 +617,7 @@ def test_another_tenants_use_case_reads_exactly_as_one_that_does_not_exist(
 ):
     # Seen in an attack: another tenant's slug was a 403, one that does not exist a 400, and
     # another tenant's inactive use case said "inactive": a key could list every slug.
-    inactive = services.use_case_create(slug="stillgelegt", name="Stillgelegt")
+    inactive = use_case_create(slug="stillgelegt", name="Stillgelegt")
     UseCase.objects.filter(pk=inactive.pk).update(active=False)
     answers = []
     for slug in (other_use_case.slug, "stillgelegt", "gibt-es-nicht"):
@@ -648,10 +649,10 @@ def test_a_key_without_any_use_case_is_403_not_401(api, make_answer, service):
 def test_the_key_finds_its_service_with_only_its_active_use_cases(
     service, use_case, other_use_case
 ):
-    third = services.use_case_create(slug="einkauf", name="Einkauf")
+    third = use_case_create(slug="einkauf", name="Einkauf")
     service.use_cases.add(other_use_case, third)
     UseCase.objects.filter(pk=third.pk).update(active=False)
-    found = selectors.service_for_key(service.key_prefix)
+    found = service_for_key(service.key_prefix)
     assert found is not None
     assert (found.service.pk, found.service.name, found.service.active) == (
         service.pk, "rag-bot", True
@@ -661,8 +662,8 @@ def test_the_key_finds_its_service_with_only_its_active_use_cases(
     assert found.use_cases["vertrieb"].language == "en"
     assert found.use_cases["kundenservice"].sample_rate == use_case.sample_rate
     Service.objects.filter(pk=service.pk).update(active=False)
-    assert selectors.service_for_key(service.key_prefix) is None
-    assert selectors.service_for_key("00000000") is None
+    assert service_for_key(service.key_prefix) is None
+    assert service_for_key("00000000") is None
 
 
 def test_use_case_allowed_after_granting(api, make_answer, service, other_use_case):

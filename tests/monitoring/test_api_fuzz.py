@@ -23,10 +23,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from monitoring.api import api
+from ingest.schemas import AnswerIn
+from ingest.services import answer_ingest
 from monitoring.models import Answer
-from monitoring.schemas import AnswerIn
-from monitoring.services.ingest import answer_ingest
+from treue_site.urls import api
 
 URL = "/api/v1/answers"
 BATCH_URL = "/api/v1/answers/batch"

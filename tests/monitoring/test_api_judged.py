@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import override_settings
 
-from monitoring.judging.services import runs as judging
+from judging.services import runs as judging
 from monitoring.models import JudgeRun
 
 CLAIMS = ["Der Behälter wird alle 5 Jahre geprüft.", "Die Prüfung kostet 250 Euro."]

@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from monitoring.domain import keys
-from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
+from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE
 from monitoring.models import Answer, Service, UseCase
 from tests.conftest import ApiClient
 
@@ -188,7 +188,6 @@ def test_create_service_requires_a_use_case():
     with pytest.raises(CommandError):
         run("create_service", "svc")
     assert not Service.objects.exists()
-
 
 
 def _hotline_service_and_key():

@@ -33,22 +33,22 @@ from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.domain.sampling import random_draw
-from monitoring.domain.statistics import estimates as statistics_estimates
-from monitoring.domain.statistics import precision as statistics_precision
-from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
-from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
-from monitoring.judging.services.runs import judge_run_execute
+from dashboard.domain.statistics import estimates as statistics_estimates
+from dashboard.domain.statistics import precision as statistics_precision
+from dashboard.selectors import diagnosis as dashboard_diagnosis
+from dashboard.selectors import figures as dashboard_figures
+from dashboard.selectors import overview as dashboard_overview
+from dashboard.selectors import weeks as dashboard_weeks
+from dashboard.selectors.weeks import Week, iso_weeks
+from ingest import services
+from ingest.domain.sampling import random_draw
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.domain.batched import BATCHED_PROMPT_VERSION
+from judging.domain.single import SINGLE_PROMPT_VERSION
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.selectors.dashboard import diagnosis as dashboard_diagnosis
-from monitoring.selectors.dashboard import figures as dashboard_figures
-from monitoring.selectors.dashboard import overview as dashboard_overview
-from monitoring.selectors.dashboard import weeks as dashboard_weeks
-from monitoring.selectors.dashboard.weeks import Week, iso_weeks
-from monitoring.services import ingest as services
 from monitoring.services import rollups
-from monitoring.services.ingest import IngestOutcome
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -740,8 +740,8 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
 
 
 def test_advice_only_where_the_adjusted_association_holds() -> None:
-    from monitoring.domain.causes import Adjusted, Bucket, Effect
-    from monitoring.views import dashboard as views
+    from dashboard.domain.causes import Adjusted, Bucket, Effect
+    from dashboard.views import pages as views
 
     def est(value: float) -> Any:
         return statistics_estimates.Estimate(

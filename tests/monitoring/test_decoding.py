@@ -1,4 +1,4 @@
-"""The fast way in (monitoring.decoding) against the contract (pydantic's AnswerIn).
+"""The fast way in (ingest.decoding) against the contract (pydantic's AnswerIn).
 
 The promise: whatever the fast decoder accepts, pydantic would have accepted from the body
 parsed the slow way, with the same values and the same fingerprint; and a valid answer does
@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from monitoring import decoding
-from monitoring.decoding import BatchItems, decode_answer, decode_batch, split_batch
+from ingest import decoding
+from ingest.decoding import BatchItems, decode_answer, decode_batch, split_batch
+from ingest.schemas import AnswerIn, CheckedTokens
+from ingest.services import content_hash, field_errors, legacy_content_hash
 from monitoring.models import Answer
-from monitoring.schemas import AnswerIn, CheckedTokens
-from monitoring.services.ingest import content_hash, field_errors, legacy_content_hash
 
 SETTINGS = {
     "deadline": None,
@@ -182,7 +182,6 @@ def test_a_batch_is_split_into_its_items_as_sent():
     assert split_batch(b'{"answers": [], "more": 1}') is None
     assert split_batch(b'{"answers": [' + b"1," * 500 + b"1]}") is None  # over 500
     assert split_batch(b'{"answers": [1,]}') is None
-
 
 
 def batch_of(items: list[Any]) -> bytes:

@@ -6,9 +6,9 @@ import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from monitoring.domain.statistics.estimates import Estimate, Stratum, stratified_mean
-from monitoring.domain.statistics.precision import shown_digits, tops_at_estimate
-from monitoring.views.dashboard import _estimate_cell, _Numbers
+from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.precision import shown_digits, tops_at_estimate
+from dashboard.views.pages import _estimate_cell, _Numbers
 
 # Ten flagged answers judged in full, 30 of 990 unflagged drawn at random.
 ALL_ONE = stratified_mean([Stratum(10, [0.5] * 10, drawn=False), Stratum(990, [1.0] * 30)])

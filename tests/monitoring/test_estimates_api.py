@@ -25,12 +25,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from monitoring.api.estimates import EstimatesOut
-from monitoring.domain.statistics import estimates as statistics
-from monitoring.domain.statistics.estimates import Stratum
+from dashboard.api import EstimatesOut
+from dashboard.domain.statistics import estimates as statistics
+from dashboard.domain.statistics.estimates import Stratum
+from dashboard.selectors.figures import use_case_weeks
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.selectors.dashboard.figures import use_case_weeks
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder
 
@@ -406,7 +406,7 @@ def test_responses_match_the_published_schema(world: World, wsgi_app: Any, query
 
 
 def test_an_answer_of_another_use_case_does_not_count(world: World, client: Client) -> None:
-    other_service, _ = services.service_create(name="zweit-bot", use_cases=[world.other])
+    other_service, _ = service_create(name="zweit-bot", use_cases=[world.other])
     ingest(other_service, world.other, "x-1", "Antwort X.")
     response = client.get(url(), **as_key(world.key))
     assert response.json()["weeks"][-1]["volume"] == 1

@@ -28,10 +28,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from monitoring.domain import xlsx_export
-from monitoring.domain.csv_export import csv_text
+from dashboard.domain import xlsx_export
+from dashboard.domain.csv_export import csv_text
 from monitoring.models import Answer, RollupDay, Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.world import WorldBuilder
 from tests.support.xlsx import HOSTILE, HOSTILE_IDS, Cell, Sheet, read_sheet
 
@@ -583,8 +583,6 @@ def test_export_row_holds_every_column(lead_client: Client, world: dict[str, Ans
     assert queued[HEADER.index("use_case")] == "b"
 
 
-
-
 @pytest.mark.parametrize("value", HOSTILE, ids=HOSTILE_IDS)
 def test_export_defuses_spreadsheet_formulas(
     lead_client: Client, world: dict[str, Answer], value: str
@@ -742,9 +740,9 @@ def test_page_links_the_xlsx_export_with_its_filters(
 
 @pytest.fixture
 def five_thousand(lead: User) -> UseCase:
-    use_case = services.use_case_create(slug="gross", name="Groß")
+    use_case = use_case_create(slug="gross", name="Groß")
     use_case.team_leads.add(lead)
-    service, _ = services.service_create(name="bulk-bot", use_cases=[use_case])
+    service, _ = service_create(name="bulk-bot", use_cases=[use_case])
     start = utc(2025, 1, 6)
     Answer.objects.bulk_create(
         [

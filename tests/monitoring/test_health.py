@@ -12,12 +12,13 @@ from django.db import OperationalError, connection
 from django.test import Client
 from django.utils import timezone
 
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from monitoring.domain import health
 from monitoring.models import Answer, UseCase, WorkerHeartbeat
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
 from monitoring.services.health import worker_heartbeat_record
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 
 KEYS = {"status", "database", "broker", "worker", "oldest_unscored_seconds"}
 
@@ -113,7 +114,7 @@ def test_heartbeats_update_one_row_per_worker(db: None) -> None:
 
 
 def _ingest(use_case: UseCase, ext: str, **extra: Any) -> Answer:
-    service, _ = services.service_create(name=f"bot-{ext}", use_cases=[use_case])
+    service, _ = service_create(name=f"bot-{ext}", use_cases=[use_case])
     body = {"external_id": ext, "use_case": use_case.slug, "question": "Frage?",
             "answer": "Antwort.", "model": "gpt-4o-mini", "logprobs": None, **extra}
     result = services.answer_ingest(
@@ -124,7 +125,7 @@ def _ingest(use_case: UseCase, ext: str, **extra: Any) -> Answer:
 
 
 def test_the_oldest_unscored_answer(client: Client, alive: None, settings: Any) -> None:
-    sampled = services.use_case_create(slug="alles", name="Alles", sample_rate=1.0)
+    sampled = use_case_create(slug="alles", name="Alles", sample_rate=1.0)
     now = timezone.now()
     queued = _ingest(sampled, "q")
     judging = _ingest(sampled, "j")

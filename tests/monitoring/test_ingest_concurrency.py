@@ -167,7 +167,7 @@ def test_an_id_stored_between_the_lookup_and_a_large_copy_is_a_replay(
 ):
     # A batch big enough that PostgreSQL finds the duplicate while the COPY is still streaming
     # (~40 KB a row): the item stored meanwhile by another request is a 200, the others 201.
-    from monitoring.services import ingest
+    from ingest import services as ingest
 
     _, key = service_and_key
     text = "Der Behälter muss alle 5 Jahre geprüft werden. " * 800
@@ -318,7 +318,7 @@ def _failing(real, sqlstate: str, times: int, calls: list[int]):
 def test_an_insert_ended_by_a_conflict_is_tried_again(
     service_and_key, make_answer, monkeypatch, sqlstate, times, status, tries
 ):
-    from monitoring.services import ingest
+    from ingest import services as ingest
 
     _, key = service_and_key
     calls: list[int] = []

@@ -1,4 +1,4 @@
-"""The judge client (monitoring.judging.client) through the real `openai` SDK against the local
+"""The judge client (judging.client) through the real `openai` SDK against the local
 OpenAI-compatible server: what each failure of the endpoint becomes, and what every request
 carries. The task decides on retries from these two kinds, so a wrong mapping either retries a
 misconfiguration forever or gives up on a passing outage."""
@@ -10,7 +10,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from monitoring.judging.client import (
+from judging.client import (
     GeneratorClient,
     JudgeClient,
     JudgeConfig,

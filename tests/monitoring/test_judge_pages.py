@@ -22,14 +22,15 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.judging import selectors as judging_selectors
-from monitoring.judging.domain.judge_prompt import PROMPT_VERSION
-from monitoring.judging.services import rescoring
-from monitoring.judging.services.runs import judge_run_execute
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging import selectors as judging_selectors
+from judging.domain.judge_prompt import PROMPT_VERSION
+from judging.services import rescoring
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.judged import Judge as ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -381,9 +382,9 @@ def test_pending_run_waits_for_the_judge(world: World, judge: Any) -> None:
 
 
 def test_unsampled_answer_says_it_is_not_judged(world: World, judge: Any) -> None:
-    rare = services.use_case_create(slug="selten", name="Selten", sample_rate=1e-9)
+    rare = use_case_create(slug="selten", name="Selten", sample_rate=1e-9)
     rare.team_leads.add(world.users["lead"])
-    service, _ = services.service_create(name="selten-bot", use_cases=[rare])
+    service, _ = service_create(name="selten-bot", use_cases=[rare])
     answer = ingest(service, rare, "nicht-gezogen", "Der Behälter hält lange.")
     assert not answer.sampled
     lead = client_for(world, "lead")
@@ -1147,11 +1148,11 @@ def test_two_leads_confirming_at_once_queue_one_run(
     """Both requests lock the answer; the second sees the first one's waiting run."""
     from django.db import connection
 
-    from monitoring.judging.services import runs as judging
+    from judging.services import runs as judging
 
     monkeypatch.setattr(judging, "judge_runs_enqueue", lambda *, run_ids: 0)
-    use_case = services.use_case_create(slug="gleichzeitig", name="Gleichzeitig", sample_rate=1.0)
-    service, _ = services.service_create(name="gleich-bot", use_cases=[use_case])
+    use_case = use_case_create(slug="gleichzeitig", name="Gleichzeitig", sample_rate=1.0)
+    service, _ = service_create(name="gleich-bot", use_cases=[use_case])
     answer = judged(judge, service, use_case, "gleich", SIX[:1])
     leads = [User.objects.create_user(f"lead-{i}") for i in range(2)]
     barrier = threading.Barrier(2)

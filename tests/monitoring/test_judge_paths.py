@@ -25,7 +25,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from monitoring.judging import selectors as judging_selectors
+from judging import selectors as judging_selectors
 from monitoring.models import (
     Claim,
     JudgeEndpoint,

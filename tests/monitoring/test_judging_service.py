@@ -1,4 +1,4 @@
-"""The judge tier's service (monitoring.judging.services.runs), run in-process against the local
+"""The judge tier's service (judging.services.runs), run in-process against the local
 OpenAI-compatible server through the real `openai` client.
 
 Answers come in through the ingest API (the stable interface), so their runs are created the way
@@ -24,21 +24,21 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from ingest.domain import sampling
 from jobs import framework as jobs
-from monitoring.domain import sampling
-from monitoring.judging import tasks
-from monitoring.judging.client import JudgeClient, JudgeUnavailable
-from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION, claim_ids
-from monitoring.judging.domain.judge_prompt import (
+from judging import tasks
+from judging.client import JudgeClient, JudgeUnavailable
+from judging.domain.batched import BATCHED_PROMPT_VERSION, claim_ids
+from judging.domain.judge_prompt import (
     DECOMPOSE_SYSTEM_EN,
     PROMPT_VERSION,
     VERIFY_RETRY_DE,
     VERIFY_SYSTEM_DE,
     VERIFY_SYSTEM_EN,
 )
-from monitoring.judging.domain.single import SINGLE_PROMPT_VERSION
-from monitoring.judging.services import rescoring
-from monitoring.judging.services import runs as judging
+from judging.domain.single import SINGLE_PROMPT_VERSION
+from judging.services import rescoring
+from judging.services import runs as judging
 from monitoring.models import (
     Answer,
     Claim,
@@ -50,7 +50,7 @@ from monitoring.models import (
     UseCase,
     VerifyPath,
 )
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 from tests.support.openai_server import ScriptedJudge
 from treue_site import settings as project
 
@@ -63,7 +63,7 @@ C4 = "Kleine Behälter sind ausgenommen."
 @pytest.fixture
 def use_case(db: None) -> UseCase:
     # Overrides the shared fixture: every answer is in the sample, so every answer is judged.
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 
@@ -218,7 +218,7 @@ def test_a_fan_out_the_broker_refuses_leaves_the_runs_to_the_reconciler(
 
 def test_unsampled_answers_get_no_run(judge, api, make_answer, service_and_key, enqueued):
     service, _ = service_and_key
-    rare = services.use_case_create(slug="selten", name="Selten", sample_rate=0.001)
+    rare = use_case_create(slug="selten", name="Selten", sample_rate=0.001)
     service.use_cases.add(rare)
     external_id = next(
         f"u-{i}" for i in range(100)

@@ -16,10 +16,11 @@ from django.contrib.auth.models import User
 from django.contrib.staticfiles import finders
 from django.test import Client
 
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from monitoring.models import Answer, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 
 EN_CATALOGUE = Path(__file__).resolve().parents[2] / "locale/en/LC_MESSAGES/django.mo"
 
@@ -76,11 +77,11 @@ def filter_world(
     "voll" samples every answer, "kaum" practically none, so whether an unflagged answer is
     sampled is fixed by its use case, not by the hash draw. "ks" is in the fixture's use case.
     """
-    voll = services.use_case_create(slug="voll", name="Voll", sample_rate=1.0)
-    kaum = services.use_case_create(slug="kaum", name="Kaum", sample_rate=1e-9)
+    voll = use_case_create(slug="voll", name="Voll", sample_rate=1.0)
+    kaum = use_case_create(slug="kaum", name="Kaum", sample_rate=1e-9)
     for uc in (voll, kaum):
         uc.experts.add(expert)
-    service, _ = services.service_create(name="filter-bot", use_cases=[voll, kaum])
+    service, _ = service_create(name="filter-bot", use_cases=[voll, kaum])
     text = "Der Behälter muss alle 5 Jahre geprüft werden."
 
     def add(service: Service, external_id: str, slug: str, when: str, flagged: bool) -> Answer:

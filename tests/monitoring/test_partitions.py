@@ -12,12 +12,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from monitoring.judging.selectors import judge_usage_by_day
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.selectors import judge_usage_by_day
 from monitoring.models import Answer, AnswerKey, Chunk, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
 from monitoring.services import partitions
-from monitoring.services.ingest import IngestOutcome
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -179,9 +179,9 @@ def _months_back(n: int) -> datetime:
 
 
 def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_builder, monkeypatch):
+    from dashboard.selectors.figures import use_case_weeks
     from monitoring import extensions
     from monitoring.models import Claim, JudgeRun, RollupSealed
-    from monitoring.selectors.dashboard.figures import use_case_weeks
     from monitoring.services import retention, rollups
     from tests.support.judged import Judge, judged
 
@@ -235,7 +235,7 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     rollups.rollups_rebuild()
     assert use_case_weeks(use_case=deletes, weeks=30) == before
     # The explorer's count (from the day rollups) leaves the dropped month out.
-    from monitoring.selectors.answers import answer_count, answer_list
+    from dashboard.selectors.answers import answer_count, answer_list
 
     lead = world_builder.user("leitung", lead_of=[deletes, keeps])
     assert answer_count(user=lead) == answer_list(user=lead).count() == 8

@@ -12,11 +12,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.selectors import answers as answer_selectors
 from investigations.models import Investigation, Question
+from judging.services.runs import judge_run_execute
 from monitoring import extensions
-from monitoring.judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Service, UseCase
-from monitoring.selectors import answers as answer_selectors
 from monitoring.services import retention
 from review import services as review_services
 from review.domain.batches import shift_week, week_monday
@@ -224,7 +224,6 @@ def test_an_anonymised_answer_shows_what_is_left(
     assert [c["text"] for c in data["chunks"]] == [""]
     assert [c["text"] for c in data["judge_runs"][0]["claims"]] == ["", ""]
     assert "Schmidt" not in json.dumps(data)
-
 
 
 def test_investigations_of_the_answer_are_part_of_it(

@@ -17,16 +17,16 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.selectors.overview import overview_rows
+from dashboard.selectors.page import use_case_page
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from investigations.models import Investigation, Question
-from monitoring.judging.services import rescoring
-from monitoring.judging.services.runs import judge_run_execute
+from judging.services import rescoring
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.selectors.dashboard.overview import overview_rows
-from monitoring.selectors.dashboard.page import use_case_page
-from monitoring.services import ingest as services
 from monitoring.services import retention
-from monitoring.services.ingest import IngestOutcome
 from monitoring.tasks import apply_retention
 from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict

@@ -15,13 +15,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from monitoring.judging import tasks
-from monitoring.judging.services import runs as judging
+from dashboard.selectors import rollup_reads
+from ingest import services
+from judging import tasks
+from judging.services import runs as judging
 from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
 from monitoring.models.rollups import day_of, week_of
-from monitoring.selectors.dashboard import rollup_reads
-from monitoring.services import ingest as services
 from monitoring.services import rollups
+from monitoring.services.use_cases import use_case_create
 from tests.support.openai_server import ScriptedJudge
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -31,7 +32,7 @@ C3 = "Die Prüfung kostet 1.250 €."
 
 @pytest.fixture
 def use_case(db: None) -> UseCase:
-    return services.use_case_create(
+    return use_case_create(
         slug="kundenservice", name="Kundenservice", language="de", sample_rate=1.0
     )
 
@@ -213,9 +214,9 @@ def test_the_nightly_check_rebuilds_once_then_repairs_and_says_so(
 
 def _figures_everywhere(use_case: UseCase, lead_client: Any, key: str) -> dict[str, Any]:
     """Everything the pages, the API and /metrics show of the use case's weeks."""
-    from monitoring.selectors.dashboard.figures import use_case_weeks
-    from monitoring.selectors.dashboard.overview import overview_rows
-    from monitoring.selectors.dashboard.page import use_case_page
+    from dashboard.selectors.figures import use_case_weeks
+    from dashboard.selectors.overview import overview_rows
+    from dashboard.selectors.page import use_case_page
 
     lead = lead_client.user
     page = use_case_page(use_case=use_case, weeks=26)
@@ -370,7 +371,7 @@ def _diagnosis_world(world_builder: Any) -> tuple[UseCase, Any, list[Answer]]:
     import math
     import random
 
-    from monitoring.schemas import AnswerIn
+    from ingest.schemas import AnswerIn
     from tests.support.judged import GENERATOR, Judge
 
     judge = world_builder.judge(Judge())
@@ -412,8 +413,8 @@ def _diagnosis_world(world_builder: Any) -> tuple[UseCase, Any, list[Answer]]:
 
 
 def _diagnosis(use_case: UseCase) -> Any:
-    from monitoring.selectors.dashboard.diagnosis import use_case_diagnosis
-    from monitoring.selectors.dashboard.page import use_case_page
+    from dashboard.selectors.diagnosis import use_case_diagnosis
+    from dashboard.selectors.page import use_case_page
 
     page = use_case_page(use_case=use_case, weeks=26).diagnosis
     alone = use_case_diagnosis(use_case=use_case)
@@ -443,7 +444,7 @@ def _assert_same_diagnosis(raw: Any, from_rollups: Any) -> None:
 def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder):
     """Causes, worth, tuner and the adjusted regression: from the raw rows and from the rollups
     (kept by ingest and the judge, then rebuilt), also after rescores that change scores."""
-    from monitoring.judging.services import rescoring  # noqa: F401  (the rescore trigger)
+    from judging.services import rescoring  # noqa: F401  (the rescore trigger)
 
     use_case, judge, answers = _diagnosis_world(world_builder)
     assert rollups.rollups_check() == []  # the writers kept every table, moments included
@@ -495,7 +496,7 @@ def test_a_threshold_off_the_grid_reads_the_tuner_from_the_raw_rows(world_builde
 
 
 def _judge_page_figures(use_case: UseCase, now: Any, lead_client: Any) -> dict[str, Any]:
-    from monitoring.judging import selectors as judge_selectors
+    from judging import selectors as judge_selectors
 
     since = now - timedelta(days=judge_selectors.COST_WINDOW_DAYS)
     page = lead_client.get(f"/use-cases/{use_case.slug}/judge/")
@@ -526,8 +527,8 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
 
     from django.test import Client
 
-    from monitoring.judging import selectors as judge_selectors
-    from monitoring.judging.services.runs import judge_runs_create
+    from judging import selectors as judge_selectors
+    from judging.services.runs import judge_runs_create
     from monitoring.models import JudgePrice, RollupUsageDay
     from tests.support.judged import JUDGE, Judge, external_id, judged
     from tests.support.judged import ingest as ingest_answer

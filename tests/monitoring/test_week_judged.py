@@ -3,11 +3,11 @@ gave: the seam a rollup path will hand the same objects through (issue 22)."""
 
 import random
 
-from monitoring.domain.statistics import claims as statistics_claims
-from monitoring.domain.statistics import estimates as statistics_estimates
-from monitoring.selectors.dashboard.figures import _shares, _sums
-from monitoring.selectors.dashboard.judged import NO_CLAIMS, WeekJudged, judged_by_week
-from monitoring.selectors.dashboard.reads import JudgedRow
+from dashboard.domain.statistics import claims as statistics_claims
+from dashboard.domain.statistics import estimates as statistics_estimates
+from dashboard.selectors.figures import _shares, _sums
+from dashboard.selectors.judged import NO_CLAIMS, WeekJudged, judged_by_week
+from dashboard.selectors.reads import JudgedRow
 
 
 def rows(seed: int, n: int) -> tuple[list[JudgedRow], dict[int, tuple[float, int]]]:

@@ -12,11 +12,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from monitoring.judging.services.runs import judge_run_execute
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
 from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder

@@ -11,12 +11,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from monitoring.domain.sampling import random_draw
-from monitoring.judging.services.runs import judge_run_execute
+from ingest import services as monitoring_services
+from ingest.domain.sampling import random_draw
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as monitoring_services
-from monitoring.services.ingest import IngestOutcome
 from review import services
 from review.domain.batches import week_monday
 from review.models import ReviewBatch, ReviewItem

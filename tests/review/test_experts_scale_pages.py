@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring.domain.expert_scale import MIN_REVIEWS
-from monitoring.selectors.dashboard import figures as dashboard
+from dashboard.domain.expert_scale import MIN_REVIEWS
+from dashboard.selectors import figures as dashboard
 from tests.review.conftest import ReviewWorld, shift_week
 
 G, U = "GEDECKT", "UNGEDECKT"

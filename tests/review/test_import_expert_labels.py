@@ -243,8 +243,8 @@ def test_a_deactivated_reviewer_is_refused(
 def test_imported_reviews_put_the_week_on_the_experts_scale(
     review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, client: Any
 ) -> None:
-    from monitoring.domain.expert_scale import Review, expert_scale
-    from monitoring.selectors.dashboard import figures as dashboard
+    from dashboard.domain.expert_scale import Review, expert_scale
+    from dashboard.selectors import figures as dashboard
 
     run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},   # judge 1.0, expert 0.5
                          {"external_id": "a3", "score": 0.75}]))   # judge 1.0, expert 0.75
@@ -273,7 +273,7 @@ def test_imported_reviews_put_the_week_on_the_experts_scale(
 def statistics_strata(week: Any) -> list:
     """The week's [flagged, unflagged] strata as the selector builds them (read back from the
     figures: the same answers, judged in full or drawn)."""
-    from monitoring.domain.statistics.estimates import Stratum
+    from dashboard.domain.statistics.estimates import Stratum
     from monitoring.models import Answer
 
     rows = Answer.objects.filter(created_at__gte=week.week.start, created_at__lt=week.week.end,
@@ -305,7 +305,7 @@ def test_a_drift_alarm_restarts_the_experts_scale_from_its_source_week_only(
     review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, details: Any
 ) -> None:
     from alarms.models import Alarm
-    from monitoring.selectors.dashboard import figures as dashboard
+    from dashboard.selectors import figures as dashboard
 
     later = shift_week(WEEK, 1)
     review_world.answer("b1", week=later, claims=[("Fünfte.", G)])

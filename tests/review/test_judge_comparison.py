@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from monitoring.judging.domain.batched import BATCHED_PROMPT_VERSION
-from monitoring.judging.domain.single import SINGLE_SYSTEM_DE
+from judging.domain.batched import BATCHED_PROMPT_VERSION
+from judging.domain.single import SINGLE_SYSTEM_DE
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, UseCase
 from review import services
 from review.domain.calibration import weighted_kappa

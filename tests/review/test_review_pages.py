@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from monitoring.models import Answer
-from monitoring.services import ingest as monitoring_services
+from monitoring.services.use_cases import service_create
 from review import services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 from tests.review.conftest import ReviewWorld
@@ -706,7 +706,7 @@ def test_anonymous_is_sent_to_login_everywhere(
 def test_a_service_key_opens_no_page(
     review_world: ReviewWorld, batch: ReviewBatch, client: Client
 ) -> None:
-    _, key = monitoring_services.service_create(name="bot-2", use_cases=[review_world.use_case])
+    _, key = service_create(name="bot-2", use_cases=[review_world.use_case])
     item = item_of(batch, "a0")
     for method, path in all_urls(item):
         response = getattr(client, method)(path, {"claim-1": G},

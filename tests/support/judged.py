@@ -16,13 +16,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from monitoring.domain import sampling
-from monitoring.judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN
-from monitoring.judging.services.runs import judge_run_execute
+from ingest import services
+from ingest.domain import sampling
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
+from judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
 
 GENERATOR = "gpt-4o-mini"
 JUDGE = "judge-x"

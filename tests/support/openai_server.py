@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from monitoring.judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN
-from monitoring.judging.domain.judge_prompt import (
+from judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN
+from judging.domain.judge_prompt import (
     DECOMPOSE_RETRY_DE,
     DECOMPOSE_RETRY_EN,
     DECOMPOSE_SYSTEM_DE,
@@ -39,7 +39,7 @@ from monitoring.judging.domain.judge_prompt import (
     VERIFY_RETRY_DE,
     VERIFY_RETRY_EN,
 )
-from monitoring.judging.domain.single import SINGLE_SYSTEM_DE, SINGLE_SYSTEM_EN
+from judging.domain.single import SINGLE_SYSTEM_DE, SINGLE_SYSTEM_EN
 
 DEFAULT_ANSWER = (
     "Die Aufbewahrungsfrist beträgt 3,5 Jahre gemäß § 4 der Verordnung. "
@@ -536,7 +536,7 @@ def openai_server(
 ) -> Iterator[FakeOpenAIServer]:
     """The local server, as new for this test: one per test process (pytest-xdist worker), reset
     before and after each test. Not one per test: the judge's client is made once per endpoint
-    and process (monitoring/judging/client.py), so a new port for every test meant a new client
+    and process (judging/client.py), so a new port for every test meant a new client
     and its certificate store loaded again each time, a twelfth of the fast tests' time."""
     server = _openai_server_of_this_process
     server.reset()

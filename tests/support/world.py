@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib.auth.models import User
 
+from ingest import services
+from ingest.schemas import AnswerIn
+from ingest.services import IngestOutcome
 from monitoring.models import Answer, Service, UseCase
-from monitoring.schemas import AnswerIn
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.support import judged as judged_answers
 
 if TYPE_CHECKING:  # imported for real as a pytest plugin (tests/conftest.py), with its asserts
@@ -69,11 +70,11 @@ class WorldBuilder:
         return responder
 
     def use_case(self, slug: str, name: str, **fields: Any) -> UseCase:
-        return services.use_case_create(slug=slug, name=name, **fields)
+        return use_case_create(slug=slug, name=name, **fields)
 
     def service(self, name: str, *use_cases: UseCase) -> tuple[Service, str]:
         """A service allowed to send answers for `use_cases`, and its API key."""
-        return services.service_create(name=name, use_cases=list(use_cases))
+        return service_create(name=name, use_cases=list(use_cases))
 
     def user(
         self, name: str, *, expert_of: Iterable[UseCase] = (), lead_of: Iterable[UseCase] = (),

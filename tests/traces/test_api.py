@@ -14,8 +14,9 @@ from django.utils import timezone
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from ingest import services
 from monitoring.models import Answer, Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import (
     ANSWER,
@@ -445,7 +446,7 @@ def test_http_root_of_a_rag_trace_is_kept_as_a_skeleton(otlp: OtlpClient, quiet:
 
 @pytest.fixture
 def two_use_case_key(use_case: UseCase, other_use_case: UseCase) -> str:
-    return services.service_create(name="multi", use_cases=[use_case, other_use_case])[1]
+    return service_create(name="multi", use_cases=[use_case, other_use_case])[1]
 
 
 def test_use_case_from_the_treue_use_case_attribute(
@@ -553,8 +554,8 @@ def test_admin_lists_traces_and_counts(
 
 
 def test_chunked_bodies_are_read_up_to_the_otlp_limit(settings: Any) -> None:
-    """treue_site.request_body reads a chunked body up to its endpoint's limit."""
-    from monitoring.api.parsing import body_limit
+    """common.request_body reads a chunked body up to its endpoint's limit."""
+    from ingest.api.parsing import body_limit
 
     settings.TREUE_OTLP_MAX_BODY_BYTES = 12345
     assert body_limit(URL) == 12345
@@ -696,7 +697,7 @@ def test_one_senders_backlog_does_not_delay_another_senders_trace(
     flood = [span(trace_id(100 + i), 1, attrs={"openinference.span.kind": "CHAIN"})
              for i in range(30)]
     assert otlp.post(request(flood)).status_code == 200
-    _, other_key = services.service_create(name="other-bot", use_cases=[use_case])
+    _, other_key = service_create(name="other-bot", use_cases=[use_case])
     assert otlp.post(request(rag_spans(trace_id(99))), key=other_key).status_code == 200
 
     assert otlp_traces_assemble_due(limit=10) == 10
@@ -711,7 +712,7 @@ def test_one_senders_backlog_does_not_delay_another_senders_trace(
 def test_one_use_cases_backlog_does_not_delay_another_use_case_of_the_same_key(
     client: Any, quiet: None, use_case: UseCase, other_use_case: UseCase,
 ) -> None:
-    _, key = services.service_create(name="two-bots", use_cases=[use_case, other_use_case])
+    _, key = service_create(name="two-bots", use_cases=[use_case, other_use_case])
     otlp = OtlpClient(client, key)
     flood = [span(trace_id(200 + i), 1, attrs={"openinference.span.kind": "CHAIN"})
              for i in range(30)]

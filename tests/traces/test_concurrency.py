@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from monitoring.models import Answer
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.monitoring.test_ingest_concurrency import run_together
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import rag_spans, request, span, trace_id
@@ -26,8 +26,8 @@ THREADS = 8
 def key(settings: Any) -> str:
     settings.TREUE_OTLP_QUIET_SECONDS = 0.0
     settings.TREUE_API_RATE_LIMIT = 0
-    use_case = services.use_case_create(slug="kundenservice", name="K", language="de")
-    return services.service_create(name="rag-bot", use_cases=[use_case])[1]
+    use_case = use_case_create(slug="kundenservice", name="K", language="de")
+    return service_create(name="rag-bot", use_cases=[use_case])[1]
 
 
 def test_concurrent_exports_of_the_same_traces(key: str) -> None:

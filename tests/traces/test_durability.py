@@ -8,7 +8,7 @@ from django.db import connection
 from django.test import Client
 
 from monitoring.models import Answer
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create, use_case_create
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import ANSWER, rag_spans, request, trace_id
 from traces.models import OtlpSpan
@@ -21,8 +21,8 @@ def test_spans_survive_a_new_connection_and_are_assembled_by_the_beat_task(
     settings: Any,
 ) -> None:
     settings.TREUE_OTLP_QUIET_SECONDS = 0.0
-    use_case = services.use_case_create(slug="kundenservice", name="K", language="de")
-    _, key = services.service_create(name="rag-bot", use_cases=[use_case])
+    use_case = use_case_create(slug="kundenservice", name="K", language="de")
+    _, key = service_create(name="rag-bot", use_cases=[use_case])
     trace = trace_id(99)
     response = OtlpClient(Client(), key).post(request(rag_spans(trace, with_root=False)))
     assert response.status_code == 200

@@ -27,16 +27,12 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from monitoring.judging.domain.judge_parse import parse_claims, parse_verdict
-from monitoring.judging.domain.judge_prompt import (
-    decompose_messages,
-    format_context,
-    verify_messages,
-)
-from monitoring.judging.domain.scoring import score_labels
-from monitoring.judging.services.runs import judge_run_execute
+from dashboard.selectors.weeks import iso_weeks
+from judging.domain.judge_parse import parse_claims, parse_verdict
+from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
+from judging.domain.scoring import score_labels
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
-from monitoring.selectors.dashboard.weeks import iso_weeks
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
 from treue_demo.data import (

@@ -19,28 +19,29 @@ import openai
 import pytest
 from django.test import override_settings
 
+from ingest import services
+from ingest.services import IngestOutcome
 from investigations.domain import consistency
-from monitoring.judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
-from monitoring.judging.domain import single
-from monitoring.judging.domain.batched import (
+from judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
+from judging.domain import single
+from judging.domain.batched import (
     batch_schema,
     claim_ids,
     correction_messages,
     read_batch,
     verify_batch_messages,
 )
-from monitoring.judging.domain.judge_parse import Label, parse_claims, parse_verdict
-from monitoring.judging.domain.judge_prompt import (
+from judging.domain.judge_parse import Label, parse_claims, parse_verdict
+from judging.domain.judge_prompt import (
     decompose_messages,
     decompose_retry_messages,
     format_context,
     verify_messages,
     verify_retry_messages,
 )
-from monitoring.judging.services.runs import judge_run_execute
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, JudgeEndpoint, JudgeMode, JudgeRun
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
 from treue_demo.server import (
@@ -343,8 +344,8 @@ def test_every_demo_answer_agrees_with_its_labels() -> None:
 @pytest.mark.django_db
 def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> None:
     """Demo answers ingested as the demo does, each run executed as the worker does."""
-    use_case = services.use_case_create(slug="demo", name="Demo", language="en", sample_rate=1.0)
-    service, _ = services.service_create(name="demo-rag", use_cases=[use_case])
+    use_case = use_case_create(slug="demo", name="Demo", language="en", sample_rate=1.0)
+    service, _ = service_create(name="demo-rag", use_cases=[use_case])
     bodies = demo_bodies(use_case.slug, SAMPLE)
     labelled = [b for b in bodies if b["metadata"]["human_labels"]][::16]  # 8 of 128
     clean = [b for b in bodies if not b["metadata"]["human_labels"]][::26]  # 8 of 202
@@ -557,8 +558,8 @@ def test_an_investigation_over_demo_answers(
 
     monkeypatch.setattr(investigation_tasks.investigate_question, "apply_async",
                         lambda *args, **kwargs: None)
-    use_case = services.use_case_create(slug="demo", name="Demo", language="en", sample_rate=0.01)
-    service, _ = services.service_create(name="demo-rag", use_cases=[use_case])
+    use_case = use_case_create(slug="demo", name="Demo", language="en", sample_rate=0.01)
+    service, _ = service_create(name="demo-rag", use_cases=[use_case])
     bodies = demo_bodies(use_case.slug, SAMPLE)
     labelled = [b for b in bodies if b["metadata"]["human_labels"]][::32]  # 4 of 128
     clean = [b for b in bodies if not b["metadata"]["human_labels"]][::51]  # 4 of 202
@@ -602,7 +603,7 @@ def test_an_investigation_over_demo_answers(
                for s in question.sample_data)
 
 
-# --- Batched and one-call judging (monitoring/judging/domain/batched.py, single.py) ---------
+# --- Batched and one-call judging (judging/domain/batched.py, single.py) ---------
 
 TRACT_CLAIMS = [TRACT_INVENTED, TRACT_SUPPORTED]
 
@@ -778,9 +779,9 @@ def test_batched_and_one_call_runs_through_the_pipeline(
 ) -> None:
     """As the worker runs them: the product asks with a schema, the demo judge keeps to it,
     and the product remembers that it does; every claim's verdict comes from the first reply."""
-    use_case = services.use_case_create(slug=f"demo-{mode}", name="Demo", language="en",
+    use_case = use_case_create(slug=f"demo-{mode}", name="Demo", language="en",
                                         sample_rate=1.0, judge_mode=mode)
-    service, _ = services.service_create(name=f"demo-rag-{mode}", use_cases=[use_case])
+    service, _ = service_create(name=f"demo-rag-{mode}", use_cases=[use_case])
     bodies = demo_bodies(use_case.slug, [TRACT, FRONTS])
     with override_settings(TREUE_JUDGE_BASE_URL=demo_judge.base_url,
                            TREUE_JUDGE_MODEL=DEMO_JUDGE_MODEL, TREUE_JUDGE_API_KEY="demo",

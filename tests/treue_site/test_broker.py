@@ -6,7 +6,7 @@ from pathlib import Path
 import kombu
 import sqlalchemy
 
-from treue_site.broker import delete_delivered_messages
+from common.broker import delete_delivered_messages
 
 
 def _rows(url: str) -> list[tuple[bool]]:
@@ -42,7 +42,7 @@ def test_the_apps_transport_options_work_with_the_embedded_broker(tmp_path: Path
     # The SQLAlchemy transport hands transport options to create_engine; an option it does not
     # know there breaks every publish (seen once with polling_interval, and with Redis's socket
     # timeouts, which settings.py therefore gives a Redis broker only).
-    from treue_site.broker import transport_options
+    from common.broker import transport_options
 
     url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite3'}"
     with kombu.Connection(url, transport_options=transport_options(url)) as conn:
@@ -53,7 +53,7 @@ def test_the_apps_transport_options_work_with_the_embedded_broker(tmp_path: Path
 
 
 def test_a_redis_broker_gets_socket_timeouts_and_the_embedded_one_does_not() -> None:
-    from treue_site.broker import transport_options
+    from common.broker import transport_options
 
     redis = transport_options("redis://127.0.0.1:6379/0")
     assert redis["socket_timeout"] == 2.0 and redis["socket_connect_timeout"] == 1.0

@@ -3,8 +3,8 @@ language (issue 20: the modebar offered "Share chart..." to Plotly Cloud, in Eng
 
 from django.utils import translation
 
-from monitoring.domain.charts import PLOTLY_WORDS
-from treue_site.charts import chart_config
+from common.charts import chart_config
+from common.domain.plotly import PLOTLY_WORDS
 
 
 def test_every_word_plotly_draws_is_translated_in_german() -> None:

@@ -19,9 +19,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from monitoring.judging.services.runs import judge_run_execute
+from judging.services.runs import judge_run_execute
 from monitoring.models import Answer, Chunk, JudgeRun
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 from review import services as review_services
 from review.domain.batches import shift_week
 
@@ -192,7 +192,7 @@ def hostile_world(request: pytest.FixtureRequest, client: Client) -> dict[str, A
     """Two judged answers of last week (one hostile in every field, one with the longest words
     the API accepts) and this week's review batch drawn from them."""
     w: ReviewWorld = request.getfixturevalue("review_world")
-    _, key = services.service_create(name="feindlich", use_cases=[w.use_case])
+    _, key = service_create(name="feindlich", use_cases=[w.use_case])
     this_week = review_services.current_week()
     week = shift_week(this_week, -1)
     created = week_time(week).isoformat()

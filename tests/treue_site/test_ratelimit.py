@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import redis
 
-from monitoring import ratelimit
+from ingest import ratelimit
 from monitoring.models import Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create, service_rotate_key
 from tests.conftest import ApiClient
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -75,7 +75,7 @@ def test_each_key_has_its_own_allowance(
     settings.TREUE_API_RATE_LIMIT = 1
     assert post(api, make_answer, 0).status_code == 201
     assert post(api, make_answer, 1).status_code == 429
-    _, other_key = services.service_create(name="other-bot", use_cases=[use_case])
+    _, other_key = service_create(name="other-bot", use_cases=[use_case])
     other = ApiClient(client, other_key)
     assert post(other, make_answer, 0).status_code == 201
 
@@ -103,7 +103,7 @@ def test_a_rotated_key_starts_a_fresh_window(
     settings.TREUE_API_RATE_LIMIT = 1
     assert post(api, make_answer, 0).status_code == 201
     assert post(api, make_answer, 1).status_code == 429
-    api.key = services.service_rotate_key(service=service_and_key[0])
+    api.key = service_rotate_key(service=service_and_key[0])
     assert post(api, make_answer, 1).status_code == 201
 
 

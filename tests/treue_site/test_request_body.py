@@ -1,5 +1,5 @@
 """Bodies sent chunked (no Content-Length): read and given their length where the server says
-where they end, a 411 where it cannot (treue_site.request_body). Through Django's real WSGI
+where they end, a 411 where it cannot (common.request_body). Through Django's real WSGI
 handler here; tests/integration/test_http_server.py sends them to a real gunicorn."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import RequestFactory
 
-from monitoring.api.parsing import body_limit
+from common.request_body import ChunkedBodies
+from ingest.api.parsing import body_limit
 from monitoring.models import Answer
-from treue_site.request_body import ChunkedBodies
 
 LIMIT = 64 * 1024
 

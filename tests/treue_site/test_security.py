@@ -14,7 +14,7 @@ from django.test import Client
 
 from monitoring.domain import keys
 from monitoring.models import Answer, Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 from tests.conftest import ApiClient
 from tests.support.world import WorldBuilder
 from tests.treue_site.test_permission_matrix import ROWS, Row, fill
@@ -97,7 +97,7 @@ def test_templates_have_no_inline_script_handlers_or_javascript_urls() -> None:
 
 
 def test_only_a_hash_of_the_key_is_stored(use_case: UseCase) -> None:
-    service, key = services.service_create(name="hash-bot", use_cases=[use_case])
+    service, key = service_create(name="hash-bot", use_cases=[use_case])
     row = Service.objects.filter(pk=service.pk).values().get()
     assert row["key_hash"] == hashlib.sha256(key.encode()).hexdigest()
     assert key not in json.dumps(row, default=str)
@@ -207,7 +207,7 @@ def test_a_key_writes_only_to_its_use_cases(
 def test_a_key_reads_only_its_own_answers_and_learns_nothing_of_others(
     api: ApiClient, make_answer: Any, other_use_case: UseCase, client: Client
 ) -> None:
-    other, other_key = services.service_create(name="other-bot", use_cases=[other_use_case])
+    other, other_key = service_create(name="other-bot", use_cases=[other_use_case])
     theirs = ApiClient(client, other_key).post(
         "/api/v1/answers", make_answer(use_case="vertrieb")
     ).json()["id"]

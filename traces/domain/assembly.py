@@ -1,4 +1,4 @@
-"""From one trace's spans to the ingest API's answer (monitoring.schemas.AnswerIn as a dict), or
+"""From one trace's spans to the ingest API's answer (ingest.schemas.AnswerIn as a dict), or
 the reason it is none.
 
 OpenInference is read first, the GenAI conventions second; `treue.*` attributes override both.
@@ -19,7 +19,7 @@ from typing import Any
 from traces.domain import conventions as c
 from traces.domain.spans import SpanRecord, use_case_of
 
-MAX_CHUNKS = 200  # = monitoring.schemas.MAX_CHUNKS
+MAX_CHUNKS = 200  # = ingest.schemas.MAX_CHUNKS
 QUESTION_KEYS = ("question", "query", "input", "query_str")
 ANSWER_KEYS = ("answer", "output", "result", "response")
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from monitoring.judging.domain.judge_parse import strip_wrapping
+from judging.domain.judge_parse import strip_wrapping
 
 PROMPT_VERSION = "consistency-2026-12-v1"
 

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitoring.management.errors import describe
 from monitoring.models import Service, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_create
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"unknown use case: {', '.join(missing)}")
         try:
-            service, key = services.service_create(name=name, use_cases=use_cases)
+            service, key = service_create(name=name, use_cases=use_cases)
         except ValidationError as e:
             raise CommandError(describe(e)) from e
         self.stdout.write(

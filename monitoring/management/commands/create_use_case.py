@@ -4,10 +4,10 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from monitoring.domain.sampling import DEFAULT_SAMPLE_RATE
+from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE
 from monitoring.management.errors import describe
 from monitoring.models import JudgeMode, UseCase
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import use_case_create
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
         experts = [self._user(users, n) for n in opts["expert"]]
         leads = [self._user(users, n) for n in opts["team_lead"]]
         try:
-            use_case = services.use_case_create(
+            use_case = use_case_create(
                 slug=slug,
                 name=str(opts["name"]),
                 language=str(opts["language"]),

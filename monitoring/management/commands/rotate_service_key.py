@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from monitoring.models import Service
-from monitoring.services import ingest as services
+from monitoring.services.use_cases import service_rotate_key
 
 DEFAULT_GRACE_HOURS = 24.0
 
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             raise CommandError(f"unknown service {name!r} (services: {known})")
         if not service.active:
             raise CommandError(f"service {name!r} is revoked; activate it in the admin first")
-        key = services.service_rotate_key(service=service, grace=timedelta(hours=grace_hours))
+        key = service_rotate_key(service=service, grace=timedelta(hours=grace_hours))
         if service.previous_key_expires_at is not None:
             until = timezone.localtime(service.previous_key_expires_at)
             self.stdout.write(

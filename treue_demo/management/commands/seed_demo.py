@@ -24,10 +24,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.selectors.weeks import Week, iso_weeks
+from ingest import services
+from ingest.services import IngestOutcome
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
-from monitoring.selectors.dashboard.weeks import Week, iso_weeks
-from monitoring.services import ingest as services
-from monitoring.services.ingest import IngestOutcome
+from monitoring.services.use_cases import service_create, use_case_create
 from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
 from treue_demo.server import DemoAnswer, expert_labels, expert_score, load_answers
 
@@ -90,7 +91,7 @@ class Command(BaseCommand):
             use_cases = []
             for case in USE_CASES:
                 use_case = UseCase.objects.filter(slug=case.slug).first() or (
-                    services.use_case_create(
+                    use_case_create(
                         slug=case.slug, name=case.name, language="en",
                         sample_rate=case.sample_rate, judge_mode=JudgeMode.BATCHED,
                     )
@@ -101,7 +102,7 @@ class Command(BaseCommand):
             service = Service.objects.filter(name=DEMO_SERVICE).first()
             key = None
             if service is None:
-                service, key = services.service_create(name=DEMO_SERVICE, use_cases=use_cases)
+                service, key = service_create(name=DEMO_SERVICE, use_cases=use_cases)
             else:  # a demo database from before the demo had several use cases
                 service.use_cases.add(*use_cases)
 

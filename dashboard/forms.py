@@ -1,0 +1,170 @@
+"""Forms of the pages: the answer list's filters, and rescoring with another judge model.
+
+Bad input becomes a form error, never a 500.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+from common.weeks import parse_iso_week
+from dashboard.selectors import answers
+from monitoring.models import Answer, SettingChange, UseCase
+
+YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
+
+
+SORT_CHOICES = [
+    ("-time", _("neueste zuerst")),
+    ("time", _("älteste zuerst")),
+    ("score", _("Treue aufsteigend")),
+    ("-score", _("Treue absteigend")),
+    ("similarity", _("beste Ähnlichkeit aufsteigend")),
+    ("-similarity", _("beste Ähnlichkeit absteigend")),
+    ("chunks", _("Abschnitte aufsteigend")),
+    ("-chunks", _("Abschnitte absteigend")),
+]
+CAUSE_LABELS = {
+    answers.CAUSE_LOW_SIMILARITY: _("geringe Ähnlichkeit der Abschnitte"),
+    answers.CAUSE_NO_CHUNKS: _("keine Abschnitte"),
+    answers.CAUSE_MANY_CHUNKS: _("mehr als %(n)s Abschnitte"),
+    answers.CAUSE_MULTI_PART: _("mehrteilige Frage"),
+    answers.CAUSE_NO_LOGPROBS: _("keine Logprobs"),
+    answers.CAUSE_ABSTENTION: _("Enthaltung"),
+}
+
+
+class AnswerFilterForm(forms.Form):
+    """The answer explorer's filters and sort order, from the query string."""
+
+    use_case = forms.ChoiceField(label=_("Anwendungsfall"), required=False)
+    week = forms.CharField(
+        label=_("Woche"), required=False, max_length=50, strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "2026-W07", "size": 9}),
+    )
+    flagged = forms.ChoiceField(label=_("markiert"), choices=YES_NO, required=False)
+    sampled = forms.ChoiceField(label=_("in der Stichprobe"), choices=YES_NO, required=False)
+    status = forms.ChoiceField(
+        label=_("Status"), choices=[("", _("alle")), *Answer.Status.choices], required=False
+    )
+    score_min = forms.FloatField(
+        label=_("Treue ab"), required=False, min_value=0.0, max_value=1.0,
+        widget=forms.NumberInput(attrs={"step": "0.01", "size": 5}),
+    )
+    score_max = forms.FloatField(
+        label=_("Treue bis"), required=False, min_value=0.0, max_value=1.0,
+        widget=forms.NumberInput(attrs={"step": "0.01", "size": 5}),
+    )
+    cause = forms.ChoiceField(label=_("Ursache"), required=False)
+    similarity_below = forms.FloatField(
+        label=_("Ähnlichkeit unter"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Schwelle für „geringe Ähnlichkeit“"),
+        widget=forms.NumberInput(attrs={
+            "step": "0.01", "size": 5, "placeholder": f"{answers.LOW_SIMILARITY_DEFAULT}",
+        }),
+    )
+    date_from = forms.DateField(
+        label=_("von"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    date_to = forms.DateField(
+        label=_("bis"), required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    sort = forms.ChoiceField(label=_("Sortierung"), choices=SORT_CHOICES, required=False)
+
+    def __init__(self, *args: Any, use_cases: Iterable[UseCase] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        use_case, cause = self.fields["use_case"], self.fields["cause"]
+        assert isinstance(use_case, forms.ChoiceField) and isinstance(cause, forms.ChoiceField)
+        use_case.choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
+        cause.choices = [("", _("alle"))] + [
+            (c, CAUSE_LABELS[c] % {"n": answers.MANY_CHUNKS}) for c in answers.CAUSES
+        ]
+
+    def clean_week(self) -> tuple[int, int] | None:
+        value = self.cleaned_data["week"].upper()
+        if not value:
+            return None
+        return parse_iso_week(value)
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        low, high = data.get("score_min"), data.get("score_max")
+        if low is not None and high is not None and low > high:
+            # Neither end is applied: which of the two was mistyped is anyone's guess.
+            self.add_error("score_min", _("„Treue ab“ darf nicht über „Treue bis“ liegen."))
+            self.add_error("score_max", _("„Treue bis“ darf nicht unter „Treue ab“ liegen."))
+        return data
+
+    def filters(self) -> dict:
+        """The valid filters as keyword arguments for selectors.answer_list.
+
+        An invalid field is left out on its own: "flagged=1&date_from=garbage" still shows only
+        flagged answers, as the form on the page says.
+        """
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        data = self.cleaned_data  # holds only the fields that passed
+        yes_no = {"1": True, "0": False, "": None}
+        return {
+            "use_case": data.get("use_case") or None,
+            "week": data.get("week"),
+            "flagged": yes_no[data.get("flagged", "")],
+            "sampled": yes_no[data.get("sampled", "")],
+            "status": data.get("status") or None,
+            "score_min": data.get("score_min"),
+            "score_max": data.get("score_max"),
+            "cause": data.get("cause") or None,
+            "similarity_below": data.get("similarity_below"),
+            "date_from": data.get("date_from"),
+            "date_to": data.get("date_to"),
+            "sort": data.get("sort") or None,
+        }
+
+
+class TuningForm(forms.Form):
+    """A team lead's change of the use case's tuning; a field left empty stays as it is. The
+    sample rate in percent, as the pages show it."""
+
+    logprob_threshold = forms.FloatField(
+        label=_("Wahrscheinlichkeits-Schwelle"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort."),
+    )
+    sample_percent = forms.FloatField(
+        label=_("Stichprobenrate (%)"), required=False, min_value=0.01, max_value=100.0,
+        help_text=_("Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %)."),
+    )
+    action_threshold = forms.FloatField(
+        label=_("Handlungsschwelle"), required=False, min_value=0.0, max_value=1.0,
+        help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
+    )
+    note = forms.CharField(
+        label=pgettext_lazy("setting change", "Anlass"), required=False, max_length=200,
+        strip=True,
+    )
+    # The tuner's "use this threshold" says where it came from; the form itself is "settings".
+    source = forms.ChoiceField(
+        choices=SettingChange.Source.choices, required=False,
+        initial=SettingChange.Source.SETTINGS, widget=forms.HiddenInput,
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.errors and not self.values():
+            raise forms.ValidationError(_("Keine Einstellung angegeben."), code="empty")
+        return data
+
+    def values(self) -> dict[str, float]:
+        """The settings given, by the use case's field names (the rate as a fraction)."""
+        data = getattr(self, "cleaned_data", {})
+        out = {name: data[name] for name in ("logprob_threshold", "action_threshold")
+               if data.get(name) is not None}
+        if data.get("sample_percent") is not None:
+            out["sample_rate"] = round(data["sample_percent"] / 100, 6)
+        return out
+
+

@@ -1,0 +1,363 @@
+"""The figures of one use case's weeks: each week's stratified estimate (its flagged and its
+unflagged answers are two strata, weighted by their sizes), the shares, the pooled view over the
+weeks before it, the experts' scale and the judge's usage. The statistics live in
+`dashboard.domain.statistics` and `expert_scale`; this module hands them what reads.py read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.utils import timezone
+
+from common.db_router import reads_from_replica
+from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
+from dashboard.domain.expert_scale import ExpertScale, Review, expert_scale, pooling_weeks
+from dashboard.domain.statistics import counts as statistics_counts
+from dashboard.domain.statistics import estimates as statistics_estimates
+from dashboard.domain.statistics import precision as statistics_precision
+from dashboard.domain.statistics.estimates import Estimate, StratumSums
+from dashboard.domain.statistics.precision import Precision
+from dashboard.selectors import rollup_reads
+from dashboard.selectors.judged import StratumJudged, WeekJudged, judged_by_week
+from dashboard.selectors.reads import (
+    Usage,
+    _claims,
+    _counts,
+    _drift_restarts,
+    _judged_rows,
+    _reviews,
+    _usage,
+)
+from dashboard.selectors.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
+from judging.domain import judging
+from monitoring.models import JudgeMode, UseCase
+
+
+@dataclass(frozen=True)
+class WeekFigures:
+    """Everything the dashboard shows about one use case in one ISO week.
+
+    `below`, `abstention_share` and `claims` are None where they were not asked for (the
+    overview computes them for this week and last only).
+    """
+
+    week: Week
+    current: bool  # the week is not over yet
+    volume: int
+    flagged: int
+    judged: int
+    judged_flagged: int
+    judged_unflagged: int
+    abstentions: int  # judged answers without claims
+    estimate: Estimate  # mean faithfulness, stratified
+    below: Estimate | None  # share of answers below the action threshold
+    abstention_share: Estimate | None
+    claims: Estimate | None  # share of supported claims
+    light: str  # red / amber / green / grey
+    runs: int
+    calls: int
+    cost: Decimal
+    unpriced_runs: int
+    judges: tuple[tuple[str, str], ...]  # (judge model, prompt version), sorted
+    judge_changed: bool  # a judge model or prompt version the latest judged week before lacked
+    # The judge-scale estimate over this week and the ones before it (`pooled_weeks` in all,
+    # fewer at the start of the data), and its light.
+    pooled: Estimate | None = None
+    pooled_light: str = "grey"
+    pooled_weeks: int = 1
+    # The light of the 4-week pooled view (POOLED_WEEKS), whichever view is shown: the action
+    # alarm reads that one, and so does the overview's card light where both weeks are grey.
+    standard_pooled_light: str = "grey"
+    standard_pooled_n: int = 0  # the judged answers that light rests on
+    # What the week's own estimate can decide and what would make it decisive.
+    precision: Precision | None = None
+    # Faithfulness on the experts' scale (prediction-powered: the judge-scale estimate over
+    # this week and the 3 before it, corrected by the mean expert − judge difference of the
+    # reviews of those weeks, none before a drift restart); None without any review there.
+    expert: ExpertScale | None = None
+    expert_light: str = "grey"
+
+    @property
+    def judge_labels(self) -> list[tuple[str, str, str]]:
+        """(judge model, prompt version, mode as the reader calls it) per judge of the week."""
+        return [
+            (model, version, str(JudgeMode(judging.mode_of_prompt_version(version)).label))
+            for model, version in self.judges
+        ]
+
+    @property
+    def headline_on_experts_scale(self) -> bool:
+        """The experts' scale leads once a week's batch of reviews stands behind it."""
+        return (
+            self.expert is not None and self.expert.value is not None
+            and not self.expert.too_few
+        )
+
+    @property
+    def label(self) -> str:
+        return self.week.label
+
+    @property
+    def flagged_share(self) -> float | None:
+        return self.flagged / self.volume if self.volume else None
+
+    @property
+    def flagged_percent(self) -> float | None:
+        return self.flagged / self.volume * 100 if self.volume else None
+
+
+def _sums(
+    sizes: tuple[int, int], judged: WeekJudged,
+    counts: Callable[[StratumJudged], Mapping[float, int]] | None = None,
+) -> list[StratumSums]:
+    """[flagged, unflagged] sufficient statistics from their sizes and the week's judged
+    answers (`counts`: the histogram to take of each stratum; its scores by default). A
+    stratum is never smaller than what was judged of it (an answer stored between the two
+    queries would otherwise make the domain refuse the group); the flagged one is judged in
+    full, the unflagged one drawn at random."""
+    return [
+        statistics_counts.sums_from_counts(
+            (counts or _scores)(part), size=max(size, part.n), drawn=h == 1
+        )
+        for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
+    ]
+
+
+def _scores(part: StratumJudged) -> Mapping[float, int]:
+    return part.scores
+
+
+@dataclass(frozen=True)
+class _Shares:
+    below: Estimate | None = None  # share of answers below the action threshold
+    abstention: Estimate | None = None
+    claims: Estimate | None = None  # share of supported claims
+
+
+def _shares(
+    sizes: tuple[int, int], judged: WeekJudged, threshold: float, *, claims: bool
+) -> _Shares:
+    """A week's shares: below the threshold, abstentions, and (`claims`: the week's claims
+    were read) the supported claims."""
+    below = statistics_estimates.share_from_sums(_sums(
+        sizes, judged, lambda part: statistics_counts.indicator_counts(part.scores,
+                                                                lambda s: s < threshold)
+    ))
+    abstention = statistics_estimates.share_from_sums(_sums(
+        sizes, judged, lambda part: {1.0: part.abstentions, 0.0: part.n - part.abstentions}
+    ))
+    if not claims:
+        return _Shares(below, abstention)
+    claim_share = statistics_counts.claim_share_from_counts([
+        statistics_counts.ClaimCounts(max(size, part.n), part.claims or {}, drawn=h == 1)
+        for h, (size, part) in enumerate(zip(sizes, judged.strata, strict=True))
+    ])
+    return _Shares(below, abstention, claim_share)
+
+
+def _expert(
+    use_case_id: int, i: int, labels: Sequence[str], every: list[list[StratumSums]],
+    reviews: dict[tuple[int, int], list[Review]] | None, restarts: Sequence[str],
+) -> ExpertScale | None:
+    """The experts' scale of week `i` (an index into `labels` and `every`): over it and the
+    weeks before it (expert_scale.POOLED_WEEKS, whatever the pooled view shows), none before
+    the latest drift restart up to it. Reviews after week `i` never enter, so a later alarm
+    does not change an earlier week's figure."""
+    if reviews is None:
+        return None
+    restart = max((r for r in restarts if r <= labels[i]), default=None)
+    chosen = set(pooling_weeks(labels[: i + 1], restart=restart))
+    since = [j for j in range(i + 1) if labels[j] in chosen]
+    reviewed = [r for j in since for r in reviews.get((use_case_id, j), [])]
+    return expert_scale([every[j] for j in since], reviewed) if reviewed else None
+
+
+def _week_figures(
+    *,
+    use_case: UseCase,
+    weeks: Sequence[Week],
+    counts: dict[tuple[int, int], tuple[int, int]],
+    judged: Mapping[tuple[int, int], WeekJudged],
+    usage: dict[tuple[int, int], Usage],
+    full_from: int = 0,
+    claims_from: int | None = None,
+    reviews: dict[tuple[int, int], list[Review]] | None = None,
+    restarts: Sequence[str] = (),
+    pooled_weeks: int = POOLED_WEEKS,
+) -> list[WeekFigures]:
+    """The figures of each week: the shares from week `full_from` on, the claim share from
+    week `claims_from` on (None: none; `judged` holds those weeks' claims).
+
+    `judged`: the judged answers by (use case id, week index)."""
+    threshold = use_case.action_threshold
+    now = timezone.now()
+    out: list[WeekFigures] = []
+    every: list[list[StratumSums]] = []  # each week's strata, for the pooled views
+    labels = [w.label for w in weeks]
+    # The judges of the latest week before that had any: a week with a judge it lacked is a
+    # change (a switch back to an earlier model or prompt is one too).
+    before: set[tuple[str, str]] = set()
+    for i, week in enumerate(weeks):
+        volume, flagged = counts.get((use_case.pk, i), (0, 0))
+        week_judged = judged.get((use_case.pk, i), _NOTHING_JUDGED)
+        sizes = (flagged, volume - flagged)
+        strata = _sums(sizes, week_judged)
+        every.append(strata)
+        window = list(range(max(0, i - pooled_weeks + 1), i + 1))
+        pooled = statistics_estimates.pooled_mean([every[j] for j in window])
+        standard = pooled if pooled_weeks == POOLED_WEEKS else statistics_estimates.pooled_mean(
+            every[max(0, i - POOLED_WEEKS + 1):i + 1])
+        shares = _Shares()
+        if i >= full_from:
+            shares = _shares(sizes, week_judged, threshold,
+                             claims=claims_from is not None and i >= claims_from)
+        figures = _figures(
+            week=week, current=week.end > now, volume=volume, flagged=flagged,
+            judged=week_judged, strata=strata, shares=shares, threshold=threshold,
+            usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
+            pooled_weeks=len(window), standard_pooled=standard,
+            expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
+        )
+        out.append(figures)
+        if figures.judges:
+            before = set(figures.judges)
+    return out
+
+
+_NOTHING_JUDGED = WeekJudged()
+
+
+def _figures(
+    *, week: Week, current: bool, volume: int, flagged: int, judged: WeekJudged,
+    strata: list[StratumSums], shares: _Shares, threshold: float, usage: Usage,
+    before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int, standard_pooled: Estimate,
+    expert: ExpertScale | None,
+) -> WeekFigures:
+    estimate = statistics_estimates.mean_from_sums(strata)
+    judges = tuple(sorted(usage.judges))
+    judged_flagged, judged_unflagged = judged.flagged.n, judged.unflagged.n
+    return WeekFigures(
+        week=week,
+        current=current,
+        volume=volume,
+        flagged=flagged,
+        judged=judged_flagged + judged_unflagged,
+        judged_flagged=judged_flagged,
+        judged_unflagged=judged_unflagged,
+        abstentions=judged.flagged.abstentions + judged.unflagged.abstentions,
+        estimate=estimate,
+        below=shares.below,
+        abstention_share=shares.abstention,
+        claims=shares.claims,
+        light=statistics_precision.traffic_light(estimate, threshold),
+        runs=usage.runs,
+        calls=usage.calls,
+        cost=usage.cost,
+        unpriced_runs=usage.unpriced_runs,
+        judges=judges,
+        judge_changed=bool(before and set(judges) - before),
+        pooled=pooled,
+        pooled_light=statistics_precision.traffic_light(pooled, threshold),
+        pooled_weeks=pooled_weeks,
+        standard_pooled_light=statistics_precision.traffic_light(standard_pooled, threshold),
+        standard_pooled_n=standard_pooled.n,
+        precision=statistics_precision.week_precision(
+            strata, action_threshold=threshold, pooled=pooled, pooled_weeks=pooled_weeks
+        ),
+        expert=expert,
+        expert_light=_expert_light(expert, threshold),
+    )
+
+
+@reads_from_replica
+def use_cases_weeks(
+    *, use_cases: Sequence[UseCase], weeks: int = WEEKS, until: datetime | date | None = None,
+    pooled_weeks: int = POOLED_WEEKS,
+) -> dict[int, list[WeekFigures]]:
+    """`use_case_weeks(claims=False)` of several use cases, each table read once for all of
+    them (what /metrics asks every scrape). By use case id."""
+    if not use_cases:
+        return {}
+    lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
+    span = iso_weeks(weeks=weeks + lead, until=until)
+    ids = [u.pk for u in use_cases]
+    counts, judged = weekly_inputs(ids, span, claims_from=None)
+    usage = weekly_usage(ids, span)
+    reviews = _reviews(ids, span)
+    restarts = _drift_restarts(ids, span)
+    return {
+        u.pk: _week_figures(
+            use_case=u, weeks=span, counts=counts, judged=judged, usage=usage,
+            reviews=reviews, restarts=restarts.get(u.pk, ()), pooled_weeks=pooled_weeks,
+        )[lead:]
+        for u in use_cases
+    }
+
+
+def weekly_inputs(
+    use_case_ids: Sequence[int], span: Sequence[Week], *, claims_from: int | None
+) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[tuple[int, int], WeekJudged]]:
+    """The answers counted and the judged answers per (use case, week index): from the rollups
+    once they are whole, else from the raw rows (one use case for the claims, as the raw read
+    of claims is per use case)."""
+    if rollup_reads.rollups_ready():
+        return (
+            rollup_reads.counts_from_rollups(use_case_ids, span),
+            rollup_reads.judged_from_rollups(use_case_ids, span, claims_from=claims_from),
+        )
+    claims = None
+    if claims_from is not None:
+        (use_case_id,) = use_case_ids
+        claims = _claims(use_case_id, span[claims_from:])
+    rows = _judged_rows(use_case_ids, span, lean=claims_from is None)
+    return (
+        _counts(use_case_ids, span),
+        judged_by_week(rows, claims, claims_from=claims_from or 0),
+    )
+
+
+def weekly_usage(
+    use_case_ids: Sequence[int], span: Sequence[Week], offset: int = 0
+) -> dict[tuple[int, int], Usage]:
+    """Judge runs per (use case, week index + offset): from the rollups once they are whole
+    (the open runs raw), else from the raw runs."""
+    if rollup_reads.rollups_ready():
+        return rollup_reads.usage_from_rollups(use_case_ids, span, offset)
+    return _usage(use_case_ids, span, offset)
+
+
+def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
+    if expert is None or expert.value is None:
+        return "grey"
+    as_estimate = Estimate(expert.value, expert.low, expert.high, expert.n_reviews, 0, (),
+                           expert.too_few)
+    return statistics_precision.traffic_light(as_estimate, threshold)
+
+
+@reads_from_replica
+def use_case_weeks(
+    *, use_case: UseCase, weeks: int = WEEKS, until: datetime | date | None = None,
+    claims: bool = True, pooled_weeks: int = POOLED_WEEKS,
+) -> list[WeekFigures]:
+    """The use case's figures per ISO week, oldest first, the week holding `until` last.
+
+    The weeks before the first are read too, so that its pooled views are whole."""
+    lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
+    span = iso_weeks(weeks=weeks + lead, until=until)
+    ids = [use_case.pk]
+    counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None)
+    figures = _week_figures(
+        use_case=use_case,
+        weeks=span,
+        counts=counts,
+        judged=judged,
+        usage=weekly_usage(ids, span),
+        claims_from=lead if claims else None,
+        reviews=_reviews(ids, span),
+        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
+        pooled_weeks=pooled_weeks,
+    )
+    return figures[lead:]

@@ -1,0 +1,80 @@
+"""The use-case page: its weeks, the diagnosis of the last weeks, its open alarms; each table
+read once for all of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from alarms.models import Alarm
+from common.db_router import reads_from_replica
+from dashboard.selectors import rollup_reads
+from dashboard.selectors.diagnosis import Diagnosis, use_case_diagnosis
+from dashboard.selectors.figures import WeekFigures, _week_figures
+from dashboard.selectors.judged import judged_by_week
+from dashboard.selectors.overview import cost_currency, open_alarms
+from dashboard.selectors.reads import (
+    _claims,
+    _counts,
+    _drift_restarts,
+    _judged_rows,
+    _reviews,
+    _usage,
+)
+from dashboard.selectors.weeks import CAUSES_WEEKS, POOLED_WEEKS, WEEKS, iso_weeks
+from monitoring.models import UseCase
+
+
+@dataclass(frozen=True)
+class UseCasePage:
+    weeks: list[WeekFigures]  # oldest first
+    diagnosis: Diagnosis
+    alarms: list[Alarm]
+    currency: str
+
+
+@reads_from_replica
+def use_case_page(
+    *, use_case: UseCase, until: datetime | date | None = None, weeks: int = WEEKS,
+    pooled_weeks: int = POOLED_WEEKS,
+) -> UseCasePage:
+    """Everything the use-case page shows; each table is read once for all of it.
+
+    The claim-level share only for the last CAUSES_WEEKS weeks: it needs every claim label of
+    every judged answer, the most expensive read of the page, and the weekly trend is the
+    estimate's. (`use_case_weeks` computes it for every week it is asked for.)
+    """
+    span = iso_weeks(weeks=max(weeks, CAUSES_WEEKS), until=until)
+    ids = [use_case.pk]
+    # (The first shown weeks pool what the span holds: their pooled_weeks says how many.)
+    recent = len(span) - CAUSES_WEEKS
+    if rollup_reads.rollups_ready():
+        usage = rollup_reads.usage_from_rollups(ids, span)
+        # The weeks and the diagnosis from the rollups.
+        counts = rollup_reads.counts_from_rollups(ids, span)
+        judged_weeks = rollup_reads.judged_from_rollups(ids, span, claims_from=recent)
+        causes_span = span[recent:]
+        judged = None
+        causes_usage = {(uc, wk - recent): u for (uc, wk), u in usage.items() if wk >= recent}
+    else:
+        usage = _usage(ids, span)
+        counts = _counts(ids, span)
+        judged = _judged_rows(ids, span)
+        judged_weeks = judged_by_week(judged, _claims(use_case.pk, span[recent:]),
+                                      claims_from=recent)
+        causes_span, causes_usage = span, usage
+    figures = _week_figures(
+        use_case=use_case, weeks=span, counts=counts, judged=judged_weeks,
+        usage=usage, claims_from=recent,
+        reviews=_reviews(ids, span),
+        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
+        pooled_weeks=pooled_weeks,
+    )
+    return UseCasePage(
+        weeks=figures[-weeks:],
+        diagnosis=use_case_diagnosis(
+            use_case=use_case, judged=judged, usage=causes_usage, weeks=causes_span
+        ),
+        alarms=open_alarms(use_cases=[use_case]).get(use_case.pk, []),
+        currency=cost_currency(judges={j for w in figures for j in w.judges}),
+    )

@@ -1,0 +1,128 @@
+"""The action signal: a use case whose weekly faithfulness is below its action threshold, on
+evidence - never on one noisy point.
+
+Checked hourly (Celery beat, `check_action_alarms`) for the last complete week and the current
+one, by `dashboard.domain.alarms.action_decision`: a week raises the alarm when its whole 95 %
+interval lies below the threshold (a red light; on a week of too few judged answers only when
+the pooled view's interval lies below it too), or when it and the week before are both below
+it with intervals that decide it (amber or red, not grey). Mailed on the point estimate alone
+the alarm fired in 12-21 % of healthy weeks; this rule fires in at most 2 % of them
+(bench/statistics.py).
+
+- raised: an alarm per week (key: the ISO week), stored and mailed to the team leads once -
+  `alarm_raise` finds an existing row and mails nobody again;
+- the newest decided week green: the use case has recovered, and its open action alarms clear
+  themselves.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils.translation import gettext_noop
+
+from alarms.models import Alarm
+from alarms.services import alarm_clear, alarm_raise
+from alarms.text import Part, number
+from dashboard.domain import alarms
+from dashboard.selectors.figures import WeekFigures, use_case_weeks
+from monitoring.models import UseCase
+
+
+@dataclass(frozen=True)
+class ActionCheck:
+    raised: list[str]  # ISO weeks newly alarmed
+    cleared: int  # open alarms cleared because the use case recovered
+
+
+def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part]:
+    estimate = week.estimate
+    parts: list[Part] = [(
+        gettext_noop(
+            "Woche %(week)s: Die geschätzte Treue von „%(name)s“ liegt bei %(value)s "
+            "(95-%%-Intervall %(low)s–%(high)s, %(n)s geprüfte von %(volume)s Antworten), unter "
+            "der Handlungsschwelle von %(threshold)s."
+        ),
+        {
+            "week": week.label,
+            "name": use_case.name,
+            "value": number(estimate.value or 0),
+            "low": number(estimate.low or 0),
+            "high": number(estimate.high or 0),
+            "n": estimate.n,
+            "volume": estimate.population,
+            "threshold": number(use_case.action_threshold),
+        },
+    )]
+    parts.append({
+        alarms.INTERVAL_BELOW: (gettext_noop("Das ganze Intervall liegt unter der Schwelle."), {}),
+        alarms.POOLED_BELOW: (gettext_noop(
+            "Die Woche hat wenige geprüfte Antworten, aber auch die Sammelsicht über "
+            "%(weeks)s Wochen liegt mit ihrem ganzen Intervall unter der Schwelle "
+            "(%(low)s–%(high)s)."
+        ), {
+            "weeks": week.pooled_weeks,
+            "low": number(week.pooled.low or 0) if week.pooled else "–",
+            "high": number(week.pooled.high or 0) if week.pooled else "–",
+        }),
+    }.get(reason or "", (gettext_noop("Die zweite Woche in Folge unter der Schwelle."), {})))
+    if use_case.leaves_unreviewed:
+        parts.append((gettext_noop(
+            "Die Antworten gehen ungeprüft nach außen: Sie brauchen eine menschliche "
+            "Freigabe, welche Zahl auch immer hier steht."
+        ), {}))
+    parts.append((gettext_noop(
+        "Die Zahl misst die Treue zu den Quellen, nicht die Wahrheit. Ursachen zeigt die "
+        "Seite des Anwendungsfalls."
+    ), {}))
+    return parts
+
+
+def action_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> ActionCheck:
+    """Raise or clear the use case's action alarms from last week and this week."""
+    # The week before last only as the previous week of last week's decision.
+    weeks = use_case_weeks(use_case=use_case, weeks=3, until=now, claims=False)
+    threshold = use_case.action_threshold
+    decisions = [
+        (week, alarms.action_decision(
+            current=week.estimate, previous=before.estimate, action_threshold=threshold,
+            pooled=week.pooled))
+        for before, week in zip(weeks, weeks[1:], strict=False)
+    ]
+    decided = [(w, d) for w, d in decisions if d.light != "grey"]
+    if decided and decided[-1][1].recovered:
+        return ActionCheck(
+            raised=[], cleared=alarm_clear(use_case=use_case, kind=Alarm.Kind.ACTION)
+        )
+    raised = []
+    for week, decision in decisions:
+        if not decision.alarm:
+            continue
+        estimate = week.estimate
+        alarm = alarm_raise(
+            use_case=use_case,
+            kind=Alarm.Kind.ACTION,
+            key=week.label,
+            text=_text(use_case, week, decision.reason),
+            details={
+                "week": week.label,
+                "estimate": estimate.value,
+                "low": estimate.low,
+                "high": estimate.high,
+                "n": estimate.n,
+                "population": estimate.population,
+                "threshold": threshold,
+                "light": week.light,
+                "reason": decision.reason,
+            },
+        )
+        if alarm is not None:
+            raised.append(week.label)
+    return ActionCheck(raised=raised, cleared=0)
+
+
+def action_alarms_check_all(*, now: datetime | None = None) -> int:
+    """Check every active use case; returns how many alarms were raised."""
+    return sum(
+        len(action_alarms_check(use_case=use_case, now=now).raised)
+        for use_case in UseCase.objects.filter(active=True)
+    )

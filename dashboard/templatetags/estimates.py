@@ -1,0 +1,36 @@
+"""Template tags for the dashboard's estimates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.template.defaultfilters import floatformat
+
+from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.precision import shown_digits, tops_at_estimate
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def estimate_value(context: template.Context, value: float | None) -> str:
+    """``value`` at two decimals, or three where two would print it on the action line.
+
+    The line is the context's ``threshold`` (the use case's action threshold), where the page
+    sets one; without it, two decimals. Localised like `floatformat`.
+    """
+    if value is None:
+        return ""
+    threshold: Any = context.get("threshold")
+    try:
+        line = float(threshold) if threshold not in (None, "") else None
+    except (TypeError, ValueError):
+        line = None
+    return floatformat(value, shown_digits(value, line))
+
+
+@register.filter
+def tops_at(estimate: Estimate | None) -> bool:
+    """Whether ``estimate``'s interval ends at its value above (`tops_at_estimate`)."""
+    return isinstance(estimate, Estimate) and tops_at_estimate(estimate)

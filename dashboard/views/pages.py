@@ -1,0 +1,655 @@
+"""The team lead's pages: the overview of the use cases they lead (their landing page) and one
+use case's page with trends, causes, the trigger's worth and the threshold tuner.
+
+The selectors (dashboard.selectors) return the figures, dashboard.domain.charts turns
+series into Plotly figures; this module picks the series, words the readings and renders.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.template.defaultfilters import floatformat
+from django.urls import NoReverseMatch, reverse
+from django.utils import formats, translation
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
+from django.views.decorators.http import require_GET, require_POST
+
+from common.charts import chart_config
+from common.http import AuthenticatedRequest
+from dashboard.domain import charts
+from dashboard.domain.causes import Bucket
+from dashboard.domain.statistics import precision as statistics
+from dashboard.domain.statistics.estimates import Estimate
+from dashboard.forms import TuningForm
+from dashboard.selectors import blind
+from dashboard.selectors import diagnosis as dashboard_diagnosis
+from dashboard.selectors import overview as dashboard_overview
+from dashboard.selectors import page as dashboard_page
+from dashboard.selectors import weeks as dashboard_weeks
+from dashboard.selectors.figures import WeekFigures
+from dashboard.selectors.overview import overview_order
+from dashboard.views.answers import answer_list
+from monitoring.models import SettingChange, UseCase
+from monitoring.selectors.access import use_case_get_for_user
+from monitoring.services import tuning
+
+
+@login_required
+@require_GET
+def home(request: AuthenticatedRequest) -> HttpResponse:
+    """Team leads and staff land on the overview, domain experts on their review queue, everyone
+    else on the answer list.
+
+    The list is served here directly rather than redirected to: "/" was its address, so old
+    links and bookmarks (with their filters) keep working without a hop; "/" with filters
+    stays the list for everyone.
+    """
+    if dashboard_overview.user_leads(user=request.user):
+        return redirect("monitoring:overview")
+    if not request.GET and dashboard_overview.user_reviews(user=request.user):
+        return redirect("review:queue")
+    return answer_list(request)
+
+
+def _separators() -> str:
+    return charts.SEPARATORS.get(translation.get_language() or "de", charts.SEPARATORS["de"])
+
+
+def _point(week: WeekFigures, estimate: Estimate | None) -> charts.Point:
+    if estimate is None:
+        return charts.Point(week.label, None, None, None, 0, True)
+    return charts.Point(
+        week.label, estimate.value, estimate.low, estimate.high, estimate.n, estimate.too_few
+    )
+
+
+def _trend_point(week: WeekFigures) -> charts.Point:
+    """The week's judge-scale estimate, set apart (grey) only where its light is grey: the
+    interval reaches across the action line and is too wide to decide."""
+    e = week.estimate
+    return charts.Point(week.label, e.value, e.low, e.high, e.n, week.light == "grey")
+
+
+def _pooled_point(week: WeekFigures) -> charts.Point:
+    return _point(week, week.pooled)
+
+
+def _expert_point(week: WeekFigures) -> charts.Point:
+    x = week.expert
+    if x is None or x.value is None:
+        return charts.Point(week.label, None, None, None, 0, True)
+    return charts.Point(week.label, x.value, x.low, x.high, x.n_reviews, x.too_few)
+
+
+def _trend_labels() -> dict[str, str]:
+    return {
+        "value": _("Treue laut Prüfmodell"),
+        "band": _("95-%-Intervall"),
+        "too_few": _("unentschieden"),
+        "unknown": _("keine Schätzung"),
+        "unknown_why": _("keine Schätzung: eine Schicht ohne geprüfte Antwort"),
+        "threshold": _("Handlungsschwelle"),
+        "y": _("Treue"),
+    }
+
+
+def _judge_changes(
+    weeks: list[WeekFigures], settings_changed: dict[str, list[SettingChange]] | None = None,
+) -> list[tuple[str, str, str]]:
+    """The weeks the chart marks: a judge model or prompt version changed, a setting changed.
+    Each with a short label for above its line and the details for its hover."""
+    settings_changed = settings_changed or {}
+    out = []
+    for w in weeks:
+        judges = [_("Prüfer: %(judges)s") % {
+            "judges": ", ".join(
+                f"{model} {version} ({mode})" for model, version, mode in w.judge_labels
+            )
+        }] if w.judge_changed else []
+        settings = [setting_change_text(c) for c in settings_changed.get(w.label, [])]
+        if judges and settings:
+            label = _("Prüfer und Einstellung geändert")
+        elif judges:
+            label = _("Prüfer gewechselt")
+        elif settings:
+            label = _("Einstellung geändert")
+        else:
+            continue
+        out.append((w.label, label, "; ".join(judges + settings)))
+    return out
+
+
+def setting_change_text(change: SettingChange) -> str:
+    """ "Stichprobenrate 3 % → 5 %", in the page's number format."""
+    old, new = (setting_value(change.field, v) for v in (change.old_value, change.new_value))
+    return f"{change.get_field_display()} {old} → {new}"
+
+
+def setting_value(field: str, value: float) -> str:
+    """A setting as the pages write it: the sample rate in percent, thresholds as they are, a
+    switch (recorded as 1 or 0) as on or off."""
+    def short(v: float) -> str:  # 25 not 25,0; 0,45 not 0,4500
+        return f"{v:g}".replace(".", formats.get_format("DECIMAL_SEPARATOR"))
+    if field in tuning.SWITCHES:
+        return pgettext("switch", "an") if value else pgettext("switch", "aus")
+    if field == SettingChange.Field.SAMPLE_RATE:
+        return f"{short(round(value * 100, 2))} %"
+    return short(round(value, 4))
+
+
+def trend_chart(
+    weeks: list[WeekFigures], threshold: float, *, compact: bool = False,
+    settings_changed: dict[str, list[SettingChange]] | None = None,
+) -> dict[str, Any]:
+    overlays = []
+    if any(w.pooled_weeks > 1 for w in weeks):
+        pooled = max(w.pooled_weeks for w in weeks)
+        overlays.append(charts.Series(
+            _("%(weeks)s Wochen, Prüfmodell") % {"weeks": pooled},
+            [_pooled_point(w) for w in weeks], charts.GREY, "dot",
+        ))
+    if any(w.expert is not None and w.expert.value is not None for w in weeks):
+        overlays.append(charts.Series(
+            _("Skala der Fachexperten"), [_expert_point(w) for w in weeks], charts.GREEN,
+            "dash",
+        ))
+    return charts.trend_figure(
+        [_trend_point(w) for w in weeks],
+        threshold=threshold,
+        labels=_trend_labels(),
+        changes=_judge_changes(weeks, settings_changed),
+        separators=_separators(),
+        compact=compact,
+        overlays=overlays,
+        config=chart_config(),
+    )
+
+
+def precision_reading(week: WeekFigures) -> str | None:
+    """For a week too imprecise to decide (grey light): what would decide it, in numbers
+    computed from the week's own volume and spread. None for a decided week."""
+    p = week.precision
+    if p is None or p.decisive or not week.volume:
+        return None
+    if p.half_width is None:
+        parts = [_("Keine Schätzung für %(week)s: in einer Gruppe von Antworten ist keine geprüft.")
+                 % {"week": week.label}]
+    else:
+        parts = [_(
+            "Unentschieden (%(week)s): das Intervall (±%(half)s) reicht über die "
+            "Handlungsschwelle."
+        ) % {"week": week.label, "half": _num(p.half_width)}]
+    target = _num(p.target_half_width)
+    if p.sample_rate is not None and p.current_rate is not None:
+        parts.append(_(
+            "Bei diesem Volumen ergäbe eine Stichprobenrate von %(rate)s %% (in dieser Woche "
+            "geprüft: %(now)s %%) ±%(target)s."
+        ) % {"rate": floatformat(p.sample_rate * 100, -1),
+             "now": floatformat(p.current_rate * 100, -1), "target": target})
+    if p.pooled_half_width is not None and p.pooled_weeks > 1:
+        parts.append(_("Die %(weeks)s-Wochen-Sicht ergibt ±%(half)s.") % {
+            "weeks": p.pooled_weeks, "half": _num(p.pooled_half_width)})
+    return " ".join(parts)
+
+
+def shares_chart(weeks: list[WeekFigures]) -> dict[str, Any]:
+    flagged = [
+        charts.Point(w.label, w.flagged_share, None, None, w.volume, False) for w in weeks
+    ]
+    return charts.shares_figure(
+        [
+            charts.Series(_("unter der Handlungsschwelle"),
+                          [_point(w, w.below) for w in weeks], charts.RED),
+            charts.Series(_("markiert"), flagged, charts.AMBER, "dot"),
+            charts.Series(_("Enthaltungen"),
+                          [_point(w, w.abstention_share) for w in weeks], charts.GREY, "dash"),
+        ],
+        labels={"y": _("Anteil der Antworten"), "too_few": _("zu wenige geprüft")},
+        separators=_separators(),
+        config=chart_config(),
+    )
+
+
+def similarity_label(bucket: Bucket) -> str:
+    """The bucket's range in the page's number format ("0,5–0,6"; the domain writes "0.5")."""
+    low, high = bucket.low, bucket.high
+    if low is None:
+        return _("keine Angabe") if high is None else f"< {formats.number_format(high)}"
+    if high is None:
+        return f"≥ {formats.number_format(low)}"
+    return f"{formats.number_format(low)}–{formats.number_format(high)}"
+
+
+def similarity_chart(buckets: list[Bucket], threshold: float) -> dict[str, Any]:
+    return charts.buckets_figure(
+        [
+            charts.Bar(similarity_label(b), b.estimate.value, b.estimate.low, b.estimate.high,
+                       b.estimate.n, b.estimate.too_few)
+            for b in buckets if b.estimate.population  # the buckets the table lists
+        ],
+        threshold=threshold,
+        labels={
+            "value": _("Treue (Schätzung)"), "threshold": _("Handlungsschwelle"),
+            "x": _("beste Ähnlichkeit"), "y": _("Treue"),
+        },
+        separators=_separators(),
+        config=chart_config(),
+    )
+
+
+# --- readings in words ---------------------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    # floatformat, as in the templates: localized (decimal comma in German), rounded alike.
+    return "–" if value is None else floatformat(value, digits)
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else floatformat(value * 100, 0)
+
+
+def _usable(estimate: Estimate) -> bool:
+    return not estimate.too_few and estimate.value is not None
+
+
+def _holds(causes: dashboard_diagnosis.Causes, name: str, sign: int) -> bool:
+    """The cause's association survives adjustment for the others and the multiplicity
+    correction, in the direction `sign` (+1: higher score with more of it)."""
+    effect = causes.effect(name)
+    return bool(effect and effect.holds and effect.estimate is not None
+                and effect.estimate * sign > 0)
+
+
+def _effect_text(causes: dashboard_diagnosis.Causes, name: str, unit: str) -> str | None:
+    effect = causes.effect(name)
+    if effect is None or effect.estimate is None or effect.low is None or effect.high is None:
+        return None
+    return _(
+        "Bei gleicher übriger Lage geht %(unit)s mit %(sign)s%(estimate)s Treue einher "
+        "(korrigiertes 95-%%-Intervall %(low)s bis %(high)s)."
+    ) % {"unit": unit, "sign": "+" if effect.estimate >= 0 else "",
+         "estimate": _num(effect.estimate), "low": _num(effect.low), "high": _num(effect.high)}
+
+
+def similarity_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
+    effect = _effect_text(causes, "similarity", _("je 0,1 mehr an bester Ähnlichkeit"))
+    if causes.cutoff is not None and _usable(causes.no_passing_chunk):
+        text = _joined(_(
+            "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu."
+        ) % {"cutoff": _num(causes.cutoff), "percent": _percent(causes.no_passing_chunk.value)},
+            effect)
+        if _holds(causes, "similarity", +1) and causes.cutoff_held_out:
+            return text + " " + _(
+                "Der Zusammenhang hält, auch bereinigt um Abschnittszahl und Frageart: Als "
+                "Schwelle im RAG-Dienst unter %(cutoff)s nicht das Modell fragen, sondern "
+                "„Weiß ich nicht“ erlauben."
+            ) % {"cutoff": _num(causes.cutoff)}
+        if not _holds(causes, "similarity", +1):
+            return text + " " + _(
+                "Bereinigt um Abschnittszahl und Frageart ist der Zusammenhang nicht gesichert: "
+                "daraus folgt noch keine Schwelle."
+            )
+        return text + " " + _(
+            "In den übrigen Wochen bestätigt sich diese Schwelle nicht: sie könnte eine "
+            "zufällige Delle sein, daraus folgt noch keine Schwelle."
+        )
+    usable = [b for b in causes.similarity if _usable(b.estimate)]
+    if len(usable) < 2:
+        return _joined(
+            _("Zu wenige geprüfte Antworten je Ähnlichkeitsstufe für eine Aussage."), effect)
+    if _holds(causes, "similarity", +1):  # no bucket below the line, but a slope that holds
+        return _joined(_(
+            "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s."
+        ) % {"threshold": _num(threshold)}, effect)
+    return _joined(_(
+        "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von %(threshold)s: "
+        "Ein schlechter Abruf ist hier nicht als Zusammenhang erkennbar."
+    ) % {"threshold": _num(threshold)}, effect)
+
+
+def _joined(*sentences: str | None) -> str:
+    return " ".join(s for s in sentences if s)
+
+
+def chunks_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
+    text = _effect_text(causes, "chunks", _("je 10 Abschnitte mehr"))
+    if text is None:
+        return _("Zu wenige geprüfte Antworten oder zu wenig Unterschied in der Abschnittszahl "
+                 "für eine Aussage.")
+    if _holds(causes, "chunks", -1):
+        return text + " " + _(
+            "Mehr Kontext ist mit weniger Treue verbunden, auch bereinigt: viele Abschnitte "
+            "mischen Dokumente — ein Reranker ist einen Versuch wert."
+        )
+    return text + " " + _("Kein gesicherter Zusammenhang (ein Zusammenhang, keine Ursache).")
+
+
+def multi_part_reading(causes: dashboard_diagnosis.Causes) -> str:
+    single, multi = causes.single, causes.multi
+    effect = _effect_text(causes, "multi_part", _("eine mehrteilige statt einer einfachen Frage"))
+    if not (_usable(single) and _usable(multi)):
+        return _("Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
+    text = _joined(_(
+        "Mehrteilige Fragen werden zu %(multi)s %% treu beantwortet, einfache zu %(single)s %%."
+    ) % {"multi": _percent(multi.value), "single": _percent(single.value)}, effect)
+    if _holds(causes, "multi_part", -1):
+        return text + " " + _(
+            "Der Unterschied hält auch bereinigt um Ähnlichkeit und Abschnittszahl (ein "
+            "Zusammenhang, keine Ursache). Ein häufiger Grund, den diese Zahlen nicht belegen: "
+            "zu einem Teil der Frage fehlen die Quellen, und das Modell ergänzt ihn."
+        )
+    return text + " " + _("Bereinigt um die übrigen Ursachen kein gesicherter Unterschied.")
+
+
+def no_passing_reading(causes: dashboard_diagnosis.Causes) -> str:
+    estimate = causes.no_passing_chunk
+    values = {"threshold": _num(causes.similarity_threshold), "n": estimate.population}
+    if not estimate.population:
+        return _(
+            "Keine Antwort wurde ohne einen Abschnitt mit Ähnlichkeit ab %(threshold)s gegeben."
+        ) % values
+    if not _usable(estimate):
+        return _(
+            "%(n)s Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit %(threshold)s "
+            "erreichte; zu wenige davon sind geprüft für eine Aussage."
+        ) % values
+    return _(
+        "%(n)s Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit %(threshold)s "
+        "erreichte; sie sind zu %(percent)s %% treu."
+    ) % {**values, "percent": _percent(estimate.value)}
+
+
+def worth_reading(diagnosis: dashboard_diagnosis.Diagnosis) -> str:
+    lift = diagnosis.worth
+    if lift.lift is None or lift.too_few:
+        return _("Zu wenige geprüfte Antworten, um den Nutzen der Markierung zu beziffern.")
+    text = _(
+        "Markierte Antworten sind %(lift)s-mal so oft untreu wie Antworten der Zufallsstichprobe "
+        "(95 %%: %(low)s–%(high)s)."
+    ) % {"lift": _num(lift.lift, 1), "low": _num(lift.low, 1), "high": _num(lift.high, 1)}
+    if lift.low is not None and lift.low > 1:
+        return text + " " + _("Die Markierung findet die untreuen Antworten.")
+    return text + " " + _(
+        "Das Intervall reicht bis 1: Die Markierung trennt hier nicht sicher — die Schwelle "
+        "unten prüfen."
+    )
+
+
+# --- the weekly table -----------------------------------------------------------------------------
+# Its 26 rows hold ~400 numbers. Through the template's partials and floatformat (~40 µs a
+# number) the table took 35 ms of a 60 ms page render; formatted here it takes a few. The markup
+# is that of _dash_estimate.html and _dash_percent.html, the rounding that of floatformat.
+
+
+class _Numbers:
+    """floatformat's rounding (half up on the shortest repr) with the page's separators."""
+
+    def __init__(self) -> None:
+        self.decimal = str(formats.get_format("DECIMAL_SEPARATOR"))
+        self.thousands = str(formats.get_format("THOUSAND_SEPARATOR"))
+
+    def __call__(self, value: float | Decimal, digits: int, *, grouped: bool = False) -> str:
+        exact = value if isinstance(value, Decimal) else Decimal(repr(value))
+        rounded = exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+        text = f"{rounded:,f}" if grouped else f"{rounded:f}"
+        return text.replace(",", "\x00").replace(".", self.decimal).replace("\x00", self.thousands)
+
+    def grouped(self, value: int) -> str:
+        return f"{value:,}".replace(",", self.thousands)
+
+
+def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digits: int = 2,
+                   unit: str = "", with_n: bool = True, threshold: float | None = None) -> str:
+    if e is None:
+        return mark_safe('<span class="muted">–</span>')  # a constant
+    if e.value is None and not e.population:
+        return format_html('<span class="too-few">{}</span>', _("keine Antworten"))
+    if e.value is None or e.low is None or e.high is None:
+        return format_html('<span class="too-few">{} <span class="n">(n = {})</span></span>',
+                           _("keine Schätzung"), e.n)
+    # Every estimate is shown with its interval, however wide: the width says how precise.
+    # A score beside its action line is never printed on it (`shown_digits`).
+    value = num(e.value * scale, statistics.shown_digits(e.value, threshold, digits))
+    low, high = num(e.low * scale, digits), num(e.high * scale, digits)
+    css = "estimate imprecise" if e.too_few else "estimate"
+    if not with_n:
+        return format_html(
+            '<span class="{}">{}{} <span class="interval">({}–{})</span></span>',
+            css, value, unit, low, high,
+        )
+    # An interval that ends at its estimate above says why (as _dash_estimate.html does).
+    note = format_html(' title="{}"', _(
+        "Jede zufällig gezogene Antwort erhielt 1,0: die obere Grenze ist der Schätzwert selbst."
+    )) if statistics.tops_at_estimate(e) else ""
+    return format_html(
+        '<span class="{}"><strong class="estimate-value">{}</strong> '
+        '<span class="interval"{}>({}–{})</span> <span class="n">n = {}</span></span>',
+        css, value, note, low, high, e.n,
+    )
+
+
+def _expert_cell(week: WeekFigures, num: _Numbers, threshold: float | None = None) -> str:
+    x = week.expert
+    if x is None or x.value is None or x.low is None or x.high is None:
+        return mark_safe('<span class="muted">–</span>')
+    return format_html(
+        '<span class="{}"><strong class="estimate-value">{}</strong> '
+        '<span class="interval">({}–{})</span> <span class="n">{}</span></span>',
+        "estimate expert-scale imprecise" if x.too_few else "estimate expert-scale",
+        num(x.value, statistics.shown_digits(x.value, threshold)), num(x.low, 2), num(x.high, 2),
+        _("%(n)s Prüfungen") % {"n": x.n_reviews},
+    )
+
+
+def _table_row(week: WeekFigures, num: _Numbers, threshold: float | None = None) -> dict[str, Any]:
+    def share(e: Estimate | None) -> str:
+        return _estimate_cell(e, num, scale=100, digits=1, unit=" %", with_n=False)
+
+    return {
+        "week": week,
+        "volume": num.grouped(week.volume),
+        "flagged": "–" if week.flagged_percent is None else f"{num(week.flagged_percent, 1)} %",
+        "estimate": _estimate_cell(week.estimate, num, threshold=threshold),
+        "pooled": _estimate_cell(week.pooled, num, threshold=threshold),
+        "expert": _expert_cell(week, num, threshold),
+        "below": share(week.below),
+        "abstention": share(week.abstention_share),
+        "claims": _estimate_cell(week.claims, num),
+        "calls": num.grouped(week.calls),
+    }
+
+
+# --- pages ---------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def overview(request: AuthenticatedRequest) -> HttpResponse:
+    pooled_weeks = _pooled_weeks(request)
+    if isinstance(pooled_weeks, HttpResponse):
+        return pooled_weeks
+    # Sorted again after blind review greyed a light: the order must not tell it.
+    open_in = blind.use_cases_with_open_items(user=request.user)
+    rows = sorted((
+        blind.figures_for_reader(
+            row, user=request.user, use_case_id=row.use_case.pk, open_in=open_in
+        )
+        for row in dashboard_overview.overview_rows(user=request.user, pooled_weeks=pooled_weeks)
+    ), key=overview_order)
+    for i, row in enumerate(rows):
+        # What the template shows beside the row's figures: its chart and precision sentence.
+        row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]  # for the template
+        row.data_id = f"overview-figure-{i}"  # type: ignore[attr-defined]  # for the template
+        row.figure = trend_chart(  # type: ignore[attr-defined]  # for the template
+            row.weeks, row.use_case.action_threshold, compact=True
+        )
+        row.precision = (  # type: ignore[attr-defined]  # for the template
+            precision_reading(row.this_week) or precision_reading(row.last_week)
+        )
+    return render(request, "monitoring/overview.html", {
+        "rows": rows,
+        "weeks": dashboard_weeks.OVERVIEW_WEEKS,
+        "leads_any": bool(rows),
+        "pooled_weeks": pooled_weeks,
+        "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+    })
+
+
+def _pooled_weeks(request: AuthenticatedRequest) -> int | HttpResponse:
+    """The pooled view's weeks asked for (?pooled=1, 4 or 13; default 4), or the 400 to send."""
+    try:
+        pooled_weeks = int(request.GET.get("pooled", dashboard_weeks.POOLED_WEEKS))
+    except ValueError:
+        pooled_weeks = 0
+    if pooled_weeks not in dashboard_weeks.POOLED_CHOICES:
+        return HttpResponseBadRequest(
+            _("pooled: erlaubt sind %(choices)s Wochen.") % {
+                "choices": ", ".join(map(str, dashboard_weeks.POOLED_CHOICES))},
+            content_type="text/plain; charset=utf-8",
+        )
+    return pooled_weeks
+
+
+def _calibration_url(slug: str) -> str | None:
+    # The calibration page belongs to the review app, which may not be installed everywhere.
+    try:
+        return reverse("review:calibration", args=[slug])
+    except NoReverseMatch:
+        return None
+
+
+@login_required
+@require_GET
+def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    use_case = use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    pooled_weeks = _pooled_weeks(request)
+    if isinstance(pooled_weeks, HttpResponse):
+        return pooled_weeks
+    return _use_case_page(request, use_case, pooled_weeks)
+
+
+def _use_case_page(
+    request: AuthenticatedRequest, use_case: UseCase, pooled_weeks: int,
+    tuning_form: TuningForm | None = None, status: int = 200,
+) -> HttpResponse:
+    page = blind.figures_for_reader(
+        dashboard_page.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
+        user=request.user, use_case_id=use_case.pk,
+    )
+    threshold = use_case.action_threshold
+    diagnosis = page.diagnosis
+    causes = diagnosis.causes
+    weeks = page.weeks
+    settings_changed = dashboard_overview.setting_changes_by_week(
+        use_case=use_case, weeks=[w.week for w in weeks])
+    # The tuner reads the last weeks of the diagnosis: a change within them is said beside it.
+    tuner_weeks = {w.week.label for w in weeks[-diagnosis.weeks:]}
+    may_tune = dashboard_overview.user_may_tune(user=request.user, use_case=use_case)
+    if tuning_form is None and may_tune:
+        tuning_form = TuningForm(initial={
+            "logprob_threshold": use_case.logprob_threshold,
+            "sample_percent": round(use_case.sample_rate * 100, 4),
+            "action_threshold": use_case.action_threshold,
+        })
+    return render(request, "monitoring/use_case.html", {
+        "may_tune": may_tune,
+        "current_settings": [
+            (name, label, setting_value(name, getattr(use_case, name)))
+            for name, label in SettingChange.Field.choices
+        ],
+        "tuning_form": tuning_form,
+        "setting_changes": [
+            (c, setting_change_text(c))
+            for c in dashboard_overview.setting_changes(use_case=use_case,
+                                                                         limit=10)],
+        # The judge's evidence does not change what the tuner reads (flags and the sample).
+        "tuner_changes": [
+            (label, setting_change_text(c))
+            for label, changes in sorted(settings_changed.items()) if label in tuner_weeks
+            for c in changes if c.field not in tuning.SWITCHES
+        ],
+        "use_case": use_case,
+        "page": page,
+        "weeks": weeks,
+        "weeks_newest_first": list(reversed(weeks)),
+        "this_week": weeks[-1],
+        "last_week": weeks[-2],
+        "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
+        "pooled_weeks": pooled_weeks,
+        "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+        # Where neither this week nor last can decide (both grey), the pooled view leads.
+        "pooled_leads": pooled_weeks > 1 and weeks[-1].light == weeks[-2].light == "grey",
+        "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
+        "diagnosis": diagnosis,
+        "causes": causes,
+        "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed),
+        "shares_figure": shares_chart(weeks),
+        "similarity_figure": similarity_chart(causes.similarity, threshold),
+        "similarity_rows": [(similarity_label(b), b) for b in causes.similarity],
+        "readings": {
+            "similarity": similarity_reading(causes, threshold),
+            "chunks": chunks_reading(causes, threshold),
+            "multi_part": multi_part_reading(causes),
+            "no_passing": no_passing_reading(causes),
+            "worth": worth_reading(diagnosis),
+        },
+        "calibration_url": _calibration_url(use_case.slug),
+        "default_similarity": dashboard_diagnosis.DEFAULT_SIMILARITY_THRESHOLD,
+        "causes_weeks": dashboard_weeks.CAUSES_WEEKS,
+        "table": [
+            {**_table_row(w, _Numbers(), threshold), "settings_changed": [
+                setting_change_text(c) for c in settings_changed.get(w.week.label, [])]}
+            for w in reversed(weeks) if w.volume
+        ],
+        "total": {
+            "calls": sum(w.calls for w in weeks),
+            "cost": sum((w.cost for w in weeks), start=Decimal(0)),
+            "unpriced_runs": sum(w.unpriced_runs for w in weeks),
+        },
+    }, status=status)
+
+
+@login_required
+@require_POST
+def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """A team lead changes the thresholds or the sample rate (the settings form, or a tuner
+    row's "use this threshold"); each change is recorded. A bad value re-renders the page with
+    the form's errors (400); someone who may see but not tune the use case gets 403."""
+    use_case = use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    if not dashboard_overview.user_may_tune(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    form = TuningForm(request.POST)
+    if form.is_valid():
+        try:
+            changes = tuning.use_case_tune(
+                use_case=use_case, user=request.user, values=form.values(),
+                note=form.cleaned_data["note"],
+                source=form.cleaned_data["source"] or SettingChange.Source.SETTINGS,
+            )
+        except ValidationError as error:
+            for field, messages_ in error.message_dict.items():
+                form.add_error("sample_percent" if field == "sample_rate" else field, messages_)
+        else:
+            if changes:
+                messages.success(request, _("Gespeichert: %(changes)s.") % {
+                    "changes": "; ".join(setting_change_text(c) for c in changes)})
+            else:
+                messages.info(request, _("Nichts geändert: die Werte waren schon eingestellt."))
+            return redirect(reverse("monitoring:use_case", args=[slug]) + "#settings")
+    return _use_case_page(
+        request, use_case, dashboard_weeks.POOLED_WEEKS, tuning_form=form, status=400)

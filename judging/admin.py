@@ -1,0 +1,79 @@
+"""Django admin of the judge tier: judge runs with their claims (read-only, the audit trail of what
+the judge said), judge prices, and what is known of each judge endpoint."""
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from monitoring.models import (
+    Claim,
+    JudgeEndpoint,
+    JudgePrice,
+    JudgeRun,
+)
+
+
+class ClaimInline(admin.TabularInline):
+    model = Claim
+    extra = 0
+    can_delete = False
+    fields = ("position", "text", "label", "raw_reply", "attempts", "cached", "latency_ms",
+              "prompt_tokens", "completion_tokens")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    """Read-only: a run is written by the worker alone; rescoring adds runs from the pages."""
+
+    list_display = ("id", "answer", "status", "trigger", "judge_model", "prompt_version",
+                    "verify_path", "calls", "prompt_tokens", "cached_tokens", "completion_tokens",
+                    "cost", "score", "created_at", "finished_at")
+    list_filter = ("status", "trigger", "judge_model", "prompt_version", "verify_path",
+                   "answer__use_case")
+    search_fields = ("answer__external_id", "judge_model", "error")
+    date_hierarchy = "created_at"
+    list_select_related = ("answer",)
+    inlines = [ClaimInline]
+    readonly_fields = [f.name for f in JudgeRun._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Runs are the history of an answer's scores; deleting one would rewrite it.
+        return False
+
+
+@admin.register(JudgePrice)
+class JudgePriceAdmin(admin.ModelAdmin):
+    list_display = (
+        "judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k", "currency"
+    )
+    search_fields = ("judge_model",)
+
+
+@admin.register(JudgeEndpoint)
+class JudgeEndpointAdmin(admin.ModelAdmin):
+    """What the judge found out about an endpoint and model: written by the worker alone.
+    Deleting a row makes the next batched or one-call request find out again (after the
+    endpoint or the model changed)."""
+
+    list_display = ("model", "endpoint", "structured_output", "detail", "checked_at")
+    list_filter = ("structured_output",)
+    search_fields = ("model", "endpoint")
+    readonly_fields = ("endpoint", "model", "structured_output", "detail", "checked_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
