@@ -602,7 +602,7 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
     from django.db.models import Count, Max, Min, Sum
 
     from ingest import services
-    from judging.services.runs import judge_runs_reconcile
+    from judging.services.execution import judge_runs_reconcile
     from monitoring.models import Claim, JudgeEndpoint, JudgeRun, UseCase
 
     mode = variant.mode

@@ -20,7 +20,7 @@ from dashboard.selectors import overview as dashboard_overview
 from ingest.api.auth import CallerRequest, PersonSession, ServiceKey
 from ingest.api.errors import errors
 from ingest.schemas import ErrorOut
-from judging.domain import judging
+from judging.domain import judgement
 from monitoring.models import Service, SettingChange, UseCase
 
 router = Router()
@@ -232,7 +232,7 @@ def _week_out(
         "currency": metric_selectors.week_currency(figures=figures, currencies=currencies),
         "unpriced_runs": unpriced,
         "judges": [
-            {"model": m, "prompt_version": v, "mode": judging.mode_of_prompt_version(v)}
+            {"model": m, "prompt_version": v, "mode": judgement.mode_of_prompt_version(v)}
             for m, v in figures.judges
         ],
         "judge_changed": figures.judge_changed,

@@ -35,7 +35,7 @@ from judging.client import (
     JudgeMisconfigured,
     JudgeUnavailable,
 )
-from judging.domain.judging import CallResult
+from judging.domain.judgement import CallResult
 
 # The contradiction check's reply: one word and a short reason.
 JUDGE_MAX_TOKENS = 200

@@ -23,7 +23,7 @@ from django.conf import settings
 
 from judging.domain.batched import StructuredOutputRefused
 from judging.domain.judge_parse import storable_text
-from judging.domain.judging import CallResult, usage_figure
+from judging.domain.judgement import CallResult, usage_figure
 
 
 class JudgeError(Exception):

@@ -11,14 +11,15 @@ from common import queues
 from jobs import framework as jobs
 from judging.client import JudgeUnavailable
 from judging.services import runs as judging
+from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
 
 
 @shared_task(name=judging.SCORE_ANSWER_TASK, **jobs.TASK_OPTIONS)
 def score_answer(self, run_id: int) -> str:
     return jobs.run_task(
         self,
-        execute=lambda: judging.judge_run_execute(run_id=run_id),
-        give_up=lambda reason: judging.judge_run_give_up(run_id=run_id, reason=reason),
+        execute=lambda: judge_run_execute(run_id=run_id),
+        give_up=lambda reason: judge_run_give_up(run_id=run_id, reason=reason),
         transient=(JudgeUnavailable,),
     )
 
@@ -48,4 +49,4 @@ def score_answers(self, run_ids: list[int]) -> int:
 
 @shared_task(name="monitoring.tasks.reconcile_judge_runs", ignore_result=True)
 def reconcile_judge_runs() -> int:
-    return judging.judge_runs_reconcile()
+    return judge_runs_reconcile()

@@ -32,7 +32,7 @@ from dashboard.selectors.reads import (
     _usage,
 )
 from dashboard.selectors.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
-from judging.domain import judging
+from judging.domain import judgement
 from monitoring.models import JudgeMode, UseCase
 
 
@@ -84,7 +84,7 @@ class WeekFigures:
     def judge_labels(self) -> list[tuple[str, str, str]]:
         """(judge model, prompt version, mode as the reader calls it) per judge of the week."""
         return [
-            (model, version, str(JudgeMode(judging.mode_of_prompt_version(version)).label))
+            (model, version, str(JudgeMode(judgement.mode_of_prompt_version(version)).label))
             for model, version in self.judges
         ]
 

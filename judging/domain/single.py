@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judging.domain import batched
+from judging.domain.batch_reading import json_evidence, json_value
 from judging.domain.batched import Evidence
 from judging.domain.judge_parse import MAX_CLAIMS, storable_text
 from judging.domain.judge_prompt import SUPPORTED_LANGUAGES, format_context
@@ -155,7 +156,7 @@ class SingleReading:
 def read_single(reply: str, *, chunk_count: int | None = None) -> SingleReading:
     """The claims and verdicts of a one-call reply. Claims are stripped, blanks and repeats
     dropped (a repeat's verdicts must agree, else the claim has none) and cut at MAX_CLAIMS."""
-    value = batched.json_value(reply)
+    value = json_value(reply)
     items: object = None
     if isinstance(value, dict):
         lists = [v for k, v in value.items()
@@ -177,7 +178,7 @@ def read_single(reply: str, *, chunk_count: int | None = None) -> SingleReading:
             continue
         if claim not in given:
             claims.append(claim)
-        given.setdefault(claim, []).append(batched.json_evidence(item, chunk_count))
+        given.setdefault(claim, []).append(json_evidence(item, chunk_count))
     if items and not claims:
         return SingleReading(None, {})
     claims = claims[:MAX_CLAIMS]

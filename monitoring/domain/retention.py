@@ -20,7 +20,7 @@ MIN_RETENTION_DAYS = 28
 # locks (and the WAL of it) for minutes; 1,000 rows is a fraction of a second per batch.
 BATCH_SIZE = 1000
 
-# Keys of a judge call record (judging.domain.judging.CallRecord) that hold no text:
+# Keys of a judge call record (judging.domain.judgement.CallRecord) that hold no text:
 # kept, so the call log still tells what was called, how often, with what tokens and latency.
 CALL_LOG_NUMBERS = (
     "purpose", "position", "attempt", "prompt_tokens", "completion_tokens", "latency_ms",

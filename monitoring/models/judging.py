@@ -16,7 +16,7 @@ from monitoring.models.use_cases import JudgeMode
 
 
 class VerifyPath(models.TextChoices):
-    """How a run's verdicts came back (judging.domain.judging.PATHS)."""
+    """How a run's verdicts came back (judging.domain.judgement.PATHS)."""
 
     PER_CLAIM = "per-claim", _("je Aussage")
     BATCHED = "batched", _("gebündelt")
@@ -95,7 +95,7 @@ class JudgeRun(LeasedJob, JudgeUsage):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="+", verbose_name=_("angefordert von"),
     )
-    # The way the claims' verdicts came (judging.domain.judging.PATHS): read from
+    # The way the claims' verdicts came (judging.domain.judgement.PATHS): read from
     # the batched reply, after one correction in the same conversation, or some asked again one
     # by one; empty for runs before it was recorded and for runs without claims to verify.
     verify_path = models.CharField(

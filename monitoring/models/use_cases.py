@@ -31,7 +31,7 @@ def _validate_sample_rate(value: float) -> None:
 
 
 class JudgeMode(models.TextChoices):
-    """How a judge verifies an answer's claims (judging.domain.judging.MODES)."""
+    """How a judge verifies an answer's claims (judging.domain.judgement.MODES)."""
 
     PER_CLAIM = "per-claim", _("je Aussage")
     BATCHED = "batched", _("gebündelt")

@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 from jobs import framework as jobs
 from judging.client import JudgeMisconfigured, JudgeUnavailable
 from judging.selectors import same_model
-from judging.services.runs import Meter, judge_client, judge_with
+from judging.services.execution import Meter, judge_client, judge_with
 from monitoring.models import JudgeMode, UseCase
 from monitoring.services.tuning import use_case_judge_set
 from review.domain.comparison import LABELS

@@ -21,8 +21,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from judging.domain import batched, judging, single
+from judging.domain import batched, single
 from judging.domain import judge_prompt as prompts
+from judging.domain import judgement as judging
+from judging.domain.verification import judge_answer
 from tests.support.redis_server import REDIS_SERVER, RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +142,7 @@ def _judge(corpus: Any, tokens: Any, bench: ModuleType, variant: Any, question: 
                       tokens.count(content), corpus.attribute(messages)))
         return judging.CallResult(content, prompt, tokens.count(content), 0, "bench-judge")
 
-    judgement = judging.judge_answer(
+    judgement = judge_answer(
         question=question, answer=answer, chunks=chunks, language=variant.language,
         call=call, concurrency=1, mode=variant.mode, batch_size=batched.DEFAULT_BATCH_SIZE,
         batch_call=call, evidence=variant.evidence,

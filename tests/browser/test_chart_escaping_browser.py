@@ -27,7 +27,7 @@ from dashboard.domain.charts import Point
 from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun
 from review import services as review_services
 from review.domain.batches import shift_week

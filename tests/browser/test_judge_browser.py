@@ -15,6 +15,7 @@ from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
 from judging.services import runs as judging
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun
 from tests.monitoring.test_judge_pages import ScriptedJudge
 
@@ -62,7 +63,7 @@ def judged_answer(
     )
     assert result.outcome == IngestOutcome.CREATED
     [run_id] = enqueued
-    assert judging.judge_run_execute(run_id=run_id) == "scored"
+    assert judge_run_execute(run_id=run_id) == "scored"
     use_case.team_leads.add(User.objects.create_user("teamleitung"))
     return Answer.objects.get(pk=result.answer.pk)
 
@@ -123,7 +124,7 @@ def test_lead_sees_verdicts_and_rescores_with_another_model(
     assert enqueued[-1] == new_run.pk
 
     # The worker runs it; the page then shows the new score and the earlier run in the history.
-    assert judging.judge_run_execute(run_id=new_run.pk) == "scored"
+    assert judge_run_execute(run_id=new_run.pk) == "scored"
     page.reload()
     expect(section.locator("dl.run-facts")).to_contain_text("judge-y")
     history = section.locator("details.history")

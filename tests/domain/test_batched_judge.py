@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from judging.domain.batch_reading import read_batch, verdict_phrase
 from judging.domain.batched import (
     BATCHED_PROMPT_VERSION,
     MAX_REASON,
@@ -17,9 +18,7 @@ from judging.domain.batched import (
     batches,
     claim_ids,
     correction_messages,
-    read_batch,
     texts_hash,
-    verdict_phrase,
     verify_batch_messages,
 )
 from judging.domain.judge_parse import Label

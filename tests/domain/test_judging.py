@@ -1,4 +1,4 @@
-"""Judging one answer (judging.domain.judging) with a scripted fake judge.
+"""Judging one answer (judging.domain.judgement) with a scripted fake judge.
 
 The fake reads each request like the real model would: the system message says whether it is a
 decomposition or a verification, the user message holds the claim, a trailing reminder marks a
@@ -22,14 +22,14 @@ from judging.domain.judge_prompt import (
     VERIFY_SYSTEM_EN,
     format_context,
 )
-from judging.domain.judging import (
+from judging.domain.judgement import (
     DECOMPOSITION_UNPARSEABLE,
     CachedVerdict,
     CallResult,
     ClaimVerdict,
     Judgement,
-    judge_answer,
 )
+from judging.domain.verification import judge_answer
 
 G, T, U, X = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT, Label.UNPARSEABLE
 

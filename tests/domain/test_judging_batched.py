@@ -1,4 +1,4 @@
-"""Judging one answer in batched and one-call mode (judging.domain.judging): the
+"""Judging one answer in batched and one-call mode (judging.domain.judgement): the
 claims go in calls of at most N under their ids, each verdict carries the judge's evidence, what a
 batched reply leaves open is corrected once in the same conversation and only what is still
 open is asked one by one; a schema goes with the call where the endpoint takes one."""
@@ -17,15 +17,9 @@ from judging.domain.batched import (
 )
 from judging.domain.judge_parse import Label
 from judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN, PROMPT_VERSION
-from judging.domain.judging import (
-    BATCHED,
-    PER_CLAIM,
-    SINGLE,
-    CallResult,
-    judge_answer,
-    mode_of_prompt_version,
-)
+from judging.domain.judgement import BATCHED, PER_CLAIM, SINGLE, CallResult, mode_of_prompt_version
 from judging.domain.single import SINGLE_PROMPT_VERSION, SINGLE_SYSTEM_DE
+from judging.domain.verification import judge_answer
 from tests.domain.test_judging import ANSWER, CHUNKS, QUESTION, claims_json
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from judging.domain.batched import MAX_REASON, BatchReading, claim_ids, read_batch
+from judging.domain.batch_reading import read_batch
+from judging.domain.batched import MAX_REASON, BatchReading, claim_ids
 
 BIG = 1_000_000
 SMALL = BIG // 4

@@ -32,8 +32,10 @@ from ingest.domain import logprobs, questions, sampling
 from ingest.domain.content_probability import min_content_probability
 from investigations.domain import consistency
 from investigations.domain.consistency import values as consistency_values
-from judging.domain import judge_parse, judging
+from judging.domain import judge_parse
+from judging.domain import judgement as judging
 from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
+from judging.domain.verification import judge_answer
 from monitoring.domain import keys
 from review.domain.batches import parse_week
 from traces.domain import assembly as trace_assembly
@@ -234,7 +236,7 @@ def _judge(decomposition: str, verification: str) -> judging.Judgement:
     def verify(messages: list[dict[str, str]]) -> judging.CallResult:
         return judging.CallResult(verification, 10, 1, 1, "judge")
 
-    return judging.judge_answer(
+    return judge_answer(
         question="Wie oft?", answer="Alle 5 Jahre.", chunks=["Alle 5 Jahre."], language="de",
         call=call, verify_call=verify, concurrency=2,
     )

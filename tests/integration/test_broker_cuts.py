@@ -39,7 +39,7 @@ import pytest
 from django.db import connections
 
 from common.broker import transport_options
-from judging.services import runs as judging
+from judging.services.execution import judge_runs_reconcile
 from monitoring.models import Answer, JudgeRun, UseCase
 from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import (
@@ -160,7 +160,7 @@ def _all_judged(ids: list[int]) -> bool:
     """Every answer judged; else the reconciler sends the runs whose message was lost again
     (beat does this every 5 minutes; TREUE_JUDGE_RECONCILE_AFTER_SECONDS is 2 here)."""
     if Answer.objects.filter(pk__in=ids).exclude(status=Answer.Status.JUDGED).exists():
-        judging.judge_runs_reconcile()
+        judge_runs_reconcile()
         return False
     return True
 

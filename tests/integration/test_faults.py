@@ -33,7 +33,7 @@ from django.test import Client
 from django.urls import reverse
 
 from common.broker import transport_options
-from judging.services import runs as judging
+from judging.services.execution import judge_runs_reconcile
 from monitoring.models import Answer, Chunk, JudgeRun, UseCase
 from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import (
@@ -221,7 +221,7 @@ def test_answers_arriving_while_the_broker_is_down_are_stored_and_scored_once_it
 
             def all_judged() -> bool:
                 if down.exclude(status=Answer.Status.JUDGED).exists():
-                    judging.judge_runs_reconcile()
+                    judge_runs_reconcile()
                     return False
                 return True
 

@@ -14,6 +14,7 @@ import pytest
 from django.utils import timezone
 
 from judging.services import runs as judging
+from judging.services.execution import judge_runs_reconcile
 from monitoring.models import Answer, Claim, JudgeRun, UseCase
 from monitoring.services.use_cases import use_case_create
 from tests.integration.conftest import route_to, wait_for
@@ -225,7 +226,7 @@ def test_a_worker_killed_while_scoring_leaves_the_answer_scored_exactly_once(
             if current.status == JudgeRun.Status.RUNNING and current.lease_expires_at < (
                 timezone.now()
             ):
-                judging.judge_runs_reconcile()
+                judge_runs_reconcile()
             return finished_run(answer)
 
         wait_for("the run to be scored after the kill", scored, timeout=40, interval=0.25,

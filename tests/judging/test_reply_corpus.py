@@ -1,6 +1,6 @@
 """A corpus of batched judge replies (issue 37, point 2): the shapes judges answer in, in German
 and English, each served by the local OpenAI-compatible server (tests/support/openai_server.py)
-and read through the real openai client, `JudgeClient` and `judging.judge_answer`, called the
+and read through the real openai client, `JudgeClient` and `judge_answer`, called the
 way `services.runs.judge_with` calls them.
 
 A case is a set of claims (one of them starting with "Teilweise …" or "Partly …": a claim's text
@@ -31,10 +31,10 @@ import pytest
 from django.conf import settings
 
 from judging.client import JudgeClient, JudgeConfig
-from judging.domain import judging
+from judging.domain import judgement as judging
 from judging.domain.batched import VERIFY_BATCH_SYSTEM_DE, VERIFY_BATCH_SYSTEM_EN, claim_ids
 from judging.domain.judge_parse import Label
-from judging.domain.judging import (
+from judging.domain.judgement import (
     BATCHED,
     PATH_BATCHED,
     PATH_CORRECTED,
@@ -42,7 +42,8 @@ from judging.domain.judging import (
     PATH_SINGLE,
     SINGLE,
 )
-from judging.services.runs import BATCH_LINE_TOKENS
+from judging.domain.verification import judge_answer
+from judging.services.execution import BATCH_LINE_TOKENS
 from tests.support.openai_server import FakeOpenAIServer, ScriptedJudge
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT
@@ -644,7 +645,7 @@ def judge(
         cap = BATCH_LINE_TOKENS * size + (MAX_TOKENS_DECOMPOSE if mode == SINGLE else 0)
         return client.call(messages, max_tokens=cap, response_format=response_format)
 
-    return judging.judge_answer(
+    return judge_answer(
         question="Was gilt für die Prüfung?" if on.language == "de" else "What applies?",
         answer=" ".join(on.claims),
         chunks=list(on.chunks),

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import override_settings
 
-from judging.services import runs as judging
+from judging.services.execution import judge_run_execute
 from monitoring.models import JudgeRun
 
 CLAIMS = ["Der Behälter wird alle 5 Jahre geprüft.", "Die Prüfung kostet 250 Euro."]
@@ -36,7 +36,7 @@ def test_scores_and_claims_are_returned(
         before = api.get(f"/api/v1/answers/{created['id']}").json()
         assert (before["score"], before["judge"], before["claims"]) == (None, None, [])
         run = JudgeRun.objects.get(answer_id=created["id"])
-        assert judging.judge_run_execute(run_id=run.pk) == "scored"
+        assert judge_run_execute(run_id=run.pk) == "scored"
 
     data = api.get(f"/api/v1/answers/{created['id']}").json()
     assert data["status"] == "judged"
@@ -60,7 +60,7 @@ def test_a_failed_answer_says_why(api, make_answer, openai_server, every_answer_
         created = api.post("/api/v1/answers", make_answer(model="gpt-4o-mini")).json()
         assert api.get(f"/api/v1/answers/{created['id']}").json()["error"] is None
         run = JudgeRun.objects.get(answer_id=created["id"])
-        judging.judge_run_execute(run_id=run.pk)
+        judge_run_execute(run_id=run.pk)
 
     data = api.get(f"/api/v1/answers/{created['id']}").json()
     assert data["status"] == "failed"

@@ -46,7 +46,7 @@ from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
 from judging.domain.batched import BATCHED_PROMPT_VERSION
 from judging.domain.single import SINGLE_PROMPT_VERSION
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services import rollups
 from tests.support.openai_server import ScriptedJudge

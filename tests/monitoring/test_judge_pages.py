@@ -28,7 +28,7 @@ from ingest.services import IngestOutcome
 from judging import selectors as judging_selectors
 from judging.domain.judge_prompt import PROMPT_VERSION
 from judging.services import rescoring
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.judged import Judge as ScriptedJudge

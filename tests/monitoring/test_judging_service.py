@@ -39,6 +39,12 @@ from judging.domain.judge_prompt import (
 from judging.domain.single import SINGLE_PROMPT_VERSION
 from judging.services import rescoring
 from judging.services import runs as judging
+from judging.services.execution import (
+    BATCH_LINE_TOKENS,
+    judge_run_execute,
+    judge_run_give_up,
+    judge_runs_reconcile,
+)
 from monitoring.models import (
     Answer,
     Claim,
@@ -122,7 +128,7 @@ def only_run(answer: Answer) -> JudgeRun:
 
 def execute(answer_or_run: Answer | JudgeRun) -> str:
     run = answer_or_run if isinstance(answer_or_run, JudgeRun) else only_run(answer_or_run)
-    return judging.judge_run_execute(run_id=run.pk)
+    return judge_run_execute(run_id=run.pk)
 
 
 def fresh(obj):
@@ -212,7 +218,7 @@ def test_a_fan_out_the_broker_refuses_leaves_the_runs_to_the_reconciler(
     monkeypatch.setattr(tasks.score_answers, "apply_async",
                         lambda args=None, **options: tasks.score_answers(*args))
     settings.TREUE_JUDGE_RECONCILE_AFTER_SECONDS = 0
-    assert judging.judge_runs_reconcile() == 6
+    assert judge_runs_reconcile() == 6
     assert sorted(enqueued) == sorted(ids)
 
 
@@ -740,7 +746,7 @@ def test_give_up_marks_a_pending_run_failed_and_retryable(judge, api, make_answe
     answer = ingest(api, make_answer)
     run = only_run(answer)
 
-    judging.judge_run_give_up(run_id=run.pk, reason="gave up after 3 attempts: judge error 503")
+    judge_run_give_up(run_id=run.pk, reason="gave up after 3 attempts: judge error 503")
 
     run = fresh(run)
     assert run.status == JudgeRun.Status.FAILED
@@ -756,7 +762,7 @@ def test_give_up_leaves_a_finished_run_alone(judge, api, make_answer):
     answer = ingest(api, make_answer)
     execute(answer)
 
-    judging.judge_run_give_up(run_id=only_run(answer).pk, reason="too late")
+    judge_run_give_up(run_id=only_run(answer).pk, reason="too late")
 
     run = only_run(answer)
     assert run.status == JudgeRun.Status.SUCCEEDED and run.error == ""
@@ -850,7 +856,7 @@ def test_the_reconciler_enqueues_lost_and_abandoned_runs_only(
     JudgeRun.objects.filter(pk=runs["failed"].pk).update(status="failed")
     enqueued.clear()
 
-    assert judging.judge_runs_reconcile() == 3
+    assert judge_runs_reconcile() == 3
 
     assert sorted(enqueued) == sorted(
         runs[name].pk for name in ("old-pending", "expired-lease", "released-long-ago")
@@ -876,7 +882,7 @@ def test_a_run_whose_workers_keep_dying_fails_instead_of_looping(
     )
     enqueued.clear()
 
-    assert judging.judge_runs_reconcile() == 1
+    assert judge_runs_reconcile() == 1
 
     assert enqueued == [once.pk]
     dying = fresh(dying)
@@ -926,7 +932,7 @@ def test_the_first_holder_of_an_expired_lease_is_superseded(judge, api, make_ans
 
     def holder_a() -> None:
         try:
-            outcome["a"] = judging.judge_run_execute(run_id=run.pk)
+            outcome["a"] = judge_run_execute(run_id=run.pk)
         except BaseException as e:  # reported by the assertion below
             outcome["a"] = e
         finally:
@@ -942,7 +948,7 @@ def test_the_first_holder_of_an_expired_lease_is_superseded(judge, api, make_ans
     assert token_a is not None
     JudgeRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
 
-    assert judging.judge_run_execute(run_id=run.pk) == "scored"
+    assert judge_run_execute(run_id=run.pk) == "scored"
     judge.wake()  # A's held decomposition returns now
     thread.join(timeout=20)
 
@@ -1011,7 +1017,7 @@ def test_a_run_retried_from_the_page_keeps_what_the_failed_run_received(
     run = only_run(answer)
     with pytest.raises(JudgeUnavailable):
         execute(run)
-    judging.judge_run_give_up(run_id=run.pk, reason="judge error 503")
+    judge_run_give_up(run_id=run.pk, reason="judge error 503")
     lead = User.objects.create_user("lead-retry")
 
     judge.fail_for = None
@@ -1101,7 +1107,7 @@ def test_under_a_fault_mix_calls_stay_within_1_5_times_a_fault_free_run(
 def _attempt_quietly(run_id: int) -> None:
     """A worker's attempt whose fate the test decides (it is superseded)."""
     try:
-        judging.judge_run_execute(run_id=run_id)
+        judge_run_execute(run_id=run_id)
     except JudgeUnavailable:
         pass
     finally:
@@ -1221,7 +1227,7 @@ def test_a_batched_run_verifies_in_one_call_and_keeps_the_evidence(judge, api, m
     ]
     assert all(c.prompt_version == BATCHED_PROMPT_VERSION for c in claims)
     # The reply may spend a line per claim: its output cap is the batch's, not a word's.
-    assert judge.requests[1]["max_tokens"] == judging.BATCH_LINE_TOKENS * 30
+    assert judge.requests[1]["max_tokens"] == BATCH_LINE_TOKENS * 30
     # The answer page shows the evidence under each verdict, linked to the chunks.
     staff = User.objects.create_user("verwaltung", is_staff=True)
     client = Client()

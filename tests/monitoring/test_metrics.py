@@ -14,7 +14,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.selectors.figures import use_case_weeks
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder

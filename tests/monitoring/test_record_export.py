@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from dashboard.selectors import answers as answer_selectors
 from investigations.models import Investigation, Question
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
 from monitoring.services import retention

@@ -24,7 +24,7 @@ from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
 from investigations.models import Investigation, Question
 from judging.services import rescoring
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, Chunk, Claim, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services import retention
 from monitoring.tasks import apply_retention

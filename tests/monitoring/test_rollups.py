@@ -19,6 +19,7 @@ from dashboard.selectors import rollup_reads
 from ingest import services
 from judging import tasks
 from judging.services import runs as judging
+from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
 from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
 from monitoring.models.rollups import day_of, week_of
 from monitoring.services import rollups
@@ -64,7 +65,7 @@ def ingest(api, make_answer, **overrides: Any) -> Answer:
 
 
 def execute(run: JudgeRun) -> str:
-    return judging.judge_run_execute(run_id=run.pk)
+    return judge_run_execute(run_id=run.pk)
 
 
 def day_total(**filters: Any) -> int:
@@ -289,7 +290,7 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
     # A run that failed for good.
     failed = ingest_answer(service, use_case, "aufgegeben", "Der Behälter wird alle 5 Jahre "
                            "geprüft, sagt man.", flagged=True)
-    judging.judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
+    judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
 
     client = Client()
     client.force_login(lead)
@@ -329,14 +330,14 @@ def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, 
 
     # Given up after the last retry.
     a = ingest(api, make_answer, external_id="given-up")
-    judging.judge_run_give_up(run_id=JudgeRun.objects.get(answer=a).pk, reason="test")
+    judge_run_give_up(run_id=JudgeRun.objects.get(answer=a).pk, reason="test")
     # Abandoned by the reconciler: its worker died with it too often.
     b = ingest(api, make_answer, external_id="abandoned")
     JudgeRun.objects.filter(answer=b).update(
         status=JudgeRun.Status.RUNNING, attempts=settings.TREUE_JUDGE_MAX_ATTEMPTS,
         lease_expires_at=timezone.now() - timedelta(minutes=1), calls=2,
     )
-    judging.judge_runs_reconcile()
+    judge_runs_reconcile()
     # Succeeded, and failed on an unreadable decomposition.
     c = ingest(api, make_answer, external_id="scored")
     execute(JudgeRun.objects.get(answer=c))
@@ -558,10 +559,10 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
                           f"Nicht gezogen {k}.", created_at=when)
     for answer in answers[:4]:  # rescores
         (run,) = judge_runs_create(answers=[answer], trigger=JudgeRun.Trigger.RESCORE)
-        judging.judge_run_execute(run_id=run.pk)
+        judge_run_execute(run_id=run.pk)
     failed = ingest_answer(service, use_case, "aufgegeben",
                            "Der Behälter wird alle 5 Jahre geprüft, sagt man.", flagged=True)
-    judging.judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
+    judge_run_give_up(run_id=failed.judge_runs.get().pk, reason="test")
     ingest_answer(service, use_case, "offen", "Der Behälter wird alle 5 Jahre geprüft.",
                   flagged=True)
     judged(judge, service, other, external_id(service, other, "x", in_random=True),

@@ -15,7 +15,7 @@ from django.utils import timezone
 from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge

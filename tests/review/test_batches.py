@@ -15,7 +15,7 @@ from ingest import services as monitoring_services
 from ingest.domain.sampling import random_draw
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
 from review import services
 from review.domain.batches import week_monday

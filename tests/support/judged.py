@@ -21,7 +21,7 @@ from ingest.domain import sampling
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
 from judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 
 GENERATOR = "gpt-4o-mini"

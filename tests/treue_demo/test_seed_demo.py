@@ -31,7 +31,7 @@ from dashboard.selectors.weeks import iso_weeks
 from judging.domain.judge_parse import parse_claims, parse_verdict
 from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
 from judging.domain.scoring import score_labels
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission

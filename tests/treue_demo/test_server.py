@@ -24,11 +24,11 @@ from ingest.services import IngestOutcome
 from investigations.domain import consistency
 from judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from judging.domain import single
+from judging.domain.batch_reading import read_batch
 from judging.domain.batched import (
     batch_schema,
     claim_ids,
     correction_messages,
-    read_batch,
     verify_batch_messages,
 )
 from judging.domain.judge_parse import Label, parse_claims, parse_verdict
@@ -39,7 +39,7 @@ from judging.domain.judge_prompt import (
     verify_messages,
     verify_retry_messages,
 )
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeEndpoint, JudgeMode, JudgeRun
 from monitoring.services.use_cases import service_create, use_case_create
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows

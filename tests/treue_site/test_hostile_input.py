@@ -19,7 +19,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from judging.services.runs import judge_run_execute
+from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, Chunk, JudgeRun
 from monitoring.services.use_cases import service_create
 from review import services as review_services
