@@ -1,10 +1,11 @@
-"""ISO weeks as people type them (2026-W07): the one parser of every form and query parameter that
-takes a week."""
+"""ISO weeks, Monday 00:00 to Monday 00:00 in the site's time zone: parsing a week as people type it
+(2026-W07) for every form and query parameter, a week's bounds, last week."""
 
 import re
-from datetime import date
+from datetime import date, datetime, time, timedelta
 
 from django import forms
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$", re.ASCII)
@@ -38,3 +39,19 @@ def parse_iso_week(value: str) -> tuple[int, int]:
             code="no_such_week",
         ) from None
     return year, week
+
+
+def iso_week_bounds(*, year: int, week: int) -> tuple[datetime, datetime]:
+    """Monday 00:00 to the next Monday 00:00 of an ISO week, in the site's time zone.
+
+    Raises ValueError for a week the year does not have (week 53 of a short year)."""
+    monday = date.fromisocalendar(year, week, 1)
+    zone = timezone.get_current_timezone()
+    start = datetime.combine(monday, time.min, tzinfo=zone)
+    return start, datetime.combine(monday + timedelta(days=7), time.min, tzinfo=zone)
+
+
+
+def previous_iso_week(*, today: date | None = None) -> str:
+    year, week, _ = ((today or timezone.localdate()) - timedelta(days=7)).isocalendar()
+    return f"{year}-W{week:02d}"

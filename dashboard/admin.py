@@ -9,8 +9,8 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
-from judging import selectors
-from judging import selectors as judging_selectors
+from judging.selectors.costs import COST_WINDOW_DAYS, use_case_weekly_cost
+from judging.selectors.paths import judge_evidence_tokens
 from monitoring.models import (
     JudgeMode,
     SettingChange,
@@ -56,7 +56,7 @@ class UseCaseAdmin(admin.ModelAdmin):
             return str(_("wird nach dem Anlegen aus den Antworten der letzten 4 Wochen geschätzt"))
         html = render_to_string(
             "monitoring/_weekly_cost.html",
-            {"weekly": selectors.use_case_weekly_cost(use_case=obj)},
+            {"weekly": use_case_weekly_cost(use_case=obj)},
         )
         # The admin turns line breaks of a read-only value into <br>; the template's own line
         # breaks are layout, not content. The template escaped everything it inserted.
@@ -69,7 +69,7 @@ class UseCaseAdmin(admin.ModelAdmin):
             return str(_("etwa 25 Antwort-Token je Aussage; gemessen wird nach dem Anlegen"))
         html = render_to_string(
             "monitoring/_evidence_tokens.html",
-            {"evidence_tokens": judging_selectors.judge_evidence_tokens(use_case=obj),
-             "cost_window_days": judging_selectors.COST_WINDOW_DAYS},
+            {"evidence_tokens": judge_evidence_tokens(use_case=obj),
+             "cost_window_days": COST_WINDOW_DAYS},
         )
         return mark_safe(" ".join(html.split()))  # escaped by the template

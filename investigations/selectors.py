@@ -18,7 +18,7 @@ from dashboard.domain.statistics.estimates import wilson
 from dashboard.selectors import answers as monitoring_selectors
 from investigations.domain import consistency
 from investigations.models import Investigation, Question
-from judging import selectors as judging_selectors
+from judging.selectors.prices import price_currencies, prices_for
 from monitoring.domain.prices import price_key
 from monitoring.models import Answer, JudgePrice, UseCase
 
@@ -64,7 +64,7 @@ class Plan:
 
 def model_prices(models: Iterable[str]) -> dict[str, JudgePrice]:
     """The prices of these models, by the judge tier's one matching rule."""
-    return judging_selectors.prices_for(models=models)
+    return prices_for(models=models)
 
 
 def price_of(
@@ -82,7 +82,7 @@ def price_of(
 
 def currency_of(models: set[str]) -> str:
     """The one currency the models' prices are in; "" when unknown or mixed."""
-    currencies = set(judging_selectors.price_currencies(models=models).values())
+    currencies = set(price_currencies(models=models).values())
     return currencies.pop() if len(currencies) == 1 else ""
 
 

@@ -5,7 +5,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from common.weeks import parse_iso_week
-from judging.selectors import same_model
+from judging.selectors.runs import same_model
 from judging.services.rescoring import same_model_reason
 
 

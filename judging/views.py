@@ -18,9 +18,23 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from common.http import AuthenticatedRequest
-from judging import selectors as judging_selectors
+from common.weeks import previous_iso_week
 from judging.client import JudgeConfig
 from judging.forms import WeekRescoreForm
+from judging.selectors import runs as judging_selectors
+from judging.selectors.costs import (
+    COST_WINDOW_DAYS,
+    USAGE_DAYS,
+    judge_run_counts,
+    judge_usage_by_day,
+    rescore_estimate_for_week,
+    use_case_weekly_cost,
+)
+from judging.selectors.paths import (
+    FALLBACK_WARNING_SHARE,
+    judge_evidence_tokens,
+    judge_paths_by_week,
+)
 from judging.services import rescoring
 from monitoring.models import JudgeMode, SettingChange, UseCase
 from monitoring.selectors import access as answer_selectors
@@ -42,23 +56,23 @@ def _judge_page(
     may_rescore = judging_selectors.user_may_rescore(user=request.user, use_case=use_case)
     if may_rescore and week_form is None:
         week_form = WeekRescoreForm(initial={
-            "week": judging_selectors.previous_iso_week(),
+            "week": previous_iso_week(),
             "judge_model": use_case.effective_judge_model,
         })
-    usage, total = judging_selectors.judge_usage_by_day(use_case=use_case)
+    usage, total = judge_usage_by_day(use_case=use_case)
     recent = list(judging_selectors.judge_runs_recent(use_case=use_case))
     blind = answer_selectors.blind_answer_ids(user=request.user)
     for run in recent:
         run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
     demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # "" outside the demo: no run is marked
     judge_model = use_case.effective_judge_model
-    paths = judging_selectors.judge_paths_by_week(use_case=use_case)
+    paths = judge_paths_by_week(use_case=use_case)
     fallback = paths.latest.fallback if paths.fallback_warning and paths.latest else None
     return render(request, "monitoring/use_case_judge.html", {
         "use_case": use_case,
         "judge_modes": JudgeMode.choices,
         "paths": paths,
-        "fallback_warning_percent": judging_selectors.FALLBACK_WARNING_SHARE * 100,
+        "fallback_warning_percent": FALLBACK_WARNING_SHARE * 100,
         # The judge models of the runs asked again claim by claim, each in quotes.
         "fallback_models": ", ".join(
             _("„%(model)s“") % {"model": model} for model in fallback.judge_model_list
@@ -67,23 +81,23 @@ def _judge_page(
         "judge_endpoint": judging_selectors.judge_endpoint(
             endpoint=JudgeConfig.from_settings(model=judge_model).endpoint, model=judge_model
         ),
-        "evidence_tokens": judging_selectors.judge_evidence_tokens(use_case=use_case),
-        "cost_window_days": judging_selectors.COST_WINDOW_DAYS,
+        "evidence_tokens": judge_evidence_tokens(use_case=use_case),
+        "cost_window_days": COST_WINDOW_DAYS,
         "usage": usage,
         "total": total,
-        "counts": judging_selectors.judge_run_counts(use_case=use_case),
+        "counts": judge_run_counts(use_case=use_case),
         "recent": recent,
         "demo_model": demo_model,
         "demo": bool(demo_model) and (
             use_case.effective_judge_model == demo_model
             or any(r.judge_model == demo_model for r in recent)
         ),
-        "weekly": judging_selectors.use_case_weekly_cost(use_case=use_case),
+        "weekly": use_case_weekly_cost(use_case=use_case),
         "may_rescore": may_rescore,
         "week_form": week_form,
         "failed_to_retry": len(judging_selectors.judge_runs_to_retry(use_case=use_case))
         if may_rescore else 0,
-        "usage_days": judging_selectors.USAGE_DAYS,
+        "usage_days": USAGE_DAYS,
     })
 
 
@@ -172,7 +186,7 @@ def use_case_rescore_week(request: AuthenticatedRequest, slug: str) -> HttpRespo
     (year, week), model = form.cleaned_data["week"], form.cleaned_data["judge_model"]
     week_label = f"{year}-W{week:02d}"
     back = reverse("monitoring:use_case_judge", args=[use_case.slug])
-    estimate = judging_selectors.rescore_estimate_for_week(
+    estimate = rescore_estimate_for_week(
         use_case=use_case, year=year, week=week, judge_model=model
     )
     if not estimate.answers:

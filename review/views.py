@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from common.charts import chart_config
 from common.http import AuthenticatedRequest
 from dashboard.domain.highlight import segments
-from judging import selectors as judging_selectors
+from judging.selectors import runs as judging_selectors
 from monitoring.models import JudgeMode, UseCase
 from review import selectors, services
 from review.domain import charts

@@ -10,8 +10,8 @@ from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.expressions import OrderBy
 from django.utils import timezone
 
+from common.weeks import iso_week_bounds
 from dashboard.domain.csv_export import csv_text
-from judging.selectors import iso_week_bounds
 from monitoring.models import Answer, DroppedMonth, RollupDay
 from monitoring.models.rollups import next_month, rollups_ready
 from monitoring.selectors.access import blind_answer_ids, use_cases_for_user

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from common.db_router import reads_from_replica
 from dashboard.selectors.figures import WeekFigures, use_cases_weeks
-from judging import selectors as judging_selectors
+from judging.selectors.prices import price_currencies
 from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
 from monitoring.models.rollups import rollups_ready
 
@@ -29,7 +29,7 @@ OPEN_RUN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 
 def judge_currencies(*, models: Iterable[str]) -> dict[str, str]:
     """The currency of each judge model that has a price; models without one are missing."""
-    return judging_selectors.price_currencies(models=set(models))
+    return price_currencies(models=set(models))
 
 
 def week_currency(*, figures: WeekFigures, currencies: dict[str, str]) -> str | None:

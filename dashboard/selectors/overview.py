@@ -18,7 +18,8 @@ from dashboard.domain.statistics import precision as statistics
 from dashboard.selectors.figures import WeekFigures, _week_figures, weekly_inputs, weekly_usage
 from dashboard.selectors.reads import _drift_restarts, _reviews
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
-from judging import selectors as judging_selectors
+from judging.selectors import runs as judging_selectors
+from judging.selectors.prices import price_currencies
 from monitoring.models import SettingChange, UseCase
 
 _LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
@@ -86,7 +87,7 @@ def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[int, list[Alarm]]:
 def cost_currency(*, judges: Iterable[tuple[str, str]]) -> str:
     """The currency of the judge models' prices when they agree, else ''."""
     currencies = set(
-        judging_selectors.price_currencies(models={model for model, _ in judges}).values()
+        price_currencies(models={model for model, _ in judges}).values()
     )
     return currencies.pop() if len(currencies) == 1 else ""
 

@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta
 
 from django.utils import timezone
 
-from judging.selectors import iso_week_bounds
+from common.weeks import iso_week_bounds
 from monitoring.models.buckets import Bucket as _Bucket
 
 # The use-case page's trend: half a year of weeks.

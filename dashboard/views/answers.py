@@ -34,8 +34,9 @@ from dashboard.domain.xlsx_export import CONTENT_TYPE as XLSX_CONTENT_TYPE
 from dashboard.domain.xlsx_export import TooManyRows, xlsx_write
 from dashboard.forms import AnswerFilterForm
 from dashboard.selectors import answers as answer_selectors
-from judging import selectors as judging_selectors
 from judging.forms import RescoreForm
+from judging.selectors import runs as judging_selectors
+from judging.selectors.costs import rescore_estimate_for_answer
 from judging.services import rescoring
 from judging.views import rescore_confirm
 from monitoring.models import Answer
@@ -224,7 +225,7 @@ def answer_rescore(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "answer": answer,
             "use_case": answer.use_case,
             "judge_model": model,
-            "estimate": judging_selectors.rescore_estimate_for_answer(
+            "estimate": rescore_estimate_for_answer(
                 answer=answer, judge_model=model),
             "action": reverse("monitoring:answer_rescore", args=[answer.pk]),
             "fields": {"judge_model": model},
@@ -259,7 +260,7 @@ def judge_run_retry(request: AuthenticatedRequest, pk: int, run_pk: int) -> Http
             "use_case": answer.use_case,
             "run": run,
             "judge_model": model,
-            "estimate": judging_selectors.rescore_estimate_for_answer(
+            "estimate": rescore_estimate_for_answer(
                 answer=answer, judge_model=model),
             "action": reverse("monitoring:judge_run_retry", args=[answer.pk, run.pk]),
             "fields": {},

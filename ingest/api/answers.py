@@ -12,7 +12,7 @@ from ingest.api.auth import ServiceRequest
 from ingest.api.errors import errors
 from ingest.schemas import AnswerDetailOut, AnswerIn, AnswerOut, BatchIn, BatchOut, ErrorOut
 from ingest.services import IngestOutcome
-from judging import selectors as judging_selectors
+from judging.selectors import runs as judging_selectors
 from monitoring.models import Answer
 from monitoring.selectors.access import answer_get_for_service
 

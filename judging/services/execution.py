@@ -31,7 +31,6 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs import framework as jobs
-from judging import selectors as judging_selectors
 from judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured, JudgeUnavailable
 from judging.domain.judge_parse import Label
 from judging.domain.judgement import (
@@ -42,6 +41,8 @@ from judging.domain.judgement import (
     VerdictCache,
 )
 from judging.domain.verification import judge_answer
+from judging.selectors import runs as judging_selectors
+from judging.selectors.prices import price_for_model
 from judging.services.runs import JUDGE_RUN, SELF_JUDGING, judge_runs_enqueue
 from monitoring.models import (
     Answer,
@@ -104,7 +105,7 @@ def usage_fields(
     prompt = min(run.prompt_tokens + prompt_tokens, MAX_RUN_TOKENS)
     completion = min(run.completion_tokens + completion_tokens, MAX_RUN_TOKENS)
     cached = min(run.cached_tokens + cached_tokens, prompt)
-    price = judging_selectors.price_for_model(judge_model=model)
+    price = price_for_model(judge_model=model)
     return {
         "calls": run.calls + calls,
         "usage_unknown_calls": run.usage_unknown_calls + usage_unknown_calls,

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from judging import selectors
+from judging.selectors import runs as selectors
 from judging.services.runs import judge_runs_create
 from monitoring.models import Answer, JudgeProgress, JudgeRun, UseCase
 

@@ -116,7 +116,7 @@ class JudgeRun(LeasedJob, JudgeUsage):
         _("wiederholbar"), default=False,
         help_text=_("der letzte Fehler war vorübergehend (Zeitüberschreitung, 429, 5xx)"),
     )
-    # Not stored: what the answer page's selector (judging.selectors.answer_judging)
+    # Not stored: what the answer page's selector (judging.selectors.runs.answer_judging)
     # adds to each run it shows.
     duration: timedelta | None
     same_model: bool

@@ -1,3 +1,3 @@
-"""Reads of the monitoring app: answers and use cases (`answers.py`), the judge tier
-(judging/selectors.py, re-exported here for the pages). Every query a person
-triggers goes through the use cases that person may see."""
+"""Reads of the core: who may see which use case and answer, and which service a key belongs to
+(`access.py`), the health report (`health.py`).
+"""

@@ -1,2 +1,3 @@
-"""Writes of the monitoring app: ingest (`ingest.py`), retention, alarms, health. The judge
-tier's are in judging/services/."""
+"""Writes of the core: use cases and services (`use_cases.py`), the weekly rollups, retention and
+partitions, the answer record, worker heartbeats, settings changes (`tuning.py`).
+"""

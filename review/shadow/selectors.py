@@ -10,7 +10,8 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from judging.domain import cost
 from judging.domain.judge_parse import Label
 from judging.domain.scoring import score_labels
-from judging.selectors import price_for_model, prices_for, same_model
+from judging.selectors.prices import price_for_model, prices_for
+from judging.selectors.runs import same_model
 from monitoring.domain.prices import price_key
 from monitoring.models import JudgePrice, UseCase
 from review.domain import comparison as domain

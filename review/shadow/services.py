@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 
 from jobs import framework as jobs
 from judging.client import JudgeMisconfigured, JudgeUnavailable
-from judging.selectors import same_model
+from judging.selectors.runs import same_model
 from judging.services.execution import Meter, judge_client, judge_with
 from monitoring.models import JudgeMode, UseCase
 from monitoring.services.tuning import use_case_judge_set

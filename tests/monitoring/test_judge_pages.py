@@ -25,8 +25,8 @@ from django.utils import timezone
 from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
-from judging import selectors as judging_selectors
 from judging.domain.judge_prompt import PROMPT_VERSION
+from judging.selectors.costs import rescore_estimate_for_answer
 from judging.services import rescoring
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
@@ -1078,7 +1078,7 @@ def test_cached_tokens_priced_in_the_weekly_cost_and_the_rescore_estimate(
         (run.prompt_tokens - run.cached_tokens) * 10 + run.cached_tokens
         + run.completion_tokens * 20
     ) / 1000 / run.calls
-    estimate = judging_selectors.rescore_estimate_for_answer(answer=run.answer, judge_model=JUDGE)
+    estimate = rescore_estimate_for_answer(answer=run.answer, judge_model=JUDGE)
     assert estimate.cost == pytest.approx(per_call * 4, rel=1e-9)
 
 

@@ -25,7 +25,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from judging import selectors as judging_selectors
+from judging.selectors.paths import PATH_WEEKS, judge_evidence_tokens, judge_paths_by_week
 from monitoring.models import (
     Claim,
     JudgeEndpoint,
@@ -217,7 +217,7 @@ def test_the_ways_per_week_with_shares_and_costs_per_answer(
     heads = week_heads(html)
     assert heads[w1] == f"{w1} + 1 Lauf ohne Angabe"
     assert heads[week_label(0)] == f"{week_label(0)} (laufend)"
-    assert len(heads) == judging_selectors.PATH_WEEKS == 8
+    assert len(heads) == PATH_WEEKS == 8
     assert week_label(9) not in heads, "the run of nine weeks ago is outside the table"
 
     # Last week asked again for 20 % of its runs: more than 10 %, so the page says that the
@@ -234,7 +234,7 @@ def test_the_ways_per_week_with_shares_and_costs_per_answer(
 
     # The table is one grouped read of the runs and one of the prices.
     with django_assert_max_num_queries(2):
-        judging_selectors.judge_paths_by_week(use_case=world.use_case)
+        judge_paths_by_week(use_case=world.use_case)
 
 
 def test_the_warning_needs_more_than_a_tenth_in_the_latest_week(world: World) -> None:
@@ -254,7 +254,7 @@ def test_the_warning_needs_more_than_a_tenth_in_the_latest_week(world: World) ->
     # A second one asked again this week: 2 of 2, the newest week with runs decides.
     now = timezone.now()
     world.run(finished=now, path="fallback", calls=4, prompt=100, completion=10, cost=None)
-    paths = judging_selectors.judge_paths_by_week(use_case=world.use_case)
+    paths = judge_paths_by_week(use_case=world.use_case)
     assert paths.latest is not None and paths.latest.label == week_label(0)
     assert paths.fallback_warning
     html = client_for(world, "lead").get(PAGE).content.decode()
@@ -449,7 +449,7 @@ def test_the_evidence_cost_is_measured_on_batched_runs(world: World) -> None:
                          judge_model=JUDGE, prompt_version=without.prompt_version,
                          completion_tokens=0, cached=True)
 
-    measured = judging_selectors.judge_evidence_tokens(use_case=world.use_case)
+    measured = judge_evidence_tokens(use_case=world.use_case)
     assert (measured.with_evidence_claims, measured.with_evidence_tokens) == (4, 32)
     assert (measured.without_evidence_claims, measured.without_evidence_tokens) == (3, 7)
     assert measured.difference == 25

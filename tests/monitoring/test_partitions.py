@@ -15,7 +15,7 @@ from django.utils import timezone
 from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
-from judging.selectors import judge_usage_by_day
+from judging.selectors.costs import judge_usage_by_day
 from monitoring.models import Answer, AnswerKey, Chunk, UseCase
 from monitoring.services import partitions
 

@@ -18,6 +18,14 @@ from django.utils import timezone
 from dashboard.selectors import rollup_reads
 from ingest import services
 from judging import tasks
+from judging.selectors.costs import (
+    COST_WINDOW_DAYS,
+    USAGE_DAYS,
+    judge_run_counts,
+    judge_usage_by_day,
+    use_case_judge_means,
+    use_case_weekly_cost,
+)
 from judging.services import runs as judging
 from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
 from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
@@ -497,19 +505,19 @@ def test_a_threshold_off_the_grid_reads_the_tuner_from_the_raw_rows(world_builde
 
 
 def _judge_page_figures(use_case: UseCase, now: Any, lead_client: Any) -> dict[str, Any]:
-    from judging import selectors as judge_selectors
+    from judging.selectors import runs as judge_selectors
 
-    since = now - timedelta(days=judge_selectors.COST_WINDOW_DAYS)
+    since = now - timedelta(days=COST_WINDOW_DAYS)
     page = lead_client.get(f"/use-cases/{use_case.slug}/judge/")
     assert page.status_code == 200
     html = page.content.decode()
     return {
-        "usage": judge_selectors.judge_usage_by_day(use_case=use_case),
-        "usage_31": judge_selectors.judge_usage_by_day(use_case=use_case, days=31),
-        "counts": judge_selectors.judge_run_counts(use_case=use_case),
-        "counts_31": judge_selectors.judge_run_counts(use_case=use_case, days=31),
-        "means": judge_selectors.use_case_judge_means(use_case=use_case, since=since),
-        "weekly": judge_selectors.use_case_weekly_cost(use_case=use_case, now=now),
+        "usage": judge_usage_by_day(use_case=use_case),
+        "usage_31": judge_usage_by_day(use_case=use_case, days=31),
+        "counts": judge_run_counts(use_case=use_case),
+        "counts_31": judge_run_counts(use_case=use_case, days=31),
+        "means": use_case_judge_means(use_case=use_case, since=since),
+        "weekly": use_case_weekly_cost(use_case=use_case, now=now),
         "retry": [r.pk for r in judge_selectors.judge_runs_to_retry(use_case=use_case)],
         "recent": [r.pk for r in judge_selectors.judge_runs_recent(use_case=use_case)],
         # The usage table as shown (the recent runs' times differ from load to load).
@@ -528,7 +536,6 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
 
     from django.test import Client
 
-    from judging import selectors as judge_selectors
     from judging.services.runs import judge_runs_create
     from monitoring.models import JudgePrice, RollupUsageDay
     from tests.support.judged import JUDGE, Judge, external_id, judged
@@ -542,7 +549,7 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
     service, _ = world_builder.service("pruef-bot", use_case, other)
     lead = world_builder.user("leitung", lead_of=[use_case], is_staff=True)
     now = timezone.now()
-    since = now - timedelta(days=judge_selectors.COST_WINDOW_DAYS)
+    since = now - timedelta(days=COST_WINDOW_DAYS)
     verdicts = [[("A ist belegt.", "GEDECKT"), ("B ist erfunden.", "UNGEDECKT")],
                 [("C ist belegt.", "GEDECKT")]]
     answers = []
@@ -581,7 +588,7 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
         JudgeRun.objects.filter(pk=run.pk).update(finished_at=end)
     JudgeRun.objects.filter(pk=next(r.pk for r in reversed(ended) if r.calls)).update(cost=None)
     # The failure on the first day of the judge page's fortnight.
-    first_day = timezone.localdate() - timedelta(days=judge_selectors.USAGE_DAYS - 1)
+    first_day = timezone.localdate() - timedelta(days=USAGE_DAYS - 1)
     JudgeRun.objects.filter(status="failed", use_case=use_case).update(
         finished_at=timezone.make_aware(datetime.combine(first_day, time(0, 30))))
     call_command("rebuild_rollups", stdout=StringIO())
