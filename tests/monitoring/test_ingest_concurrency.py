@@ -17,6 +17,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from ingest.storage import bulk_insert
 from monitoring.models import Answer, Chunk
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -172,7 +173,7 @@ def test_an_id_stored_between_the_lookup_and_a_large_copy_is_a_replay(
     _, key = service_and_key
     text = "Der Behälter muss alle 5 Jahre geprüft werden. " * 800
     answers = [make_answer(external_id=f"big-{i}", answer=text) for i in range(100)]
-    real = ingest._bulk_insert
+    real = bulk_insert
     calls = []
 
     def racing_bulk_insert(model, rows, *, with_ids):
@@ -181,7 +182,7 @@ def test_an_id_stored_between_the_lookup_and_a_large_copy_is_a_replay(
             run_together(1, lambda _: poster(key, URL)(answers[90]))
         real(model, rows, with_ids=with_ids)
 
-    monkeypatch.setattr(ingest, "_bulk_insert", racing_bulk_insert)
+    monkeypatch.setattr(ingest, "bulk_insert", racing_bulk_insert)
     response = poster(key, BATCH_URL)({"answers": answers})
     assert response.status_code == 200, response.content[:300]
     statuses = [r["status"] for r in response.json()["results"]]
