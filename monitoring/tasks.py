@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from common.broker import delete_delivered_messages
+from monitoring.services.rollup_rebuild import rollups_repair
 
 
 @shared_task(ignore_result=True)
@@ -18,9 +19,8 @@ def clean_embedded_broker() -> int:
 def check_rollups() -> int:
     """Nightly: compare the dashboards' rollups with a recount; rebuild a use case that
     differs (logged as an error). Returns how many were rebuilt."""
-    from monitoring.services import rollups
 
-    return rollups.rollups_repair()
+    return rollups_repair()
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True,

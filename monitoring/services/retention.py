@@ -47,6 +47,7 @@ from monitoring import extensions
 from monitoring.domain.retention import BATCH_SIZE, retention_cutoff, scrub_call_log
 from monitoring.models import Answer, AnswerKey, Chunk, Claim, DroppedMonth, JudgeRun, UseCase
 from monitoring.services import partitions, rollups
+from monitoring.services.rollup_rebuild import rollups_seal
 
 # A run in these states still reads the answer's text.
 _OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
@@ -253,7 +254,7 @@ def _month_drop(
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL lock_timeout = '5s'")
-        rollups.rollups_seal(start=start, end=end)
+        rollups_seal(start=start, end=end)
         DroppedMonth.objects.create(month=month, answers=answers)
         # Claims and progress go with their runs (Django's cascade); the answers' pointer to
         # their current run is checked at commit, when the month is gone.

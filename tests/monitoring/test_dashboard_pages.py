@@ -48,7 +48,7 @@ from judging.domain.batched import BATCHED_PROMPT_VERSION
 from judging.domain.single import SINGLE_PROMPT_VERSION
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
-from monitoring.services import rollups
+from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -726,13 +726,13 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
     Answer.objects.filter(pk__in=[single.pk, first.pk]).update(
         min_content_probability=None, multi_part=None
     )
-    rollups.rollups_rebuild()
+    rollups_rebuild()
     out = StringIO()
     call_command("backfill_dashboard_fields", "--batch-size", "1", stdout=out)
     assert out.getvalue().strip().splitlines() == [
         "updated 2 answers", "rebuilt the rollups of 1 use cases"
     ]
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
     single.refresh_from_db()
     first.refresh_from_db()
     assert (single.min_content_probability, single.multi_part) == (pytest.approx(0.05), True)

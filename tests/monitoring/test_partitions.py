@@ -18,6 +18,7 @@ from ingest.services import IngestOutcome
 from judging.selectors.costs import judge_usage_by_day
 from monitoring.models import Answer, AnswerKey, Chunk, UseCase
 from monitoring.services import partitions
+from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -182,7 +183,7 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     from dashboard.selectors.figures import use_case_weeks
     from monitoring import extensions
     from monitoring.models import Claim, JudgeRun, RollupSealed
-    from monitoring.services import retention, rollups
+    from monitoring.services import retention
     from tests.support.judged import Judge, judged
 
     judge = world_builder.judge(Judge())
@@ -202,7 +203,7 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
                created_at=held)
     judged(judge, service, keeps, "anderer", [("D ist belegt.", "GEDECKT")], created_at=shared)
     judged(judge, service, deletes, "neu", [("E ist belegt.", "GEDECKT")], created_at=recent)
-    rollups.rollups_rebuild()
+    rollups_rebuild()
     before = use_case_weeks(use_case=deletes, weeks=30)
     usage_before = judge_usage_by_day(use_case=deletes)[1]
     assert usage_before.runs == 10
@@ -229,10 +230,10 @@ def test_retention_drops_a_month_only_where_every_use_case_allows_it(world_build
     # The dashboards keep the month's figures: its weeks are sealed, the rollups agree.
     assert use_case_weeks(use_case=deletes, weeks=30) == before
     assert RollupSealed.objects.filter(use_case=deletes).exists()
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
     # The judge page still counts the dropped runs' calls, on the days they were made.
     assert judge_usage_by_day(use_case=deletes)[1] == usage_before
-    rollups.rollups_rebuild()
+    rollups_rebuild()
     assert use_case_weeks(use_case=deletes, weeks=30) == before
     # The explorer's count (from the day rollups) leaves the dropped month out.
     from dashboard.selectors.answers import answer_count, answer_list

@@ -30,7 +30,7 @@ from judging.services import runs as judging
 from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
 from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
 from monitoring.models.rollups import day_of, week_of
-from monitoring.services import rollups
+from monitoring.services.rollup_rebuild import rollups_check
 from monitoring.services.use_cases import use_case_create
 from tests.support.openai_server import ScriptedJudge
 
@@ -103,7 +103,7 @@ def test_ingest_counts_each_stored_answer_once(api, make_answer, use_case):
     assert Answer.objects.count() == 3
     assert day_total() == 3
     assert day_total(day=day_of(Answer.objects.get(external_id="b-2").created_at)) == 1
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
 
 def test_judging_and_rescoring_move_the_answer_between_score_rows(
@@ -118,7 +118,7 @@ def test_judging_and_rescoring_move_the_answer_between_score_rows(
     key = (answer.flagged, answer.in_random_sample, False)
     # Two readable claims, one supported: points2 = 2.
     assert score_rows() == {(*key, 0.5, 2, 2): 1}
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
     # A rescore that finds three claims, one partly supported.
     judge.responder = ScriptedJudge(claims=[C1, C2, C3], verdicts={C3: "TEILWEISE"})
@@ -129,7 +129,7 @@ def test_judging_and_rescoring_move_the_answer_between_score_rows(
     answer.refresh_from_db()
     assert answer.score == pytest.approx(2.5 / 3)
     assert score_rows() == {(*key, answer.score, 5, 3): 1}  # the old state subtracted
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
     # A failed rescore changes nothing.
     judge.responder = ScriptedJudge(decomposition="kein JSON")
@@ -139,7 +139,7 @@ def test_judging_and_rescoring_move_the_answer_between_score_rows(
     execute(third)
     assert JudgeRun.objects.get(pk=third.pk).status == JudgeRun.Status.FAILED
     assert score_rows() == {(*key, answer.score, 5, 3): 1}
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
 
 def test_a_failed_first_run_counts_nothing_judged(judge, api, make_answer, use_case):
@@ -148,18 +148,18 @@ def test_a_failed_first_run_counts_nothing_judged(judge, api, make_answer, use_c
     execute(JudgeRun.objects.get(answer=answer))
     assert Answer.objects.get(pk=answer.pk).status == Answer.Status.FAILED
     assert score_rows() == {}
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
 
 def test_rebuild_recomputes_and_check_finds_a_difference(judge, api, make_answer, use_case):
     for i in range(3):
         answer = ingest(api, make_answer, external_id=f"x-{i}")
         execute(JudgeRun.objects.get(answer=answer))
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
     assert not rollup_reads.rollups_ready()
     RollupDay.objects.update(answers=7)
     RollupScore.objects.all().delete()
-    differences = rollups.rollups_check()
+    differences = rollups_check()
     assert len(differences) == 2 and "counted 3, stored 7" in differences[0]
     out = StringIO()
     with pytest.raises(CommandError, match="differ from a recount"):
@@ -167,7 +167,7 @@ def test_rebuild_recomputes_and_check_finds_a_difference(judge, api, make_answer
 
     call_command("rebuild_rollups", stdout=out)
     assert "the pages read the rollups from now on" in out.getvalue()
-    assert rollups.rollups_check() == [] and rollup_reads.rollups_ready()
+    assert rollups_check() == [] and rollup_reads.rollups_ready()
     assert day_total() == 3 and sum(score_rows().values()) == 3
     before = sorted(RollupDay.objects.values_list("use_case_id", "day", "flagged", "answers"))
     call_command("rebuild_rollups", stdout=out)  # idempotent
@@ -188,9 +188,9 @@ def test_rebuild_of_some_weeks_or_one_use_case(api, make_answer, use_case, other
     this_week = week_of(timezone.now())
     assert day_total(day__gte=this_week) == 1
     assert day_total(day__lt=this_week) == 5
-    assert len(rollups.rollups_check()) == 1
+    assert len(rollups_check()) == 1
     assert not RollupState.objects.exists()  # a partial rebuild makes nothing whole
-    assert rollups.rollups_check(weeks=1) == []
+    assert rollups_check(weeks=1) == []
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -215,7 +215,7 @@ def test_the_nightly_check_rebuilds_once_then_repairs_and_says_so(
     RollupDay.objects.all().delete()
     assert check_rollups() == 1
     assert "rollups of kundenservice differ from a recount" in caplog.text
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
 
 # --- two paths, the same figures -------------------------------------------------------------
@@ -318,7 +318,7 @@ def test_pages_api_and_metrics_read_the_same_figures_from_the_rollups(world_buil
     assert any(w.judged for w in raw["weeks"]) and any(w.claims for w in raw["weeks"])
     assert raw["weeks"][-1].cost > 0 and raw["weeks"][-1].runs > raw["weeks"][-1].judged
     assert JudgeRun.objects.filter(status="pending").count() == 2
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
     call_command("rebuild_rollups", stdout=StringIO())
     assert rollup_reads.rollups_ready()
     from_rollups = _figures_everywhere(use_case, Lead(), key)
@@ -369,7 +369,7 @@ def test_every_way_a_run_ends_counts_it_once(judge, api, make_answer, use_case, 
     }
     assert by_status == {"succeeded": 1, "failed": 3}
     assert set(RollupUsageDay.objects.values_list("day", flat=True)) == {timezone.localdate()}
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
 
 def _diagnosis_world(world_builder: Any) -> tuple[UseCase, Any, list[Answer]]:
@@ -456,7 +456,7 @@ def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder):
     from judging.services import rescoring  # noqa: F401  (the rescore trigger)
 
     use_case, judge, answers = _diagnosis_world(world_builder)
-    assert rollups.rollups_check() == []  # the writers kept every table, moments included
+    assert rollups_check() == []  # the writers kept every table, moments included
     raw = _diagnosis(use_case)
     judged = [a for a in answers if JudgeRun.objects.filter(answer=a).exists()]
     assert raw.causes.adjusted.n >= 30 and not raw.causes.adjusted.too_few, raw.causes.adjusted
@@ -477,7 +477,7 @@ def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder):
             answers=[answer], trigger=JudgeRun.Trigger.RESCORE, judge_model="judge-x"
         )
         assert execute(run) == "scored"
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
     from_rollups = _diagnosis(use_case)
     RollupState.objects.all().delete()  # the raw rows again
     raw_after = _diagnosis(use_case)
@@ -576,7 +576,7 @@ def test_the_judge_page_reads_the_same_from_the_rollups(world_builder):
            verdicts[0])
     # The writers counted each run on the day it really ended.
     assert RollupUsageDay.objects.filter(use_case=use_case).exists()
-    assert rollups.rollups_check() == []
+    assert rollups_check() == []
 
     # Move the ends over the windows: every few hours back to 31 days, and around the cost
     # window's start; one run made calls for a model without a price.

@@ -16,7 +16,7 @@ from django.db import transaction
 from ingest.domain import questions
 from ingest.domain.content_probability import min_content_probability
 from monitoring.models import Answer, UseCase
-from monitoring.services import rollups
+from monitoring.services.rollup_rebuild import rollups_rebuild
 
 BATCH = 1000
 
@@ -61,7 +61,7 @@ class Command(BaseCommand):
             touched.update(a.use_case_id for a in batch)
         self.stdout.write(f"updated {done} answers")
         if touched:
-            rebuilt = rollups.rollups_rebuild(
+            rebuilt = rollups_rebuild(
                 use_cases=UseCase.objects.filter(pk__in=touched).order_by("pk")
             )
             self.stdout.write(f"rebuilt the rollups of {rebuilt.use_cases} use cases")

@@ -5,7 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from monitoring.models import UseCase
-from monitoring.services import rollups
+from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 
 
 class Command(BaseCommand):
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         if weeks is not None and (not isinstance(weeks, int) or weeks < 1):
             raise CommandError("--weeks must be at least 1")
         if opts["check"]:
-            differences = rollups.rollups_check(use_cases=use_cases, weeks=weeks)
+            differences = rollups_check(use_cases=use_cases, weeks=weeks)
             for line in differences[:50]:
                 self.stdout.write(line)
             if differences:
@@ -47,7 +47,7 @@ class Command(BaseCommand):
             self.stdout.write("the rollups agree with a recount")
             return
         started = time.monotonic()
-        done = rollups.rollups_rebuild(use_cases=use_cases, weeks=weeks)
+        done = rollups_rebuild(use_cases=use_cases, weeks=weeks)
         seconds = time.monotonic() - started
         rows = ", ".join(f"{n} {name} rows" for name, n in done.rows.items())
         self.stdout.write(
