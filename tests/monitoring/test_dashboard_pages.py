@@ -40,6 +40,7 @@ from dashboard.selectors import figures as dashboard_figures
 from dashboard.selectors import overview as dashboard_overview
 from dashboard.selectors import weeks as dashboard_weeks
 from dashboard.selectors.weeks import Week, iso_weeks
+from dashboard.views.readings import chunks_reading, multi_part_reading, similarity_reading
 from ingest import services
 from ingest.domain.sampling import random_draw
 from ingest.schemas import AnswerIn
@@ -741,7 +742,6 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
 
 def test_advice_only_where_the_adjusted_association_holds() -> None:
     from dashboard.domain.causes import Adjusted, Bucket, Effect
-    from dashboard.views import pages as views
 
     def est(value: float) -> Any:
         return statistics_estimates.Estimate(
@@ -759,15 +759,15 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
         Effect("chunks", -0.06, -0.1, -0.02, 0.002, 0.004, True),
         Effect("multi_part", -0.3, -0.4, -0.2, 0.0, 0.0, True),
     )
-    assert "„Weiß ich nicht“ erlauben" in views.similarity_reading(holding, 0.85)
-    assert "ein Reranker ist einen Versuch wert" in views.chunks_reading(holding, 0.85)
-    assert "fehlen die Quellen" in views.multi_part_reading(holding)
+    assert "„Weiß ich nicht“ erlauben" in similarity_reading(holding, 0.85)
+    assert "ein Reranker ist einen Versuch wert" in chunks_reading(holding, 0.85)
+    assert "fehlen die Quellen" in multi_part_reading(holding)
     # Each cause as a difference with its corrected interval, in words that say "associated".
     assert (
         "Bei gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08 Treue "
         "einher (korrigiertes 95-%-Intervall 0,03 bis 0,13)."
-    ) in views.similarity_reading(holding, 0.85)
-    reading = views.multi_part_reading(holding)
+    ) in similarity_reading(holding, 0.85)
+    reading = multi_part_reading(holding)
     assert (
         "Bei gleicher übriger Lage geht eine mehrteilige statt einer einfachen Frage mit -0,30 "
         "Treue einher (korrigiertes 95-%-Intervall -0,40 bis -0,20)."
@@ -776,7 +776,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     # The association holds, but the cut-off chosen on half of the weeks is not confirmed on
     # the other half: no threshold advised.
     unconfirmed = causes_with(*holding.adjusted.effects, held_out=False)
-    reading = views.similarity_reading(unconfirmed, 0.85)
+    reading = similarity_reading(unconfirmed, 0.85)
     assert "erlauben" not in reading and "In den übrigen Wochen bestätigt sich" in reading
     # The same dips without an association that survives the correction: no advice.
     weak = causes_with(
@@ -784,10 +784,10 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
         Effect("chunks", -0.06, -0.15, 0.03, 0.04, 0.09, False),
         Effect("multi_part", -0.3, -0.7, 0.1, 0.03, 0.09, False),
     )
-    assert "erlauben" not in views.similarity_reading(weak, 0.85)
-    assert "Reranker" not in views.chunks_reading(weak, 0.85)
-    assert "fehlen die Quellen" not in views.multi_part_reading(weak)
-    assert "-0,70 bis 0,10" in views.multi_part_reading(weak)  # shown, advising nothing
+    assert "erlauben" not in similarity_reading(weak, 0.85)
+    assert "Reranker" not in chunks_reading(weak, 0.85)
+    assert "fehlen die Quellen" not in multi_part_reading(weak)
+    assert "-0,70 bis 0,10" in multi_part_reading(weak)  # shown, advising nothing
     # No bucket safely below the line, but a slope that holds: said without a contradiction.
     no_cutoff = dashboard_diagnosis.Causes(
         similarity=[], cutoff=None, similarity_threshold=0.5, chunks=[], single=est(0.95),
@@ -795,22 +795,22 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
         adjusted=holding.adjusted, cutoff_held_out=False,
     )
     buckets = [Bucket("0.5–0.6", 0.5, 0.6, est(0.9)), Bucket("0.6–0.7", 0.6, 0.7, est(0.95))]
-    reading = views.similarity_reading(
+    reading = similarity_reading(
         dataclasses.replace(no_cutoff, similarity=buckets), 0.85)
     assert reading.startswith(
         "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von 0,85. Bei "
         "gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08")
     assert "nicht als Zusammenhang erkennbar" not in reading
-    assert "nicht als Zusammenhang erkennbar" in views.similarity_reading(
+    assert "nicht als Zusammenhang erkennbar" in similarity_reading(
         dataclasses.replace(no_cutoff, similarity=buckets, adjusted=weak.adjusted), 0.85)
     # Too few to compare the two kinds of question: no adjusted difference either.
     few = dataclasses.replace(holding, multi=statistics_estimates.Estimate(
         0.6, 0.3, 0.9, 3, 10, (0, 3), True))
-    assert views.multi_part_reading(few) == (
+    assert multi_part_reading(few) == (
         "Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")
     # An association in the other direction never advises either.
     wrong_way = causes_with(Effect("chunks", 0.06, 0.02, 0.1, 0.001, 0.003, True))
-    assert "Reranker" not in views.chunks_reading(wrong_way, 0.85)
+    assert "Reranker" not in chunks_reading(wrong_way, 0.85)
 
 
 def test_a_cut_off_is_confirmed_only_by_weeks_it_was_not_chosen_on(world: DashWorld) -> None:
