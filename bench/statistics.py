@@ -81,12 +81,8 @@ from scipy.stats import binom
 
 from dashboard.domain.alarms import action_decision
 from dashboard.domain.expert_scale import ReviewSums, expert_scale
-from dashboard.domain.statistics.estimates import (
-    StratumSums,
-    mean_from_sums,
-    pooled_mean,
-    share_from_sums,
-)
+from dashboard.domain.statistics.cells import StratumSums
+from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean, share_from_sums
 from review.domain.calibration import (
     CusumParams,
     bernoulli_cusum,

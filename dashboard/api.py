@@ -11,7 +11,7 @@ from django.utils import timezone
 from ninja import Path, Query, Router
 from pydantic import BaseModel, Field
 
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import answers as selectors
 from dashboard.selectors import blind
 from dashboard.selectors import figures as dashboard_figures

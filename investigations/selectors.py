@@ -14,7 +14,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils.translation import get_language
 
 from dashboard.domain.highlight import Segment, segments
-from dashboard.domain.statistics.estimates import wilson
+from dashboard.domain.statistics.cells import wilson
 from dashboard.selectors import answers as monitoring_selectors
 from investigations.domain import consistency
 from investigations.models import Investigation, Question

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.precision import traffic_light
 
 INTERVAL_BELOW = "interval_below"

@@ -19,7 +19,8 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats
 
-from dashboard.domain.statistics.estimates import Estimate, stratified_mean, week_strata
+from dashboard.domain.statistics.cells import Estimate
+from dashboard.domain.statistics.estimates import stratified_mean, week_strata
 from dashboard.domain.statistics.precision import traffic_light
 from monitoring.domain.moments import (
     CHUNK_UNIT,

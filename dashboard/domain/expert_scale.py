@@ -63,18 +63,16 @@ from typing import cast
 
 from scipy import stats
 
-from dashboard.domain.statistics.estimates import (
-    SCORE_PRIOR,
+from dashboard.domain.statistics.cells import (
     Estimate,
     Fit,
     Stratum,
     StratumSums,
-    fit_pooled,
-    pooled_mean,
     summarize,
     wilson_interval,
     z_value,
 )
+from dashboard.domain.statistics.estimates import SCORE_PRIOR, fit_pooled, pooled_mean
 
 # One pseudo-review 0.35 off the mean (half above, half below): about one claim of three judged
 # supported by one side and unsupported by the other. With 20 identical differences the
@@ -192,14 +190,14 @@ def rectifier(
     reviewed answers of those weeks (or their `review_sums`).
     """
     z = z_value(confidence)
-    flagged, unflagged = _as_sums(reviews)
+    flagged, unflagged = as_sums(reviews)
     n = flagged.n + unflagged.n
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in sizes):
         raise ValueError(f"stratum sizes must be integers of at least 0, not {sizes!r}")
     population = sum(sizes)
     if n == 0 or population == 0:
         return Rectifier(None, None, None, None, n, (flagged.n, unflagged.n), 0)
-    everyone = _merge(flagged, unflagged)
+    everyone = merge_cells(flagged, unflagged)
     offset = pseudo_review_offset(everyone)
     value = variance = 0.0
     for size, own in zip(sizes, (flagged, unflagged), strict=True):
@@ -267,7 +265,7 @@ def expert_scale(
             or judge.value is None):
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
     value = min(1.0, max(0.0, fit.value + fix.value))
-    variance = _variance(weeks, _as_sums(reviews), fit, bare, fix)
+    variance = _variance(weeks, as_sums(reviews), fit, bare, fix)
     # Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
     # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
     # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
@@ -351,7 +349,7 @@ def _stratum_sums(s: Stratum | StratumSums) -> StratumSums:
     return s if isinstance(s, StratumSums) else summarize(s)
 
 
-def _as_sums(
+def as_sums(
     reviews: tuple[ReviewSums, ReviewSums] | Sequence[Review],
 ) -> tuple[ReviewSums, ReviewSums]:
     if len(reviews) == 2 and all(isinstance(r, ReviewSums) for r in reviews):
@@ -361,7 +359,7 @@ def _as_sums(
     return review_sums(cast(Sequence[Review], reviews))
 
 
-def _merge(a: ReviewSums, b: ReviewSums) -> ReviewSums:
+def merge_cells(a: ReviewSums, b: ReviewSums) -> ReviewSums:
     n = a.n + b.n
     if n == 0:
         return ReviewSums(0, 0.0, 0.0)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from dashboard.domain.causes import Adjusted
 from dashboard.domain.expert_scale import ExpertScale
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.lift import Lift
 
 # The fewest judged answers a figure shown beside a blind review may rest on.
@@ -52,7 +52,7 @@ def withhold_small(tree: T, *, then: Then | None = None) -> T:
 
 def _walk(value: Any, seen: dict[int, Any], then: Then) -> Any:
     if isinstance(value, Estimate):
-        return _estimate(value)
+        return estimate_cells(value)
     if isinstance(value, Lift):
         return _lift(value)
     if isinstance(value, Adjusted):
@@ -83,7 +83,7 @@ def _walk(value: Any, seen: dict[int, Any], then: Then) -> Any:
     return value
 
 
-def _estimate(e: Estimate) -> Estimate:
+def estimate_cells(e: Estimate) -> Estimate:
     if not small(e.n):
         return e
     return dataclasses.replace(e, value=None, low=None, high=None, too_few=True)

@@ -24,7 +24,7 @@ from dashboard.domain import causes, tuner
 from dashboard.domain.statistics import counts as statistics_counts
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.lift import Lift, lift
 from dashboard.selectors import rollup_reads
 from dashboard.selectors.reads import JudgedRow, Usage, _answers_in, _judged_rows, _usage
@@ -207,7 +207,7 @@ def _sizes(answers: Mapping[tuple[int, int, Any, bool], int]) -> tuple[int, int]
 
 
 def _window_from_rows(
-    cells: Sequence[_Cell], rows: Sequence[JudgedRow], first: int,
+    cells: Sequence[Cell], rows: Sequence[JudgedRow], first: int,
     thresholds: Sequence[float],
 ) -> Window:
     """The window from the raw reads: the cells' counts and the judged rows (whose weeks count
@@ -274,7 +274,7 @@ def _below(index: int | None) -> Callable[[Any], bool]:
     return lambda b: b is not None and index is not None and b < index
 
 
-class _Cell(NamedTuple):
+class Cell(NamedTuple):
     """A group of the window's answers alike in everything the diagnosis asks about."""
 
     sim: int | None  # similarity bucket (SIMILARITY_EDGES)
@@ -286,7 +286,7 @@ class _Cell(NamedTuple):
     n: int  # answers
 
 
-def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float]) -> list[_Cell]:
+def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float]) -> list[Cell]:
     """All answers of the window per (similarity, chunks, multi-part, flagged, tuner bucket,
     week): one GROUP BY."""
     rows = (
@@ -301,7 +301,7 @@ def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float])
         .annotate(n=Count("*"))
         .order_by()
     )
-    return [_Cell(*row) for row in rows]
+    return [Cell(*row) for row in rows]
 
 
 def _causes(window: Window, threshold: float) -> Causes:

@@ -18,7 +18,7 @@ from dashboard.domain.expert_scale import ExpertScale, Review, expert_scale, poo
 from dashboard.domain.statistics import counts as statistics_counts
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
-from dashboard.domain.statistics.estimates import Estimate, StratumSums
+from dashboard.domain.statistics.cells import Estimate, StratumSums
 from dashboard.domain.statistics.precision import Precision
 from dashboard.selectors import rollup_reads
 from dashboard.selectors.judged import StratumJudged, WeekJudged, judged_by_week

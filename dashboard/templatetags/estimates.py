@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.template.defaultfilters import floatformat
 
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.precision import shown_digits, tops_at_estimate
 
 register = template.Library()

@@ -30,7 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from dashboard.domain.expert_scale import ExpertScale
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import metrics as metric_selectors
 from dashboard.selectors.figures import WeekFigures
 from dashboard.selectors.metrics import QueueFigures

@@ -28,7 +28,7 @@ from common.http import AuthenticatedRequest
 from dashboard.domain import charts
 from dashboard.domain.causes import Bucket
 from dashboard.domain.statistics import precision as statistics
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.forms import TuningForm
 from dashboard.selectors import blind
 from dashboard.selectors import diagnosis as dashboard_diagnosis

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
 
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors.figures import WeekFigures
 
@@ -39,21 +39,17 @@ def precision_reading(week: WeekFigures) -> str | None:
     return " ".join(parts)
 
 
-
 def _num(value: float | None, digits: int = 2) -> str:
     # floatformat, as in the templates: localized (decimal comma in German), rounded alike.
     return "–" if value is None else floatformat(value, digits)
-
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else floatformat(value * 100, 0)
 
 
-
 def _usable(estimate: Estimate) -> bool:
     return not estimate.too_few and estimate.value is not None
-
 
 
 def _holds(causes: dashboard_diagnosis.Causes, name: str, sign: int) -> bool:
@@ -62,7 +58,6 @@ def _holds(causes: dashboard_diagnosis.Causes, name: str, sign: int) -> bool:
     effect = causes.effect(name)
     return bool(effect and effect.holds and effect.estimate is not None
                 and effect.estimate * sign > 0)
-
 
 
 def _effect_text(causes: dashboard_diagnosis.Causes, name: str, unit: str) -> str | None:
@@ -74,7 +69,6 @@ def _effect_text(causes: dashboard_diagnosis.Causes, name: str, unit: str) -> st
         "(korrigiertes 95-%%-Intervall %(low)s bis %(high)s)."
     ) % {"unit": unit, "sign": "+" if effect.estimate >= 0 else "",
          "estimate": _num(effect.estimate), "low": _num(effect.low), "high": _num(effect.high)}
-
 
 
 def similarity_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
@@ -113,10 +107,8 @@ def similarity_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> 
     ) % {"threshold": _num(threshold)}, effect)
 
 
-
 def _joined(*sentences: str | None) -> str:
     return " ".join(s for s in sentences if s)
-
 
 
 def chunks_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
@@ -130,7 +122,6 @@ def chunks_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
             "mischen Dokumente — ein Reranker ist einen Versuch wert."
         )
     return text + " " + _("Kein gesicherter Zusammenhang (ein Zusammenhang, keine Ursache).")
-
 
 
 def multi_part_reading(causes: dashboard_diagnosis.Causes) -> str:
@@ -150,7 +141,6 @@ def multi_part_reading(causes: dashboard_diagnosis.Causes) -> str:
     return text + " " + _("Bereinigt um die übrigen Ursachen kein gesicherter Unterschied.")
 
 
-
 def no_passing_reading(causes: dashboard_diagnosis.Causes) -> str:
     estimate = causes.no_passing_chunk
     values = {"threshold": _num(causes.similarity_threshold), "n": estimate.population}
@@ -167,7 +157,6 @@ def no_passing_reading(causes: dashboard_diagnosis.Causes) -> str:
         "%(n)s Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit %(threshold)s "
         "erreichte; sie sind zu %(percent)s %% treu."
     ) % {**values, "percent": _percent(estimate.value)}
-
 
 
 def worth_reading(diagnosis: dashboard_diagnosis.Diagnosis) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from dashboard.domain.alarms import INTERVAL_BELOW, POOLED_BELOW, TWO_WEEKS_BELOW, action_decision
 from dashboard.domain.expert_scale import Review
-from dashboard.domain.statistics.estimates import Estimate
+from dashboard.domain.statistics.cells import Estimate
 from review.domain.calibration import (
     CUSUM_PRIOR,
     CUSUM_SHIFT,

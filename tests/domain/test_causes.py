@@ -20,7 +20,8 @@ from dashboard.domain.causes import (
     similarity_buckets,
     similarity_cutoff,
 )
-from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.cells import Estimate, Stratum
+from dashboard.domain.statistics.estimates import stratified_mean
 from monitoring.domain.moments import NO_MOMENTS, moments_of
 
 

@@ -22,14 +22,12 @@ from dashboard.domain.expert_scale import (
     rectifier,
     review_sums,
 )
+from dashboard.domain.statistics.cells import Stratum, wilson_interval, z_value
 from dashboard.domain.statistics.estimates import (
     SCORE_PRIOR,
-    Stratum,
     fit_pooled,
     pooled_mean,
     stratified_mean,
-    wilson_interval,
-    z_value,
 )
 
 approx = pytest.approx

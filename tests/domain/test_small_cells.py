@@ -8,7 +8,8 @@ import pytest
 from dashboard.domain import small_cells
 from dashboard.domain.causes import Adjusted, Bucket, Effect
 from dashboard.domain.expert_scale import ExpertScale
-from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.cells import Estimate, Stratum
+from dashboard.domain.statistics.estimates import stratified_mean
 from dashboard.domain.statistics.lift import lift
 
 

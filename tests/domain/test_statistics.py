@@ -9,15 +9,21 @@ import math
 import numpy as np
 import pytest
 
-from dashboard.domain.statistics.claims import ClaimStratum, claim_share
-from dashboard.domain.statistics.estimates import (
+from dashboard.domain.statistics.cells import (
     MIN_JUDGED,
-    POOLED_PRIOR,
-    SCORE_PRIOR,
     SHARE_PRIOR,
     Estimate,
     Stratum,
     StratumSums,
+    summarize,
+    wilson,
+    wilson_interval,
+    z_value,
+)
+from dashboard.domain.statistics.claims import ClaimStratum, claim_share
+from dashboard.domain.statistics.estimates import (
+    POOLED_PRIOR,
+    SCORE_PRIOR,
     fit_pooled,
     indicator_strata,
     mean_from_sums,
@@ -25,11 +31,7 @@ from dashboard.domain.statistics.estimates import (
     share_below,
     stratified_mean,
     stratified_share,
-    summarize,
     week_strata,
-    wilson,
-    wilson_interval,
-    z_value,
 )
 from dashboard.domain.statistics.lift import Lift, lift
 from dashboard.domain.statistics.precision import (

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dashboard.domain.expert_scale import Review, expert_scale
+from dashboard.domain.statistics.cells import Cell, Stratum, StratumSums, summarize
 
 # The cells themselves, not only the estimates built on them: a difference in a sum that the
 # estimate happened not to show would still be a difference.
@@ -30,9 +31,6 @@ from dashboard.domain.statistics.counts import (
     sums_from_counts,
 )
 from dashboard.domain.statistics.estimates import (
-    Stratum,
-    StratumSums,
-    _Cell,
     fit_mean,
     fit_pooled,
     indicator_strata,
@@ -42,7 +40,6 @@ from dashboard.domain.statistics.estimates import (
     share_from_sums,
     stratified_mean,
     stratified_share,
-    summarize,
 )
 from dashboard.domain.statistics.precision import sample_rate_for, week_precision
 
@@ -263,7 +260,7 @@ def exact_claim_cell(histogram, *, size, drawn):
     n = sum(histogram.values())
     a_sum, m_sum = exact(lambda a, m: a), exact(lambda a, m: m)
     a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
-    return _Cell(
+    return Cell(
         size, n, a_sum, m_sum,
         exact(lambda a, m: (a - a_mean) ** 2),
         exact(lambda a, m: (m - m_mean) ** 2),

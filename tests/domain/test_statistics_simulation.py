@@ -29,13 +29,9 @@ import math
 import numpy as np
 import pytest
 
+from dashboard.domain.statistics.cells import Stratum, z_value
 from dashboard.domain.statistics.claims import ClaimStratum, claim_share
-from dashboard.domain.statistics.estimates import (
-    Stratum,
-    stratified_mean,
-    stratified_share,
-    z_value,
-)
+from dashboard.domain.statistics.estimates import stratified_mean, stratified_share
 
 WEEKS = 1000
 RATE = 0.03

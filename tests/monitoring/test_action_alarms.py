@@ -197,7 +197,7 @@ def test_two_narrow_weeks_below_the_line_raise_it(
     world: DashWorld, django_capture_on_commit_callbacks: Any  # noqa: F811
 ) -> None:
     from dashboard.domain.alarms import action_decision
-    from dashboard.domain.statistics.estimates import Estimate
+    from dashboard.domain.statistics.cells import Estimate
 
     # The rule itself, as the service applies it: two amber weeks in a row raise, one does not.
     amber = Estimate(0.88, 0.86, 0.93, 400, 2000, (100, 300), False)

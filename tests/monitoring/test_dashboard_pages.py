@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
+from dashboard.domain.statistics.cells import Estimate, Stratum
 from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors import figures as dashboard_figures
 from dashboard.selectors import overview as dashboard_overview
@@ -222,7 +223,7 @@ def de(value: float, digits: int = 2) -> str:
         return str(floatformat(value, digits))
 
 
-def estimate_text(estimate: statistics_estimates.Estimate) -> str:
+def estimate_text(estimate: Estimate) -> str:
     return f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}) n = {estimate.n}"
 
 
@@ -234,9 +235,9 @@ def scenario(world: DashWorld) -> DashWorld:
     return world
 
 
-def hand_strata() -> list[statistics_estimates.Stratum]:
-    return [statistics_estimates.Stratum(10, [0.0] * 5 + [0.5] * 5),
-            statistics_estimates.Stratum(40, [1.0] * 10)]
+def hand_strata() -> list[Stratum]:
+    return [Stratum(10, [0.0] * 5 + [0.5] * 5),
+            Stratum(40, [1.0] * 10)]
 
 
 # The weekly table's columns: the week (the row's header), the week's counts (answers,
@@ -744,7 +745,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     from dashboard.domain.causes import Adjusted, Bucket, Effect
 
     def est(value: float) -> Any:
-        return statistics_estimates.Estimate(
+        return Estimate(
             value, value - 0.05, value + 0.05, 40, 100, (20, 20), False)
 
     def causes_with(*effects: Effect, held_out: bool = True) -> dashboard_diagnosis.Causes:
@@ -804,7 +805,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "nicht als Zusammenhang erkennbar" in similarity_reading(
         dataclasses.replace(no_cutoff, similarity=buckets, adjusted=weak.adjusted), 0.85)
     # Too few to compare the two kinds of question: no adjusted difference either.
-    few = dataclasses.replace(holding, multi=statistics_estimates.Estimate(
+    few = dataclasses.replace(holding, multi=Estimate(
         0.6, 0.3, 0.9, 3, 10, (0, 3), True))
     assert multi_part_reading(few) == (
         "Zu wenige geprüfte mehrteilige oder einfache Fragen für einen Vergleich.")

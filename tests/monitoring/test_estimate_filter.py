@@ -6,7 +6,8 @@ import pytest
 from django.template import Context, Template
 from django.utils import translation
 
-from dashboard.domain.statistics.estimates import Estimate, Stratum, stratified_mean
+from dashboard.domain.statistics.cells import Estimate, Stratum
+from dashboard.domain.statistics.estimates import stratified_mean
 from dashboard.domain.statistics.precision import shown_digits, tops_at_estimate
 from dashboard.views.pages import _estimate_cell, _Numbers
 

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 
 from dashboard.api import EstimatesOut
 from dashboard.domain.statistics import estimates as statistics
-from dashboard.domain.statistics.estimates import Stratum
+from dashboard.domain.statistics.cells import Stratum
 from dashboard.selectors.figures import use_case_weeks
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create

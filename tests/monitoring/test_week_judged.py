@@ -5,6 +5,7 @@ import random
 
 from dashboard.domain.statistics import claims as statistics_claims
 from dashboard.domain.statistics import estimates as statistics_estimates
+from dashboard.domain.statistics.cells import Stratum, summarize
 from dashboard.selectors.figures import _shares, _sums
 from dashboard.selectors.judged import NO_CLAIMS, WeekJudged, judged_by_week
 from dashboard.selectors.reads import JudgedRow
@@ -34,13 +35,13 @@ def test_histograms_give_the_lists_figures_to_the_last_bit():
         mine = [r for r in judged if r.week == wk]
         parts = [[r for r in mine if r.flagged], [r for r in mine if not r.flagged]]
         sizes = (len(parts[0]) + 3, len(parts[1]) * 10)
-        strata = [statistics_estimates.Stratum(size, [r.score for r in part], drawn=h == 1)
+        strata = [Stratum(size, [r.score for r in part], drawn=h == 1)
                   for h, (size, part) in enumerate(zip(sizes, parts, strict=True))]
-        assert _sums(sizes, week) == [statistics_estimates.summarize(s) for s in strata]
+        assert _sums(sizes, week) == [summarize(s) for s in strata]
         shares = _shares(sizes, week, 0.8, claims=wk >= 1)
         assert shares.below == statistics_estimates.share_below(strata, 0.8)
         assert shares.abstention == statistics_estimates.stratified_share([
-            statistics_estimates.Stratum(
+            Stratum(
                 s.size, [1.0 if r.abstention else 0.0 for r in part], s.drawn)
             for s, part in zip(strata, parts, strict=True)])
         if wk >= 1:

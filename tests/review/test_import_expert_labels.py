@@ -273,7 +273,7 @@ def test_imported_reviews_put_the_week_on_the_experts_scale(
 def statistics_strata(week: Any) -> list:
     """The week's [flagged, unflagged] strata as the selector builds them (read back from the
     figures: the same answers, judged in full or drawn)."""
-    from dashboard.domain.statistics.estimates import Stratum
+    from dashboard.domain.statistics.cells import Stratum
     from monitoring.models import Answer
 
     rows = Answer.objects.filter(created_at__gte=week.week.start, created_at__lt=week.week.end,

@@ -138,7 +138,7 @@ def test_keys_are_compared_in_constant_time(
 
 
 def test_api_looks_keys_up_by_prefix_only_and_never_compares_secrets_with_eq() -> None:
-    source = (Path(django_settings.BASE_DIR) / "monitoring" / "api" / "auth.py").read_text()
+    source = (Path(django_settings.BASE_DIR) / "ingest" / "api" / "auth.py").read_text()
     # The key check, shared by the API's ServiceKey and the OTLP receiver (traces/api.py).
     authenticate = source[
         source.index("def service_for_token"):source.index("class PersonSession")

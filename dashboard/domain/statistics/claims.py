@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
-from dashboard.domain.statistics.estimates import Estimate, _Cell, _check_size, _estimate
+from dashboard.domain.statistics.cells import Cell, Estimate, check_size, estimate_cells
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +32,10 @@ def claim_share(strata: Sequence[ClaimStratum], *, confidence: float = 0.95) -> 
     add no claims. ``value`` is None when no judged answer has a claim. The interval is Wilson
     on the whole ratio (a ratio has no fixed part to split off).
     """
-    return _estimate([_claim_cell(s) for s in strata], confidence, ratio=True)
+    return estimate_cells([_claim_cell(s) for s in strata], confidence, ratio=True)
 
 
-def _claim_cell(s: ClaimStratum) -> _Cell:
+def _claim_cell(s: ClaimStratum) -> Cell:
     """A stratum's answers as the ratio's cell: n, Σa, Σm and their (co)deviations."""
     points: list[float] = []
     claims: list[float] = []
@@ -46,11 +46,11 @@ def _claim_cell(s: ClaimStratum) -> _Cell:
             raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
         points.append(float(a))
         claims.append(float(m))  # Integral: numpy integers are fine too
-    _check_size(s.size, len(points))
+    check_size(s.size, len(points))
     n = len(points)
     a_sum, m_sum = math.fsum(points), math.fsum(claims)
     a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
-    return _Cell(
+    return Cell(
         int(s.size), n, a_sum, m_sum,
         math.fsum([(a - a_mean) ** 2 for a in points]),
         math.fsum([(m - m_mean) ** 2 for m in claims]),

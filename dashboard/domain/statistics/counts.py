@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
-from dashboard.domain.statistics.estimates import (
+from dashboard.domain.statistics.cells import (
+    Cell,
     Estimate,
     StratumSums,
-    _Cell,
-    _check_size,
-    _estimate,
-    _unit,
+    check_size,
+    estimate_cells,
+    unit,
 )
 
 
@@ -56,9 +56,9 @@ def sums_from_counts(counts: Mapping[float, int], *, size: int, drawn: bool) -> 
     0 times; counts must be integers of at least 0, and their sum at most ``size`` (with a
     list, the estimators refuse that later; a histogram is refused at once).
     """
-    items = [(_unit(v), _count(k)) for v, k in counts.items()]
+    items = [(unit(v), _count(k)) for v, k in counts.items()]
     n = sum(k for _, k in items)
-    _check_size(size, n)
+    check_size(size, n)
     total = math.fsum(_terms(items))
     mean = total / n if n else 0.0
     sq_dev = math.fsum(_terms([((v - mean) ** 2, k) for v, k in items])) if n else 0.0
@@ -72,7 +72,7 @@ def indicator_counts(
     ``predicate``, 0.0: the others} (values checked as `sums_from_counts` checks them)."""
     out = {1.0: 0, 0.0: 0}
     for v, k in counts.items():
-        out[1.0 if predicate(_unit(v)) else 0.0] += _count(k)
+        out[1.0 if predicate(unit(v)) else 0.0] += _count(k)
     return out
 
 
@@ -80,11 +80,11 @@ def claim_share_from_counts(
     strata: Sequence[ClaimCounts], *, confidence: float = 0.95
 ) -> Estimate:
     """`claim_share` of the answers these histograms describe, with the same floats."""
-    return _estimate([_claim_cell_from_counts(s) for s in strata], confidence, ratio=True)
+    return estimate_cells([_claim_cell_from_counts(s) for s in strata], confidence, ratio=True)
 
 
-def _claim_cell_from_counts(s: ClaimCounts) -> _Cell:
-    """The `_Cell` that `claim_share` builds from the answers the histogram describes."""
+def _claim_cell_from_counts(s: ClaimCounts) -> Cell:
+    """The `Cell` that `claim_share` builds from the answers the histogram describes."""
     items: list[tuple[float, float, int]] = []
     for (a, m), k in s.counts.items():
         # The checks and conversions of `claim_share`, per distinct pair.
@@ -94,11 +94,11 @@ def _claim_cell_from_counts(s: ClaimCounts) -> _Cell:
             raise ValueError(f"supported points must be between 0 and {m}, not {a!r}")
         items.append((float(a), float(m), _count(k)))
     n = sum(k for _, _, k in items)
-    _check_size(s.size, n)
+    check_size(s.size, n)
     a_sum = math.fsum(_terms([(a, k) for a, _, k in items]))
     m_sum = math.fsum(_terms([(m, k) for _, m, k in items]))
     a_mean, m_mean = (a_sum / n, m_sum / n) if n else (0.0, 0.0)
-    return _Cell(
+    return Cell(
         int(s.size), n, a_sum, m_sum,
         math.fsum(_terms([((a - a_mean) ** 2, k) for a, _, k in items])),
         math.fsum(_terms([((m - m_mean) ** 2, k) for _, m, k in items])),

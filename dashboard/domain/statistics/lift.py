@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from numbers import Integral
 
-from dashboard.domain.statistics.estimates import MIN_JUDGED, z_value
+from dashboard.domain.statistics.cells import MIN_JUDGED, z_value
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,14 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from dashboard.domain.statistics.estimates import (
-    Estimate,
-    Stratum,
-    StratumSums,
-    fit_mean,
-    summarize,
-    z_value,
-)
+from dashboard.domain.statistics.cells import Estimate, Stratum, StratumSums, summarize, z_value
+from dashboard.domain.statistics.estimates import fit_mean
 
 # An interval across the action line that is wider than 0.10 cannot tell a use case needing
 # action from a healthy one: 0.10 is twice the gap between the action line (0.85) and where an
