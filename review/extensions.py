@@ -9,9 +9,9 @@ from typing import Any
 
 from monitoring import extensions
 from monitoring.services.record import record_fields
-from review import selectors
 from review.domain.retention import scrub_submitted_verdicts
 from review.models import ReviewItem, ReviewSubmission, ReviewVerdict, ShadowRun
+from review.selectors import reviews as selectors
 
 
 def answer_reviews_record(*, answer_id: int, include_judge: bool) -> list[dict[str, Any]]:

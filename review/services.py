@@ -19,9 +19,9 @@ from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
 from judging.domain.scoring import score_labels
 from monitoring.models import Answer, UseCase
-from review import selectors
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
+from review.selectors.calibration import calibration_data, drift_cusum, drift_restart
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +337,7 @@ def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> li
 def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Alarm]:
     now = now or timezone.now()
     raised: list[Alarm | None] = []
-    data = selectors.calibration_data(use_case=use_case, now=now)
+    data = calibration_data(use_case=use_case, now=now)
     week = data.latest_week
     rolling = data.rolling
     keep: set[str] = set()  # the drift alarms that stay open
@@ -346,9 +346,9 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
     # from its last restart on. A crossing in a watched week raises an alarm that records the
     # restart: the next review week. The next drift is measured from there, with the in-control
     # rate estimated anew, so the reviews that raised one alarm cannot raise another.
-    restart = selectors.drift_restart(use_case=use_case)
+    restart = drift_restart(use_case=use_case)
     while True:  # at most once per watched week: each crossing moves the restart past it
-        drift = selectors.drift_cusum(use_case=use_case, data=data, restart=restart)
+        drift = drift_cusum(use_case=use_case, data=data, restart=restart)
         crossing = drift.crossed
         if crossing is None:
             break

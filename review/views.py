@@ -23,10 +23,17 @@ from common.http import AuthenticatedRequest
 from dashboard.domain.highlight import segments
 from judging.selectors import runs as judging_selectors
 from monitoring.models import JudgeMode, UseCase
-from review import selectors, services
+from review import services
 from review.domain import charts
 from review.forms import JudgeComparisonForm
 from review.models import ReviewItem
+from review.selectors import reviews as selectors
+from review.selectors.calibration import (
+    calibration_data,
+    calibration_use_cases,
+    drift_cusum,
+    drift_restart,
+)
 from review.shadow import selectors as shadow_selectors
 from review.shadow import services as shadow_services
 
@@ -206,7 +213,7 @@ def item_reopen(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 
 def _calibration_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
-    use_case = selectors.calibration_use_cases(user=request.user).filter(slug=slug).first()
+    use_case = calibration_use_cases(user=request.user).filter(slug=slug).first()
     if use_case is None:
         raise Http404
     return use_case
@@ -216,7 +223,7 @@ def _calibration_use_case(request: AuthenticatedRequest, slug: str) -> UseCase:
 @require_GET
 def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     use_case = _calibration_use_case(request, slug)
-    data = selectors.calibration_data(use_case=use_case)
+    data = calibration_data(use_case=use_case)
     points = [
         charts.ScatterPoint(
             p.answer_id, p.week, p.manual, p.automatic,
@@ -246,8 +253,8 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "difference": _("Abweichung"),
         "too_few": _("zu wenige Prüfungen"),
     }, config=chart_config())
-    drift = selectors.drift_cusum(
-        use_case=use_case, data=data, restart=selectors.drift_restart(use_case=use_case)
+    drift = drift_cusum(
+        use_case=use_case, data=data, restart=drift_restart(use_case=use_case)
     )
     return render(request, "review/calibration.html", {
         "use_case": use_case,

@@ -32,7 +32,7 @@ def use_case_get_for_user(*, user: User | AnonymousUser, slug: str) -> UseCase |
 
 def blind_answer_ids(*, user: User | AnonymousUser) -> set[int]:
     """Answers whose judge results this user must not see yet (blind review, against
-    anchoring). The rule is the weekly review's (review.selectors.blind_answer_ids), asked
+    anchoring). The rule is the weekly review's (review.selectors.reviews.blind_answer_ids), asked
     through monitoring/extensions.py; without it registered no answer is blind. Every page,
     export and report asks here."""
     blind: set[int] = set()

@@ -30,7 +30,7 @@ from monitoring.services import retention
 from monitoring.tasks import apply_retention
 from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
-from review.selectors import calibration_data
+from review.selectors.calibration import calibration_data
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder
 from treue_site.celery import app as celery_app

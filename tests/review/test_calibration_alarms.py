@@ -17,11 +17,12 @@ from scipy import stats
 
 from alarms.models import Alarm
 from monitoring.models import Answer
-from review import selectors, services
+from review import services
 from review.domain.batches import shift_week
 from review.domain.calibration import CusumParams, cusum_limit, cusum_params_for
 from review.imports import expert_labels_import
 from review.models import ReviewSubmission
+from review.selectors.calibration import calibration_data, drift_cusum, drift_restart
 from tests.review.conftest import ReviewWorld
 from tests.review.test_alarms import alarms, batch_of, review
 from tests.review.test_calibration_page import calibration, dd
@@ -111,21 +112,21 @@ def test_a_steady_rate_of_015_raises_no_drift_alarm_where_the_fixed_p0_010_did(
 
 def test_overrides_are_taken_one_by_one(review_world: ReviewWorld, settings: Any) -> None:
     w = review_world
-    data = selectors.calibration_data(use_case=w.use_case)
+    data = calibration_data(use_case=w.use_case)
     prior = cusum_params_for(disagreements=0, reviews=0)
-    drift = selectors.drift_cusum(use_case=w.use_case, data=data)
+    drift = drift_cusum(use_case=w.use_case, data=data)
     assert (drift.params, drift.estimated) == (prior, True)
     settings.TREUE_CUSUM_P0 = 0.12
-    drift = selectors.drift_cusum(use_case=w.use_case, data=data)
+    drift = drift_cusum(use_case=w.use_case, data=data)
     # p1 = p0 + 0.2 and the limit for 52 weeks at 20 reviews a week, as for an estimated p0.
     assert drift.params == CusumParams(0.12, 0.32, cusum_limit(0.12, 0.32, arl=52 * 20))
     assert not drift.estimated
     settings.TREUE_CUSUM_LIMIT = 5.0
-    assert selectors.drift_cusum(use_case=w.use_case, data=data).params == CusumParams(
+    assert drift_cusum(use_case=w.use_case, data=data).params == CusumParams(
         0.12, 0.32, 5.0)
     settings.TREUE_CUSUM_P1 = 0.1  # not above p0: a configuration that cannot work
     with pytest.raises(ImproperlyConfigured, match="TREUE_CUSUM_P0/P1/LIMIT"):
-        selectors.drift_cusum(use_case=w.use_case, data=data)
+        drift_cusum(use_case=w.use_case, data=data)
 
 
 def test_a_clear_drift_still_fires(
@@ -179,9 +180,9 @@ def test_after_a_drift_alarm_the_cusum_starts_again(
     pattern(w, shift_week(week, -1), "." * 17 + "+-+", prefix="d")
     pattern(w, week, "-+-", prefix="e")
     assert check(w, django_capture_on_commit_callbacks) == []
-    data = selectors.calibration_data(use_case=w.use_case)
-    assert selectors.drift_restart(use_case=w.use_case) == shift_week(drifted, 1)
-    without = selectors.drift_cusum(use_case=w.use_case, data=data)
+    data = calibration_data(use_case=w.use_case)
+    assert drift_restart(use_case=w.use_case) == shift_week(drifted, 1)
+    without = drift_cusum(use_case=w.use_case, data=data)
     assert [without.pairs[i].week for i in without.result.alarms] == [drifted, week]
     html = calibration(login(w.users["lead"]))
     assert dd(html, "cusum").startswith("üblich bis 21 %, Alarm bei 41 %; Grenze 4,19")
@@ -279,6 +280,6 @@ def test_flagged_top_ups_are_weighted_in_the_bias_alarm(
     # Taken as a random sample the bias would be 0.25, its lower bound far above 0.1. Weighted
     # by the week's answers it is 5/45 · 0.5 = 0.056, within the tolerance.
     assert drift_keys(w) == []
-    data = selectors.calibration_data(use_case=w.use_case)
+    data = calibration_data(use_case=w.use_case)
     assert data.rolling.bias == pytest.approx(0.25)
     assert data.rolling_bias.value == pytest.approx(5 / 45 * 0.5)

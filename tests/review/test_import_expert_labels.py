@@ -12,9 +12,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from monitoring.models import Answer
-from review import selectors, services
+from review import services
 from review.domain.imports import OverlongLine, read_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
+from review.selectors import reviews as selectors
+from review.selectors.calibration import calibration_data
 from tests.review.conftest import ReviewWorld, shift_week
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
@@ -81,7 +83,7 @@ def test_scores_and_labels_become_imported_submissions(
     assert batch.imported and batch.finished_at is not None
 
     # Calibration reads them like reviews given on the page (claim labels included).
-    data = selectors.calibration_data(use_case=review_world.use_case,
+    data = calibration_data(use_case=review_world.use_case,
                                       now=services._week_start(shift_week(review_week, 1)))
     assert sorted((p.manual, p.automatic) for p in data.points) == [(0.25, 0.0), (0.5, 1.0)]
     assert data.kappa_claims == 2
