@@ -83,13 +83,8 @@ from dashboard.domain.alarms import action_decision
 from dashboard.domain.expert_scale import ReviewSums, expert_scale
 from dashboard.domain.statistics.cells import StratumSums
 from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean, share_from_sums
-from review.domain.calibration import (
-    CusumParams,
-    bernoulli_cusum,
-    bias_beyond_tolerance,
-    cusum_arl,
-    cusum_params_for,
-)
+from review.domain.calibration import bias_beyond_tolerance
+from review.domain.cusum import CusumParams, bernoulli_cusum, cusum_arl, cusum_params_for
 
 SAMPLE_RATE = 0.03
 JUDGE_FAILURES = 0.02

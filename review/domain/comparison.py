@@ -12,13 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from review.domain.calibration import (
-    BiasSummary,
-    Kappa,
-    ReviewedPair,
-    bias_summary,
-    kappa_with_interval,
-)
+from review.domain.calibration import BiasSummary, ReviewedPair, bias_summary
+from review.domain.kappa import Kappa, kappa_with_interval
 
 LABELS = frozenset({"GEDECKT", "TEILWEISE", "UNGEDECKT"})
 

@@ -16,6 +16,18 @@ from alarms.models import Alarm
 from dashboard.domain.expert_scale import Rectifier, Review, rectifier
 from monitoring.models import Answer, Claim, UseCase
 from review.domain import batches, calibration
+from review.domain.cusum import (
+    CUSUM_SHIFT,
+    CUSUM_TARGET_WEEKS,
+    REVIEWS_PER_WEEK,
+    CusumParams,
+    CusumResult,
+    bernoulli_cusum,
+    cusum_arl,
+    cusum_limit,
+    cusum_params_for,
+)
+from review.domain.kappa import LABELS, Kappa, kappa_with_interval
 from review.models import ReviewSubmission
 
 User = AuthUser | AnonymousUser
@@ -68,7 +80,7 @@ class CalibrationData:
     pairs: list[calibration.ReviewedPair]
     weekly: dict[str, calibration.BiasSummary]  # unweighted: n, MAE, shares
     rolling: calibration.BiasSummary
-    kappa: calibration.Kappa
+    kappa: Kappa
     kappa_claims: int
     # Review week → (flagged, unflagged) answers of its source week (the week before), for
     # the weeks with reviews: the strata the bias is weighted by.
@@ -185,7 +197,7 @@ def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> Calib
         pairs=pairs,
         weekly=weekly,
         rolling=rolling,
-        kappa=calibration.kappa_with_interval(claim_pairs, groups=groups),
+        kappa=kappa_with_interval(claim_pairs, groups=groups),
         kappa_claims=len(claim_pairs),
         sizes=sizes,
         weekly_bias={
@@ -201,14 +213,14 @@ class DriftCusum:
     """The drift CUSUM as the alarm runs it: over the reviewed pairs since its last restart,
     with its in-control rate estimated from those of them before the watched weeks."""
 
-    params: calibration.CusumParams
+    params: CusumParams
     estimated: bool  # False when any of TREUE_CUSUM_P0, _P1, _LIMIT is set
     baseline_reviews: int  # reviews the in-control rate was estimated from
     baseline_disagreements: int
     restart: str | None  # the first review week watched since the last drift alarm
     watched: list[str]  # the review weeks in which a crossing raises an alarm
     pairs: list[calibration.ReviewedPair]  # the pairs run through the CUSUM
-    result: calibration.CusumResult
+    result: CusumResult
     # Mean weeks between false alarms at the in-control rate, at REVIEWS_PER_WEEK reviews a
     # week (the Markov chain's run length, `calibration.cusum_arl`).
     false_alarm_weeks: float
@@ -250,23 +262,23 @@ def drift_cusum(
     baseline = [p for p in since if p.week < watched[0]]
     disagreements = sum(calibration.disagrees(p, threshold) for p in baseline)
     params, estimated = cusum_params(disagreements=disagreements, reviews=len(baseline))
-    result = calibration.bernoulli_cusum(
+    result = bernoulli_cusum(
         [calibration.disagrees(p, threshold) for p in since], params
     )
     return DriftCusum(
         params=params, estimated=estimated, baseline_reviews=len(baseline),
         baseline_disagreements=disagreements, restart=restart, watched=watched, pairs=since,
         result=result,
-        false_alarm_weeks=calibration.cusum_arl(params, params.p0)
-        / calibration.REVIEWS_PER_WEEK,
+        false_alarm_weeks=cusum_arl(params, params.p0)
+        / REVIEWS_PER_WEEK,
     )
 
 
-def cusum_params(*, disagreements: int, reviews: int) -> tuple[calibration.CusumParams, bool]:
+def cusum_params(*, disagreements: int, reviews: int) -> tuple[CusumParams, bool]:
     """The CUSUM's parameters and whether they are estimated: each of TREUE_CUSUM_P0, _P1 and
     _LIMIT that is set wins over its estimate (p1 then defaults to p0 + CUSUM_SHIFT and the
     limit to the one for CUSUM_TARGET_WEEKS weeks between false alarms at that p0, p1)."""
-    estimate = calibration.cusum_params_for(disagreements=disagreements, reviews=reviews)
+    estimate = cusum_params_for(disagreements=disagreements, reviews=reviews)
     p0, p1, limit = (settings.TREUE_CUSUM_P0, settings.TREUE_CUSUM_P1,
                      settings.TREUE_CUSUM_LIMIT)
     if p0 is None and p1 is None and limit is None:
@@ -274,12 +286,12 @@ def cusum_params(*, disagreements: int, reviews: int) -> tuple[calibration.Cusum
     p0 = estimate.p0 if p0 is None else p0
     if p1 is None:
         # As cusum_params_for sets it for an estimated p0.
-        p1 = round(min(0.95, p0 + calibration.CUSUM_SHIFT), 4)
+        p1 = round(min(0.95, p0 + CUSUM_SHIFT), 4)
     try:
         if limit is None:
-            limit = calibration.cusum_limit(
-                p0, p1, arl=calibration.CUSUM_TARGET_WEEKS * calibration.REVIEWS_PER_WEEK)
-        params = calibration.CusumParams(p0, p1, limit)
+            limit = cusum_limit(
+                p0, p1, arl=CUSUM_TARGET_WEEKS * REVIEWS_PER_WEEK)
+        params = CusumParams(p0, p1, limit)
     except ValueError as e:
         raise ImproperlyConfigured(
             f"TREUE_CUSUM_P0/P1/LIMIT: {e} (p0 = {p0}, p1 = {p1}, limit = {limit}; "
@@ -297,7 +309,7 @@ def _claim_pairs(subs: list[ReviewSubmission]) -> tuple[list[tuple[str, str]], l
     for sub in subs:
         for verdict in sub.verdicts:
             label = judge.get(verdict.get("claim_id"))
-            if label in calibration.LABELS and verdict.get("label") in calibration.LABELS:
+            if label in LABELS and verdict.get("label") in LABELS:
                 pairs.append((verdict["label"], label))
                 groups.append(sub.item_id)
     return pairs, groups

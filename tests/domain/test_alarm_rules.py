@@ -9,13 +9,13 @@ import pytest
 from dashboard.domain.alarms import INTERVAL_BELOW, POOLED_BELOW, TWO_WEEKS_BELOW, action_decision
 from dashboard.domain.expert_scale import Review
 from dashboard.domain.statistics.cells import Estimate
-from review.domain.calibration import (
+from review.domain.calibration import bias_beyond_tolerance
+from review.domain.cusum import (
     CUSUM_PRIOR,
     CUSUM_SHIFT,
     CUSUM_TARGET_WEEKS,
     DEFAULT_CUSUM,
     CusumParams,
-    bias_beyond_tolerance,
     cusum_arl,
     cusum_limit,
     cusum_params_for,

@@ -7,22 +7,22 @@ import random
 import pytest
 
 from review.domain.calibration import (
-    DEFAULT_CUSUM,
-    LABELS,
-    MIN_CLAIM_PAIRS_FOR_KAPPA,
     MIN_PAIRS_FOR_INTERVAL,
     BiasSummary,
-    CusumParams,
-    Kappa,
     ReviewedPair,
-    bernoulli_cusum,
     bias_summary,
     difference,
     disagrees,
-    kappa_with_interval,
     last_weeks,
     rolling_summary,
     weekly_summaries,
+)
+from review.domain.cusum import DEFAULT_CUSUM, CusumParams, bernoulli_cusum
+from review.domain.kappa import (
+    LABELS,
+    MIN_CLAIM_PAIRS_FOR_KAPPA,
+    Kappa,
+    kappa_with_interval,
     weighted_kappa,
 )
 

@@ -9,7 +9,7 @@ import statistics
 
 import numpy as np
 
-from review.domain.calibration import DEFAULT_CUSUM, bernoulli_cusum
+from review.domain.cusum import DEFAULT_CUSUM, bernoulli_cusum
 
 PER_WEEK = 20
 RUNS = 500

@@ -19,7 +19,7 @@ from alarms.models import Alarm
 from monitoring.models import Answer
 from review import services
 from review.domain.batches import shift_week
-from review.domain.calibration import CusumParams, cusum_limit, cusum_params_for
+from review.domain.cusum import CusumParams, cusum_limit, cusum_params_for
 from review.imports import expert_labels_import
 from review.models import ReviewSubmission
 from review.selectors.calibration import calibration_data, drift_cusum, drift_restart

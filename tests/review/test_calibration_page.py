@@ -17,7 +17,7 @@ from django.utils import translation
 from monitoring.models import Answer
 from review import services
 from review.domain.batches import shift_week
-from review.domain.calibration import cusum_arl, cusum_params_for
+from review.domain.cusum import cusum_arl, cusum_params_for
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld
 from tests.review.test_alarms import batch_of, review, reviewed

@@ -14,7 +14,7 @@ from judging.domain.batched import BATCHED_PROMPT_VERSION
 from judging.domain.single import SINGLE_SYSTEM_DE
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, UseCase
 from review import services
-from review.domain.calibration import weighted_kappa
+from review.domain.kappa import weighted_kappa
 from review.models import JudgeComparison, ShadowRun
 from review.shadow.services import shadow_run_execute
 from tests.review.conftest import ReviewWorld, shift_week
