@@ -455,8 +455,9 @@ class RagTruth(Corpus):
     language = "en"  # the answers' own; the judge is asked in either (--language)
 
     def __init__(self, answers: int) -> None:
+        from treue_demo.answers import claims_of, load_answers
         from treue_demo.data import load_rows
-        from treue_demo.server import DemoJudge, claims_of, load_answers
+        from treue_demo.judge import DemoJudge
 
         rows = load_rows()
         demo = load_answers()

@@ -394,7 +394,8 @@ def test_the_instrument_example_records_its_rag_loop_in_the_demo(demo, openai_se
 def test_the_instrument_example_runs_against_the_demo_alone(demo, tmp_path):
     """Without a model endpoint of the reader's own: the demo's model server answers RAG
     prompts from their sources as `treue-demo-rag`, as the README says."""
-    from treue_demo.server import DEMO_RAG_MODEL, DemoJudgeServer
+    from treue_demo.generator import DEMO_RAG_MODEL
+    from treue_demo.server import DemoJudgeServer
 
     snippet = tagged(PYTHON_INSTRUMENT)
     assert f"MODEL={DEMO_RAG_MODEL}" in README.read_text(encoding="utf-8")

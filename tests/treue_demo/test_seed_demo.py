@@ -35,6 +35,7 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
+from treue_demo.answers import DemoAnswer, expert_score, load_answers
 from treue_demo.data import (
     DEGRADES_AFTER,
     DEMO_JUDGE_MODEL,
@@ -43,14 +44,9 @@ from treue_demo.data import (
     DemoUseCase,
     planned,
 )
+from treue_demo.judge import DemoJudge
 from treue_demo.management.commands.seed_demo import DEMO_EXPERT, DEMO_USER
-from treue_demo.server import (
-    DemoAnswer,
-    DemoJudge,
-    DemoJudgeServer,
-    expert_score,
-    load_answers,
-)
+from treue_demo.server import DemoJudgeServer
 
 pytestmark = pytest.mark.usefixtures("demo_app")
 

@@ -42,16 +42,12 @@ from judging.domain.judge_prompt import (
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeEndpoint, JudgeMode, JudgeRun
 from monitoring.services.use_cases import service_create, use_case_create
+from treue_demo.answers import LENIENT_TYPES, expert_labels, load_answers
 from treue_demo.data import DEMO_JUDGE_MODEL, answer_body, answer_logprobs, load_rows
 from treue_demo.data import demo_messages as demo_messages_for
-from treue_demo.server import (
-    LENIENT_TYPES,
-    DemoJudge,
-    DemoJudgeServer,
-    expert_labels,
-    load_answers,
-    vary,
-)
+from treue_demo.generator import vary
+from treue_demo.judge import DemoJudge
+from treue_demo.server import DemoJudgeServer
 
 pytestmark = pytest.mark.usefixtures("demo_app")
 

@@ -29,8 +29,8 @@ from ingest import services
 from ingest.services import IngestOutcome
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
+from treue_demo.answers import DemoAnswer, expert_labels, expert_score, load_answers
 from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
-from treue_demo.server import DemoAnswer, expert_labels, expert_score, load_answers
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "treue-demo"
