@@ -18,31 +18,11 @@ from django.core.exceptions import ImproperlyConfigured
 
 from common import queues
 from common.broker import transport_options
+from common.env import envbool, envfloat, envint
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("TREUE_VAR_DIR", BASE_DIR / "var"))
 
-
-def envbool(name: str, default: str) -> bool:
-    """Read a boolean; refuse anything but True/False so a typo cannot silently flip a switch."""
-    value = os.environ.get(name, default)
-    if value not in ("True", "False"):
-        raise ImproperlyConfigured(f"{name} must be True or False, not {value!r}")
-    return value == "True"
-
-
-def envfloat(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError as e:
-        raise ImproperlyConfigured(f"{name} must be a number") from e
-
-
-def envint(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError as e:
-        raise ImproperlyConfigured(f"{name} must be an integer") from e
 
 
 DEBUG = envbool("DEBUG", "True")
@@ -466,75 +446,8 @@ if TREUE_OTLP_MAX_BODY_BYTES < 1 or TREUE_OTLP_MAX_SPANS_PER_TRACE < 1:
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(TREUE_MAX_BATCH_BODY_BYTES, TREUE_OTLP_MAX_BODY_BYTES)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 
-# The judge (tier 2) and the generator (self-consistency), any OpenAI-compatible endpoint.
-TREUE_JUDGE_BASE_URL = os.environ.get("TREUE_JUDGE_BASE_URL", "")
-TREUE_JUDGE_API_KEY = os.environ.get("TREUE_JUDGE_API_KEY", "")
-TREUE_JUDGE_MODEL = os.environ.get("TREUE_JUDGE_MODEL", "")
-# Azure OpenAI instead (many companies may use only that): the resource's endpoint
-# (https://<resource>.openai.azure.com), its API version, and TREUE_JUDGE_API_KEY or an Entra ID
-# (Azure AD) access token; TREUE_JUDGE_MODEL is then the deployment's name.
-TREUE_JUDGE_AZURE_ENDPOINT = os.environ.get("TREUE_JUDGE_AZURE_ENDPOINT", "")
-TREUE_JUDGE_AZURE_API_VERSION = os.environ.get("TREUE_JUDGE_AZURE_API_VERSION", "2024-10-21")
-TREUE_JUDGE_AZURE_AD_TOKEN = os.environ.get("TREUE_JUDGE_AZURE_AD_TOKEN", "")
-if TREUE_JUDGE_AZURE_ENDPOINT and TREUE_JUDGE_BASE_URL:
-    raise ImproperlyConfigured(
-        "set TREUE_JUDGE_BASE_URL or TREUE_JUDGE_AZURE_ENDPOINT, not both: which endpoint judges?"
-    )
-# A judge model whose verdicts are replayed human labels, not a model's (the demo judge, named
-# by scripts/demo.sh): the pages mark its runs as such. Empty: no run is marked.
-TREUE_DEMO_JUDGE_MODEL = os.environ.get("TREUE_DEMO_JUDGE_MODEL", "")
-# A verdict is one word; a decomposition a list of claims. Caps keep a runaway reply cheap.
-TREUE_JUDGE_TIMEOUT_SECONDS = envfloat("TREUE_JUDGE_TIMEOUT_SECONDS", 60.0)
-TREUE_JUDGE_MAX_TOKENS_DECOMPOSE = envint("TREUE_JUDGE_MAX_TOKENS_DECOMPOSE", 1500)
-TREUE_JUDGE_MAX_TOKENS_VERIFY = envint("TREUE_JUDGE_MAX_TOKENS_VERIFY", 16)
-# Claims of one answer verified at once; the endpoint's rate limit is the real bound.
-TREUE_JUDGE_CONCURRENCY = envint("TREUE_JUDGE_CONCURRENCY", 8)
-# Batched verification: at most this many claims per call (a longer answer takes more calls).
-TREUE_JUDGE_BATCH_SIZE = envint("TREUE_JUDGE_BATCH_SIZE", 30)
-if TREUE_JUDGE_BATCH_SIZE < 1:
-    raise ImproperlyConfigured(
-        f"TREUE_JUDGE_BATCH_SIZE must be at least 1, not {TREUE_JUDGE_BATCH_SIZE}"
-    )
-# One answer's judgement: a decomposition plus its claims, each call bounded by the timeout;
-# past this the run is given back and retried (the hard limit is 60 s later).
-TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS = envint("TREUE_JUDGE_SOFT_TIME_LIMIT_SECONDS", 300)
-# A claimed run belongs to its worker this long; after that another delivery may take it over.
-# Longer than the hard time limit, so a live worker never loses its run.
-TREUE_JUDGE_LEASE_SECONDS = envint("TREUE_JUDGE_LEASE_SECONDS", 420)
-# The reconciler re-enqueues runs still pending (or with an expired lease) after this long.
-TREUE_JUDGE_RECONCILE_AFTER_SECONDS = envint("TREUE_JUDGE_RECONCILE_AFTER_SECONDS", 600)
-# Transient failures (timeouts, 429, 5xx) are retried this often before the run fails visibly.
-# The waits double from 1-2 s up to the cap of 5-10 minutes: 15 attempts span 34-67 minutes
-# of an endpoint being down, about an hour (tests/monitoring/test_judging_service.py).
-TREUE_JUDGE_MAX_ATTEMPTS = envint("TREUE_JUDGE_MAX_ATTEMPTS", 15)
-TREUE_JUDGE_BACKOFF_MAX_SECONDS = envint("TREUE_JUDGE_BACKOFF_MAX_SECONDS", 600)
-TREUE_GENERATOR_BASE_URL = os.environ.get("TREUE_GENERATOR_BASE_URL", "")
-TREUE_GENERATOR_API_KEY = os.environ.get("TREUE_GENERATOR_API_KEY", "")
-# Self-consistency re-asks: a whole answer per call, so a longer timeout and a larger cap than
-# the judge's; retries, backoff and leases are the judge tier's (TREUE_JUDGE_*).
-TREUE_GENERATOR_TIMEOUT_SECONDS = envfloat("TREUE_GENERATOR_TIMEOUT_SECONDS", 120.0)
-TREUE_GENERATOR_MAX_TOKENS = envint("TREUE_GENERATOR_MAX_TOKENS", 1500)
-# Questions of one investigation at most (each costs samples + 1 calls).
-TREUE_INVESTIGATION_MAX_QUESTIONS = envint("TREUE_INVESTIGATION_MAX_QUESTIONS", 500)
-
-# Weekly review and calibration (tier 3). The drift CUSUM watches, per reviewed answer, whether
-# the expert and the judge fall on different sides of the action threshold. Unset (None), its
-# in-control rate p0 is estimated per use case from its own reviews, p1 = p0 + 0.2, and the
-# limit is computed for 52 weeks between false alarms at 20 reviews a week
-# (review/domain/calibration.py, cusum_params_for). Each one set here wins over its estimate.
-TREUE_CUSUM_P0 = envfloat("TREUE_CUSUM_P0", 0) if os.environ.get("TREUE_CUSUM_P0") else None
-TREUE_CUSUM_P1 = envfloat("TREUE_CUSUM_P1", 0) if os.environ.get("TREUE_CUSUM_P1") else None
-TREUE_CUSUM_LIMIT = (
-    envfloat("TREUE_CUSUM_LIMIT", 0) if os.environ.get("TREUE_CUSUM_LIMIT") else None
-)
-# Drift by bias: evidence (one-sided, 95 %) that the judge's stratified bias over the last 4
-# weeks lies beyond ± this (DESIGN.md: 0.1).
-TREUE_CALIBRATION_BIAS_TOLERANCE = envfloat("TREUE_CALIBRATION_BIAS_TOLERANCE", 0.1)
-# More than this share of reviewed answers with a wrong claim decomposition is an alarm, once
-# at least TREUE_DECOMPOSITION_MIN_REVIEWS answers were reviewed in the 4 weeks (below that,
-# two wrong ones out of five would already alarm).
-TREUE_DECOMPOSITION_ALARM_SHARE = envfloat("TREUE_DECOMPOSITION_ALARM_SHARE", 0.2)
-TREUE_DECOMPOSITION_MIN_REVIEWS = envint("TREUE_DECOMPOSITION_MIN_REVIEWS", 10)
+# The tiers' own settings: the judge, the generator, investigations, the expert review.
+from treue_site.settings.tiers import *  # noqa: E402, F403
 
 # Celery. An unset CELERY_BROKER_URL is the embedded broker: kombu's SQLAlchemy transport on an
 # SQLite file, a real background worker with no server to install.
