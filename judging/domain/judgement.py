@@ -3,8 +3,8 @@ a judgement's verdicts took, a call's result and record, a claim's verdict, the 
 cache of verdicts that lets a retried run ask only for what is missing.
 """
 
-from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from judging.domain.judge_parse import Label
@@ -146,3 +146,28 @@ CacheKey = tuple[str, str, str]
 VerdictCache = MutableMapping[CacheKey, CachedVerdict]
 
 
+@dataclass(slots=True)
+class Structured:
+    """Whether batch calls send a JSON schema: known (True/False) or to be found out (None),
+    and who to tell what was found."""
+
+    supported: bool | None
+    report: Callable[[bool, str], None] | None = None
+
+    def learned(self, supported: bool, detail: str) -> None:
+        # Told what was found out, and what changed since (a model that stopped keeping to it).
+        if self.supported is not supported and self.report is not None:
+            self.report(supported, detail)
+        self.supported = supported
+
+
+@dataclass(frozen=True, slots=True)
+class Batching:
+    """How claims go to the judge in batches: the context, the batch size, the call, whether the
+    judge writes its evidence, and whether a JSON schema is sent."""
+
+    chunks: Sequence[str]
+    size: int
+    call: BatchCall
+    evidence: bool = True
+    structured: Structured = field(default_factory=lambda: Structured(False))

@@ -31,7 +31,6 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from typing import Any
 
 from judging.domain import batched, single
@@ -56,6 +55,7 @@ from judging.domain.judgement import (
     PER_CLAIM,
     SINGLE,
     BatchCall,
+    Batching,
     CachedVerdict,
     CacheKey,
     CallRecord,
@@ -63,6 +63,7 @@ from judging.domain.judgement import (
     ClaimVerdict,
     JudgeCall,
     Judgement,
+    Structured,
     VerdictCache,
 )
 from judging.domain.scoring import ScoreResult, score_labels
@@ -111,9 +112,9 @@ def judge_answer(
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     log: list[CallRecord] = []
     verifier = verify_call or call
-    batching = None if mode == PER_CLAIM else _Batching(
+    batching = None if mode == PER_CLAIM else Batching(
         chunks, batch_size, batch_call or _schemaless(verifier), evidence,
-        _Structured(structured, on_structured),
+        Structured(structured, on_structured),
     )
     given: dict[int, ClaimVerdict] = {}
 
@@ -167,32 +168,8 @@ def _schemaless(call: JudgeCall) -> BatchCall:
     return batch
 
 
-@dataclass(slots=True)
-class _Structured:
-    """Whether batch calls send a JSON schema: known (True/False) or to be found out (None),
-    and who to tell what was found."""
-
-    supported: bool | None
-    report: Callable[[bool, str], None] | None = None
-
-    def learned(self, supported: bool, detail: str) -> None:
-        # Told what was found out, and what changed since (a model that stopped keeping to it).
-        if self.supported is not supported and self.report is not None:
-            self.report(supported, detail)
-        self.supported = supported
-
-
-@dataclass(frozen=True, slots=True)
-class _Batching:
-    chunks: Sequence[str]
-    size: int
-    call: BatchCall
-    evidence: bool = True
-    structured: _Structured = field(default_factory=lambda: _Structured(False))
-
-
 def _structured_call(
-    batching: _Batching, build: Callable[[bool], list[dict[str, str]]],
+    batching: Batching, build: Callable[[bool], list[dict[str, str]]],
     schema: Callable[[], dict[str, Any]],
 ) -> tuple[list[dict[str, str]], CallResult, bool]:
     """One batch or one-call request, with the schema where the endpoint takes one (or may):
@@ -208,7 +185,7 @@ def _structured_call(
     return messages, batching.call(messages, None), False
 
 
-def _kept_to_schema(batching: _Batching, sent: bool, reply: CallResult) -> bool:
+def _kept_to_schema(batching: Batching, sent: bool, reply: CallResult) -> bool:
     """After a request with a schema: learn whether the endpoint kept to it (the reply is one
     JSON value; a reply cut off says nothing), and whether the correction sends it again."""
     if sent and not reply.truncated and reply.text.strip():
@@ -219,7 +196,7 @@ def _kept_to_schema(batching: _Batching, sent: bool, reply: CallResult) -> bool:
 
 
 def _single(
-    question: str, answer: str, language: str, batching: _Batching, log: list[CallRecord]
+    question: str, answer: str, language: str, batching: Batching, log: list[CallRecord]
 ) -> tuple[str, list[str] | None, dict[int, ClaimVerdict], bool]:
     """The one-call request (and its correction): the reply, its claims (None if unreadable),
     the verdicts it gave, by position, and whether it took a correction. Its tokens are shared
@@ -329,7 +306,7 @@ def _verify_all(
     call: JudgeCall,
     concurrency: int,
     cache: VerdictCache,
-    batching: _Batching | None = None,
+    batching: Batching | None = None,
     given: dict[int, ClaimVerdict] | None = None,
 ) -> tuple[list[ClaimVerdict], list[CallRecord], str]:
     """The claims' verdicts, the calls made for them, and the path they took ("" when nothing
@@ -461,7 +438,7 @@ def _verify_all(
 
 
 def _verify_batch(
-    group: list[int], claims: list[str], *, batching: _Batching, language: str
+    group: list[int], claims: list[str], *, batching: Batching, language: str
 ) -> tuple[list[ClaimVerdict], list[int], list[CallRecord], bool]:
     """One batched call for the claims at positions ``group``, and one correction in the same
     conversation for what it leaves open: the verdicts, the positions still open, the records,
