@@ -27,8 +27,8 @@ from dashboard.domain.statistics import precision as statistics_precision
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.lift import Lift, lift
 from dashboard.selectors import rollup_reads
-from dashboard.selectors.reads import JudgedRow, Usage, _answers_in, _judged_rows, _usage
-from dashboard.selectors.weeks import CAUSES_WEEKS, Week, _week_of, iso_weeks
+from dashboard.selectors.reads import JudgedRow, Usage, answers_in, judged_rows, read_usage
+from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
 from judging.domain import cost
 from monitoring.models import UseCase
 from monitoring.models.buckets import Bucket as _Bucket
@@ -290,12 +290,12 @@ def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float])
     """All answers of the window per (similarity, chunks, multi-part, flagged, tuner bucket,
     week): one GROUP BY."""
     rows = (
-        _answers_in([use_case.pk], span)
+        answers_in([use_case.pk], span)
         .annotate(
             sim=_Bucket("best_chunk_score", SIMILARITY_EDGES),
             chunk_bucket=_Bucket("chunk_count", CHUNK_EDGES),
             low_p=_Bucket("min_content_probability", thresholds),
-            wk=_week_of("created_at", span),
+            wk=week_bucket("created_at", span),
         )
         .values_list("sim", "chunk_bucket", "multi_part", "flagged", "low_p", "wk")
         .annotate(n=Count("*"))
@@ -405,13 +405,13 @@ def use_case_diagnosis(
     thresholds = tuple(sorted({*TUNER_THRESHOLDS, use_case.logprob_threshold}))
     ready = rollup_reads.rollups_ready()
     if usage is None:
-        usage = rollup_reads.usage_from_rollups(ids, span) if ready else _usage(ids, span)
+        usage = rollup_reads.usage_from_rollups(ids, span) if ready else read_usage(ids, span)
         first = 0
     if judged is None and ready and all(map(on_grid, thresholds)):
         window = _window_from_rollups(use_case, span)
     else:
         if judged is None:
-            judged, first = _judged_rows(ids, span), 0
+            judged, first = judged_rows(ids, span), 0
         rows = [r for r in judged if r.use_case_id == use_case.pk and r.week >= first]
         window = _window_from_rows(_cells(use_case, span, thresholds), rows, first, thresholds)
     threshold = use_case.action_threshold

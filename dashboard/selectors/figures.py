@@ -24,12 +24,12 @@ from dashboard.selectors import rollup_reads
 from dashboard.selectors.judged import StratumJudged, WeekJudged, judged_by_week
 from dashboard.selectors.reads import (
     Usage,
-    _claims,
-    _counts,
-    _drift_restarts,
-    _judged_rows,
-    _reviews,
-    _usage,
+    drift_restarts,
+    judged_rows,
+    read_claims,
+    read_counts,
+    read_reviews,
+    read_usage,
 )
 from dashboard.selectors.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
 from judging.domain import judgement
@@ -175,7 +175,7 @@ def _expert(
     return expert_scale([every[j] for j in since], reviewed) if reviewed else None
 
 
-def _week_figures(
+def week_figures(
     *,
     use_case: UseCase,
     weeks: Sequence[Week],
@@ -286,10 +286,10 @@ def use_cases_weeks(
     ids = [u.pk for u in use_cases]
     counts, judged = weekly_inputs(ids, span, claims_from=None)
     usage = weekly_usage(ids, span)
-    reviews = _reviews(ids, span)
-    restarts = _drift_restarts(ids, span)
+    reviews = read_reviews(ids, span)
+    restarts = drift_restarts(ids, span)
     return {
-        u.pk: _week_figures(
+        u.pk: week_figures(
             use_case=u, weeks=span, counts=counts, judged=judged, usage=usage,
             reviews=reviews, restarts=restarts.get(u.pk, ()), pooled_weeks=pooled_weeks,
         )[lead:]
@@ -311,10 +311,10 @@ def weekly_inputs(
     claims = None
     if claims_from is not None:
         (use_case_id,) = use_case_ids
-        claims = _claims(use_case_id, span[claims_from:])
-    rows = _judged_rows(use_case_ids, span, lean=claims_from is None)
+        claims = read_claims(use_case_id, span[claims_from:])
+    rows = judged_rows(use_case_ids, span, lean=claims_from is None)
     return (
-        _counts(use_case_ids, span),
+        read_counts(use_case_ids, span),
         judged_by_week(rows, claims, claims_from=claims_from or 0),
     )
 
@@ -326,7 +326,7 @@ def weekly_usage(
     (the open runs raw), else from the raw runs."""
     if rollup_reads.rollups_ready():
         return rollup_reads.usage_from_rollups(use_case_ids, span, offset)
-    return _usage(use_case_ids, span, offset)
+    return read_usage(use_case_ids, span, offset)
 
 
 def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
@@ -349,15 +349,15 @@ def use_case_weeks(
     span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [use_case.pk]
     counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None)
-    figures = _week_figures(
+    figures = week_figures(
         use_case=use_case,
         weeks=span,
         counts=counts,
         judged=judged,
         usage=weekly_usage(ids, span),
         claims_from=lead if claims else None,
-        reviews=_reviews(ids, span),
-        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
+        reviews=read_reviews(ids, span),
+        restarts=drift_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return figures[lead:]

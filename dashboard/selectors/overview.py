@@ -15,8 +15,8 @@ from alarms.models import Alarm
 from common.db_router import reads_from_replica
 from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
 from dashboard.domain.statistics import precision as statistics
-from dashboard.selectors.figures import WeekFigures, _week_figures, weekly_inputs, weekly_usage
-from dashboard.selectors.reads import _drift_restarts, _reviews
+from dashboard.selectors.figures import WeekFigures, week_figures, weekly_inputs, weekly_usage
+from dashboard.selectors.reads import drift_restarts, read_reviews
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
 from judging.selectors import runs as judging_selectors
 from judging.selectors.prices import price_currencies
@@ -162,10 +162,10 @@ def overview_rows(
     counts, judged = weekly_inputs(ids, span, claims_from=None)
     usage = weekly_usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
-    reviews = _reviews(ids, span)
-    restarts = _drift_restarts(ids, span)
+    reviews = read_reviews(ids, span)
+    restarts = drift_restarts(ids, span)
     rows = [
-        OverviewRow(use_case, _week_figures(
+        OverviewRow(use_case, week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,
             full_from=len(span) - 2, reviews=reviews,
             restarts=restarts.get(use_case.pk, ()), pooled_weeks=pooled_weeks,

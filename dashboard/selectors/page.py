@@ -10,16 +10,16 @@ from alarms.models import Alarm
 from common.db_router import reads_from_replica
 from dashboard.selectors import rollup_reads
 from dashboard.selectors.diagnosis import Diagnosis, use_case_diagnosis
-from dashboard.selectors.figures import WeekFigures, _week_figures
+from dashboard.selectors.figures import WeekFigures, week_figures
 from dashboard.selectors.judged import judged_by_week
 from dashboard.selectors.overview import cost_currency, open_alarms
 from dashboard.selectors.reads import (
-    _claims,
-    _counts,
-    _drift_restarts,
-    _judged_rows,
-    _reviews,
-    _usage,
+    drift_restarts,
+    judged_rows,
+    read_claims,
+    read_counts,
+    read_reviews,
+    read_usage,
 )
 from dashboard.selectors.weeks import CAUSES_WEEKS, POOLED_WEEKS, WEEKS, iso_weeks
 from monitoring.models import UseCase
@@ -57,17 +57,17 @@ def use_case_page(
         judged = None
         causes_usage = {(uc, wk - recent): u for (uc, wk), u in usage.items() if wk >= recent}
     else:
-        usage = _usage(ids, span)
-        counts = _counts(ids, span)
-        judged = _judged_rows(ids, span)
-        judged_weeks = judged_by_week(judged, _claims(use_case.pk, span[recent:]),
+        usage = read_usage(ids, span)
+        counts = read_counts(ids, span)
+        judged = judged_rows(ids, span)
+        judged_weeks = judged_by_week(judged, read_claims(use_case.pk, span[recent:]),
                                       claims_from=recent)
         causes_span, causes_usage = span, usage
-    figures = _week_figures(
+    figures = week_figures(
         use_case=use_case, weeks=span, counts=counts, judged=judged_weeks,
         usage=usage, claims_from=recent,
-        reviews=_reviews(ids, span),
-        restarts=_drift_restarts(ids, span).get(use_case.pk, ()),
+        reviews=read_reviews(ids, span),
+        restarts=drift_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return UseCasePage(

@@ -24,7 +24,7 @@ from django.db.models import Case, Count, FloatField, Q, QuerySet, Sum, Value, W
 
 from alarms.models import Alarm
 from dashboard.domain.expert_scale import Review
-from dashboard.selectors.weeks import Week, _week_of
+from dashboard.selectors.weeks import Week, week_bucket
 from monitoring import extensions
 from monitoring.models import Answer, Claim, JudgeRun
 
@@ -65,7 +65,7 @@ class Usage:
     judges: set[tuple[str, str]] = field(default_factory=set)  # (model, prompt version)
 
 
-def _answers_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[Answer]:
+def answers_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[Answer]:
     return Answer.objects.filter(
         use_case_id__in=use_case_ids,
         created_at__gte=weeks[0].start,
@@ -74,16 +74,16 @@ def _answers_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[
 
 
 def _judged_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[Answer]:
-    return _answers_in(use_case_ids, weeks).filter(
+    return answers_in(use_case_ids, weeks).filter(
         status=Answer.Status.JUDGED, score__isnull=False
     )
 
 
-# Weeks counted per statement by `_counts` (SQLite's limit on a compound SELECT is 500).
+# Weeks counted per statement by `read_counts` (SQLite's limit on a compound SELECT is 500).
 _COUNT_TERMS = 200
 
 
-def _counts(
+def read_counts(
     use_case_ids: Sequence[int], weeks: Sequence[Week]
 ) -> dict[tuple[int, int], tuple[int, int]]:
     """(all, flagged) answers per (use case, week index).
@@ -94,7 +94,7 @@ def _counts(
     anything per answer, planned once for all weeks. About a third of the time of bucketing
     every answer by its week and grouping (26 weeks of the largest bench use case, 108,000
     answers: ~19 ms against 50-70 ms). The weeks are contiguous, so each answer of the span
-    counts in exactly the week `_week_of` would put it in.
+    counts in exactly the week `week_bucket` would put it in.
     """
     # Raw SQL goes past the database router: ask it where answers are read (the replica for a
     # dashboard, where one is configured).
@@ -138,21 +138,21 @@ _JUDGED_COLUMNS = (
 )
 
 
-def _judged_rows(
+def judged_rows(
     use_case_ids: Sequence[int], weeks: Sequence[Week], *, lean: bool = False
 ) -> list[JudgedRow]:
     """The judged answers of the weeks; `lean`: only what the weekly estimates need."""
     columns = _JUDGED_COLUMNS[:5] if lean else _JUDGED_COLUMNS
     rows = (
         _judged_in(use_case_ids, weeks)
-        .annotate(wk=_week_of("created_at", weeks))
+        .annotate(wk=week_bucket("created_at", weeks))
         .values_list(*columns)
         .order_by()
     )
     return [JudgedRow(*row) for row in rows] if lean else list(map(JudgedRow._make, rows))
 
 
-def _claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, int]]:
+def read_claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, int]]:
     """(supported points, claims) of the judged answers' current runs, by run id.
 
     Unreadable verdicts are left out, as in the answer's own score; a run without claims (an
@@ -172,11 +172,11 @@ def _claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, i
     return {run_id: (points, n) for run_id, points, n in rows}
 
 
-def _usage(
+def read_usage(
     use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
 ) -> dict[tuple[int, int], Usage]:
     """Judge runs per (use case, week index + offset), by the week of the judged answer."""
-    return usage_of_groups(_usage_groups(use_case_ids, weeks), offset)
+    return usage_of_groups(usage_groups(use_case_ids, weeks), offset)
 
 
 # (use case, week index, judge model, prompt version) → runs, calls, cost (None: none priced),
@@ -184,7 +184,7 @@ def _usage(
 UsageGroups = dict[tuple[int, int, str, str], tuple[int, int, Decimal | None, int, int, int]]
 
 
-def _usage_groups(
+def usage_groups(
     use_case_ids: Sequence[int], weeks: Sequence[Week], runs: Q | None = None
 ) -> UsageGroups:
     """The judge runs of the weeks' answers (those `runs` selects; all by default), grouped."""
@@ -195,7 +195,7 @@ def _usage_groups(
             answer__created_at__gte=weeks[0].start,
             answer__created_at__lt=weeks[-1].end,
         )
-        .annotate(wk=_week_of("answer__created_at", weeks))
+        .annotate(wk=week_bucket("answer__created_at", weeks))
         .values_list("answer__use_case_id", "wk", "judge_model", "prompt_version")
         .annotate(
             n_runs=Count("*"),
@@ -231,7 +231,7 @@ def usage_of_groups(groups: UsageGroups, offset: int = 0) -> dict[tuple[int, int
     return out
 
 
-def _reviews(
+def read_reviews(
     use_case_ids: Sequence[int], weeks: Sequence[Week]
 ) -> dict[tuple[int, int], list[Review]]:
     """The experts' reviews (each item's latest submission, imported ones included) of the
@@ -253,7 +253,7 @@ def _reviews(
     return out
 
 
-def _drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, list[str]]:
+def drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[int, list[str]]:
     """Per use case, the ISO weeks of answers from which the experts' scale starts again after
     a drift alarm, oldest first, those that `weeks` hold: the source week of the review batch
     whose reviews crossed the CUSUM's limit (recorded in the alarm; where it is not, the week

@@ -1,5 +1,5 @@
 """The weekly figures' inputs from the rollups (monitoring/models/rollups.py), in the very
-shapes the raw reads give them (`reads._counts`, `judged.judged_by_week`), so that both paths
+shapes the raw reads give them (`reads.read_counts`, `judged.judged_by_week`), so that both paths
 share all the statistics and give the same figures (tests/monitoring/test_rollups.py compares
 them). Read only once `rollups_ready()`: a complete rebuild under the current definition."""
 
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.domain import causes
 from dashboard.selectors.judged import StratumJudged, WeekJudged
-from dashboard.selectors.reads import Usage, UsageGroups, _usage_groups, usage_of_groups
+from dashboard.selectors.reads import Usage, UsageGroups, usage_groups, usage_of_groups
 from dashboard.selectors.weeks import Week
 from monitoring.domain.moments import NO_MOMENTS
 from monitoring.models import (
@@ -39,7 +39,7 @@ def _mondays(weeks: Sequence[Week]) -> dict[date, int]:
 def counts_from_rollups(
     use_case_ids: Sequence[int], weeks: Sequence[Week]
 ) -> dict[tuple[int, int], tuple[int, int]]:
-    """(all, flagged) answers per (use case, week index), as `reads._counts`."""
+    """(all, flagged) answers per (use case, week index), as `reads.read_counts`."""
     mondays = _mondays(weeks)
     first = min(mondays)
     last = timezone.localtime(weeks[-1].end).date()
@@ -149,7 +149,7 @@ _OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
 def usage_from_rollups(
     use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
 ) -> dict[tuple[int, int], Usage]:
-    """Judge runs per (use case, week index + offset), as `reads._usage`: the runs that ended
+    """Judge runs per (use case, week index + offset), as `reads.read_usage`: the runs that ended
     from the rollups, the few still open read raw and added."""
     mondays = _mondays(weeks)
     groups: UsageGroups = {}
@@ -166,7 +166,7 @@ def usage_from_rollups(
             continue
         cost = Decimal(micros).scaleb(-6) if priced else None
         groups[uc, mondays[week], model, version] = (runs, calls, cost, unpriced, ok, ok_calls)
-    for key, open_runs in _usage_groups(use_case_ids, weeks, _OPEN_RUNS).items():
+    for key, open_runs in usage_groups(use_case_ids, weeks, _OPEN_RUNS).items():
         ended = groups.get(key)
         groups[key] = open_runs if ended is None else _merged(ended, open_runs)
     return usage_of_groups(groups, offset)

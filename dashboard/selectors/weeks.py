@@ -59,6 +59,6 @@ def iso_weeks(*, weeks: int, until: datetime | date | None = None) -> list[Week]
     return out
 
 
-def _week_of(field_name: str, weeks: Sequence[Week]) -> _Bucket:
+def week_bucket(field_name: str, weeks: Sequence[Week]) -> _Bucket:
     """The index of a timestamp's week in `weeks` (the query keeps to their span)."""
     return _Bucket(field_name, [w.end for w in weeks[:-1]], datetimes=True)

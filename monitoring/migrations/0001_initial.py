@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('slug', models.SlugField(max_length=64, unique=True, verbose_name='Kürzel')),
                 ('name', models.CharField(max_length=200, verbose_name='Name')),
                 ('language', models.CharField(choices=[('de', 'Deutsch'), ('en', 'English')], default='de', max_length=2, verbose_name='Sprache')),
-                ('sample_rate', models.FloatField(default=0.03, help_text='Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %).', validators=[monitoring.models._validate_sample_rate], verbose_name='Stichprobenrate')),
+                ('sample_rate', models.FloatField(default=0.03, help_text='Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %).', validators=[monitoring.models.validate_sample_rate], verbose_name='Stichprobenrate')),
                 ('logprob_threshold', models.FloatField(default=0.5, help_text='Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort.', validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Wahrscheinlichkeits-Schwelle')),
                 ('action_threshold', models.FloatField(default=0.85, help_text='Treue unter diesem Wert ist ein Handlungssignal.', validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Handlungsschwelle')),
                 ('leaves_unreviewed', models.BooleanField(default=False, help_text='Solche Antworten brauchen eine menschliche Freigabe, keine bessere Kennzahl.', verbose_name='Antworten gehen ungeprüft nach außen')),

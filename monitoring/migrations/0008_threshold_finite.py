@@ -15,11 +15,11 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='usecase',
             name='action_threshold',
-            field=models.FloatField(default=0.85, help_text='Treue unter diesem Wert ist ein Handlungssignal.', validators=[monitoring.models._validate_finite, django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Handlungsschwelle'),
+            field=models.FloatField(default=0.85, help_text='Treue unter diesem Wert ist ein Handlungssignal.', validators=[monitoring.models.validate_finite, django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Handlungsschwelle'),
         ),
         migrations.AlterField(
             model_name='usecase',
             name='logprob_threshold',
-            field=models.FloatField(default=0.5, help_text='Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort.', validators=[monitoring.models._validate_finite, django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Wahrscheinlichkeits-Schwelle'),
+            field=models.FloatField(default=0.5, help_text='Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort.', validators=[monitoring.models.validate_finite, django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)], verbose_name='Wahrscheinlichkeits-Schwelle'),
         ),
     ]

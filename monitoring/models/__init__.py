@@ -2,7 +2,7 @@
 and their chunks (`answers.py`), the judge tier's runs, claims and prices (`judging.py`), the
 workers' heartbeats (`health.py`) and the dashboards' weekly rollups (`rollups.py`). Everything
 is importable from here, as before the split: migrations name
-`monitoring.models._validate_finite` and `monitoring.models.CompactTokensField`.
+`monitoring.models.validate_finite` and `monitoring.models.CompactTokensField`.
 """
 
 from monitoring.models.answers import Answer, AnswerKey, Chunk, CompactTokensField
@@ -33,8 +33,8 @@ from monitoring.models.use_cases import (
     Service,
     SettingChange,
     UseCase,
-    _validate_finite,
-    _validate_sample_rate,
+    validate_finite,
+    validate_sample_rate,
 )
 
 __all__ = [
@@ -64,6 +64,6 @@ __all__ = [
     "SettingChange",
     "UseCase",
     "WorkerHeartbeat",
-    "_validate_finite",
-    "_validate_sample_rate",
+    "validate_finite",
+    "validate_sample_rate",
 ]

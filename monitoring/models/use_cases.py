@@ -13,7 +13,7 @@ from monitoring.domain.retention import MIN_RETENTION_DAYS
 from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE, validate_rate
 
 
-def _validate_finite(value: float) -> None:
+def validate_finite(value: float) -> None:
     """NaN passes every comparison unnoticed: a threshold of NaN flags nothing, silently."""
     from django.core.exceptions import ValidationError
 
@@ -21,7 +21,7 @@ def _validate_finite(value: float) -> None:
         raise ValidationError(_("Bitte eine Zahl angeben."), code="invalid")
 
 
-def _validate_sample_rate(value: float) -> None:
+def validate_sample_rate(value: float) -> None:
     from django.core.exceptions import ValidationError
 
     try:
@@ -51,19 +51,19 @@ class UseCase(models.Model):
     sample_rate = models.FloatField(
         _("Stichprobenrate"),
         default=DEFAULT_SAMPLE_RATE,
-        validators=[_validate_sample_rate],
+        validators=[validate_sample_rate],
         help_text=_("Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %)."),
     )
     logprob_threshold = models.FloatField(
         _("Wahrscheinlichkeits-Schwelle"),
         default=0.5,
-        validators=[_validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
+        validators=[validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort."),
     )
     action_threshold = models.FloatField(
         _("Handlungsschwelle"),
         default=0.85,
-        validators=[_validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
+        validators=[validate_finite, MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
     )
     judge_mode = models.CharField(

@@ -17,24 +17,24 @@ from dataclasses import dataclass
 from datetime import date
 
 from investigations.domain.consistency.vocabulary import (
-    _ARTICLES,
-    _CURRENCY_CODES,
-    _DAY,
-    _DIGITS,
-    _MONTH,
-    _NUM,
-    _SCALE,
-    _SCALES,
-    _SEP,
-    _START,
-    _TIME_UNIT,
-    _UNIT,
-    _UNITS,
-    _WEEK,
-    _WORD,
-    _YEAR,
-    _alternation,
-    _number,
+    ARTICLES,
+    CURRENCY_CODES,
+    DAY,
+    DIGITS,
+    MONTH,
+    NUM,
+    SCALE,
+    SCALES,
+    SEP,
+    START,
+    TIME_UNIT,
+    UNIT,
+    UNITS,
+    WEEK,
+    WORD,
+    YEAR,
+    alternation,
+    number,
 )
 
 
@@ -74,7 +74,7 @@ _MONTHS = {"januar": 1, "jänner": 1, "january": 1, "jan": 1, "februar": 2, "feb
            "juli": 7, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9, "sep": 9,
            "sept": 9, "oktober": 10, "october": 10, "okt": 10, "oct": 10, "november": 11,
            "nov": 11, "dezember": 12, "december": 12, "dez": 12, "dec": 12}
-_MON = rf"(?P<mon>{_alternation(m.capitalize() for m in _MONTHS)})\.?(?!\w)"
+_MON = rf"(?P<mon>{alternation(m.capitalize() for m in _MONTHS)})\.?(?!\w)"
 _ORD = r"(?:\.|st|nd|rd|th)?"
 _DATE_PATTERNS = [
     re.compile(r"(?<![\d.])(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?!\d)"),
@@ -113,7 +113,7 @@ _REF_SIGNS = {"§": "§", "§§": "§", "Art.": "Art", "Artikel": "Art", "Articl
               "Abschnitt": "Abschnitt", "Kapitel": "Kapitel", "Ziffer": "Ziffer",
               "Section": "Section", "Chapter": "Chapter", "Clause": "Clause"}
 _REF = re.compile(
-    rf"(?P<sign>§§?|\b(?:{_alternation(s for s in _REF_SIGNS if s[0] != '§')}))\s*"
+    rf"(?P<sign>§§?|\b(?:{alternation(s for s in _REF_SIGNS if s[0] != '§')}))\s*"
     r"(?P<n>\d+(?:\.\d+)*)(?P<sfx>[a-z]?)(?![\w,.]\d)"
     r"(?:\s*(?:Abs\.|Absatz|para\.)\s*\d+)?(?:\s*(?:S\.|Satz)\s*\d+)?(?:\s*Nr\.\s*\d+)?" + _LAW
 )
@@ -142,7 +142,7 @@ _CODE_NUMBER = re.compile(r"[ -](?P<n>\d+)(?:[-:./]\d+)*(?!\w|[.,]\d)")
 def _codes(text: str, language: str):
     for prefix in _CODE_PREFIX.finditer(text):
         number = _CODE_NUMBER.match(text, prefix.end())
-        if number is None or prefix.group().split()[0] in _CURRENCY_CODES:
+        if number is None or prefix.group().split()[0] in CURRENCY_CODES:
             continue
         start, end, name = prefix.start(), number.end(), prefix.group()
         # The main number decides ("DIN 4102-1" and "DIN 4102" name the same standard).
@@ -183,22 +183,22 @@ def _evasions(text: str, language: str):
 
 
 _ADVERBS = {  # period in days; adjective endings ("jährliche Prüfung") are allowed
-    "jährlich": _YEAR, "monatlich": _MONTH, "wöchentlich": _WEEK, "täglich": _DAY,
-    "stündlich": 1 / 24, "quartalsweise": _YEAR / 4, "annually": _YEAR, "annual": _YEAR,
-    "yearly": _YEAR, "biennially": 2 * _YEAR, "biennial": 2 * _YEAR, "semiannually": _YEAR / 2,
-    "semi-annually": _YEAR / 2, "half-yearly": _YEAR / 2, "biannually": _YEAR / 2,
-    "quarterly": _YEAR / 4, "monthly": _MONTH, "fortnightly": 14.0, "weekly": _WEEK,
-    "daily": _DAY, "hourly": 1 / 24,
+    "jährlich": YEAR, "monatlich": MONTH, "wöchentlich": WEEK, "täglich": DAY,
+    "stündlich": 1 / 24, "quartalsweise": YEAR / 4, "annually": YEAR, "annual": YEAR,
+    "yearly": YEAR, "biennially": 2 * YEAR, "biennial": 2 * YEAR, "semiannually": YEAR / 2,
+    "semi-annually": YEAR / 2, "half-yearly": YEAR / 2, "biannually": YEAR / 2,
+    "quarterly": YEAR / 4, "monthly": MONTH, "fortnightly": 14.0, "weekly": WEEK,
+    "daily": DAY, "hourly": 1 / 24,
 }
-_ADVERB = rf"(?i:{_alternation(_ADVERBS)})(?:e[nmrs]?)?(?!\w)"
+_ADVERB = rf"(?i:{alternation(_ADVERBS)})(?:e[nmrs]?)?(?!\w)"
 _TIMES = (r"(?P<times>(?i:once|twice|thrice|doppelt)"
           r"|(?P<tn>\d+|[A-Za-zÄÖÜäöüß]+?)\s*+(?:-\s*+)?(?:mal|x|times))")
 _FREQUENCY = re.compile(
-    rf"{_START}(?:"
-    rf"(?i:alle|every|each|jede[nsm]?)\s+(?:(?P<other>other)\s+|(?P<n>{_NUM}){_SEP})?"
-    rf"(?P<unit>{_TIME_UNIT})"
+    rf"{START}(?:"
+    rf"(?i:alle|every|each|jede[nsm]?)\s+(?:(?P<other>other)\s+|(?P<n>{NUM}){SEP})?"
+    rf"(?P<unit>{TIME_UNIT})"
     rf"|{_TIMES}\s+(?:(?:pro|im|je|in\s+der|in\s+einem|a|an|per|each|every)\s+"
-    rf"(?P<punit>{_TIME_UNIT})|(?P<padv>{_ADVERB}))"
+    rf"(?P<punit>{TIME_UNIT})|(?P<padv>{_ADVERB}))"
     rf"|(?P<mult>\d+-|(?i:zwei|drei|vier|fünf|sechs|zehn|halb|viertel)(?=\w))?(?P<adv>{_ADVERB})"
     rf"|(?P<tage>\d+-|[A-Za-zäöüß]+?)tägig(?:e[nmrs]?)?(?!\w))"
 )
@@ -207,24 +207,24 @@ _FREQUENCY = re.compile(
 def _frequencies(text: str, language: str):
     for m in _FREQUENCY.finditer(text):
         if m["unit"]:
-            n = 2.0 if m["other"] else _number(m["n"], language) if m["n"] else 1.0
-            period = None if n is None else n * _UNITS[m["unit"]][1]
+            n = 2.0 if m["other"] else number(m["n"], language) if m["n"] else 1.0
+            period = None if n is None else n * UNITS[m["unit"]][1]
         elif m["times"]:
             times: float | None = {"once": 1, "twice": 2, "thrice": 3, "doppelt": 2}.get(
                 m["times"].lower()
             )
             if times is None:
-                times = _number(m["tn"], language)
-            base = _UNITS[m["punit"]][1] if m["punit"] else _adverb_period(m["padv"])
+                times = number(m["tn"], language)
+            base = UNITS[m["punit"]][1] if m["punit"] else _adverb_period(m["padv"])
             period = None if not times else base / times
         elif m["adv"]:
             mult = m["mult"].rstrip("-") if m["mult"] else ""
             factor = {"halb": 0.5, "viertel": 0.25}.get(mult.lower()) or (
-                _number(mult, "de") if mult else 1.0
+                number(mult, "de") if mult else 1.0
             )
             period = None if factor is None else factor * _adverb_period(m["adv"])
         else:
-            days = _number(m["tage"].rstrip("-"), "de")
+            days = number(m["tage"].rstrip("-"), "de")
             period = days
         if period is not None and period > 0:
             yield _span("quantity", "time", period, m)
@@ -236,30 +236,30 @@ def _adverb_period(word: str) -> float:
 
 
 _RANGE = re.compile(
-    rf"{_START}(?:(?i:zwischen|between)\s+(?P<a>{_NUM})\s+(?:und|and)\s+(?P<b>{_NUM})"
-    rf"|(?P<c>{_NUM})\s*(?:–|—|-|\sbis\s|\sto\s)\s*(?P<d>{_NUM})){_SCALE}{_SEP}"
-    rf"(?P<unit>{_UNIT})"
+    rf"{START}(?:(?i:zwischen|between)\s+(?P<a>{NUM})\s+(?:und|and)\s+(?P<b>{NUM})"
+    rf"|(?P<c>{NUM})\s*(?:–|—|-|\sbis\s|\sto\s)\s*(?P<d>{NUM})){SCALE}{SEP}"
+    rf"(?P<unit>{UNIT})"
 )
-_PREFIX_MONEY = re.compile(rf"(?P<unit>€|EUR|USD|\$|£|CHF|GBP)\s*(?P<n>{_DIGITS}){_SCALE}")
+_PREFIX_MONEY = re.compile(rf"(?P<unit>€|EUR|USD|\$|£|CHF|GBP)\s*(?P<n>{DIGITS}){SCALE}")
 _QUANTITY = re.compile(  # ",-" as in "40,- €"
-    rf"{_START}(?P<n>{_NUM}|(?i:half)\s+an?)(?:,[-–]{{1,2}})?{_SCALE}{_SEP}(?P<unit>{_UNIT})"
+    rf"{START}(?P<n>{NUM}|(?i:half)\s+an?)(?:,[-–]{{1,2}})?{SCALE}{SEP}(?P<unit>{UNIT})"
 )
 
 
 def _unit(surface: str) -> tuple[str, float]:
-    return _UNITS.get(surface) or _UNITS[surface.lower()]
+    return UNITS.get(surface) or UNITS[surface.lower()]
 
 
 def _scale(m) -> float:
     found = re.search(r"(Tsd|Mio|Mrd|Millionen|Million|Milliarden|Milliarde|Tausend|million|"
                       r"billion|thousand)(?!\w)", m.group(0))
-    return _SCALES[found.group(1).lower()] if found else 1.0
+    return SCALES[found.group(1).lower()] if found else 1.0
 
 
 def _ranges(text: str, language: str):
     for m in _RANGE.finditer(text):
-        lo = _number(m["a"] or m["c"], language)
-        hi = _number(m["b"] or m["d"], language)
+        lo = number(m["a"] or m["c"], language)
+        hi = number(m["b"] or m["d"], language)
         if lo is None or hi is None or lo >= hi or _is_article(m["a"] or m["c"]):
             continue
         dimension, factor = _unit(m["unit"])
@@ -268,18 +268,18 @@ def _ranges(text: str, language: str):
 
 
 def _is_article(word: str) -> bool:
-    return word.lower() in _ARTICLES
+    return word.lower() in ARTICLES
 
 
 def _quantities(text: str, language: str):
     for m in _PREFIX_MONEY.finditer(text):
-        amount = _number(m["n"], language)
+        amount = number(m["n"], language)
         if amount is not None:
             dimension, factor = _unit(m["unit"])
             yield _span("quantity", dimension, amount * factor * _scale(m), m)
     for m in _QUANTITY.finditer(text):
         raw, unit = m["n"], m["unit"]
-        amount = 0.5 if raw.lower().startswith("half") else _number(raw, language)
+        amount = 0.5 if raw.lower().startswith("half") else number(raw, language)
         # "ein"/"a" is 1 only before a unit word ("ein Jahr"), not a symbol ("ein m").
         if amount is None or (not raw[0].isdigit() and len(unit) < 3 and unit != "qm"):
             continue
@@ -288,8 +288,8 @@ def _quantities(text: str, language: str):
 
 
 _COUNT = {
-    "de": re.compile(rf"{_START}(?P<n>{_DIGITS}|{_WORD})\s+(?P<noun>[A-ZÄÖÜ][\wäöüß-]+)"),
-    "en": re.compile(rf"{_START}(?P<n>{_DIGITS}|{_WORD})\s+(?P<noun>[a-z][a-z-]+)"),
+    "de": re.compile(rf"{START}(?P<n>{DIGITS}|{WORD})\s+(?P<noun>[A-ZÄÖÜ][\wäöüß-]+)"),
+    "en": re.compile(rf"{START}(?P<n>{DIGITS}|{WORD})\s+(?P<noun>[a-z][a-z-]+)"),
 }
 _NOT_NOUNS = {"and", "or", "to", "of", "the", "in", "on", "at", "by", "for", "with", "per",
               "more", "less", "times", "is", "are", "was", "were", "be", "x"}
@@ -298,7 +298,7 @@ _NOT_NOUNS = {"and", "or", "to", "of", "the", "in", "on", "at", "by", "for", "wi
 def _counts(text: str, language: str):
     for m in _COUNT[language].finditer(text):
         raw, noun = m["n"], m["noun"]
-        amount = _number(raw, language)
+        amount = number(raw, language)
         if (amount is None or _is_article(raw) or noun.lower() in _NOT_NOUNS
                 or noun.lower() in _MONTHS or _year_like(raw)):
             continue
@@ -325,7 +325,7 @@ _NAMES = [
 _LEADING = {"Die", "Der", "Das", "Den", "Dem", "Des", "Ein", "Eine", "Einen", "Einem", "Einer",
             "The", "A", "An", "Bei", "Von", "Vom", "Für", "Mit", "Durch", "Laut", "Gemäß",
             "Nach", "Zur", "Zum", "For", "By", "With", "At", "From", "Ihre", "Ihr", "Your", "Our"}
-_NOT_NAMES = _CURRENCY_CODES | {"OK", "PS", "ODER", "UND", "AND", "NOT", "NICHT", "CO", "KW"}
+_NOT_NAMES = CURRENCY_CODES | {"OK", "PS", "ODER", "UND", "AND", "NOT", "NICHT", "CO", "KW"}
 _EN_CAPS = re.compile(r"\b[A-Z][a-zA-Z-]+(?:\s+(?:(?:and|of|for)\s+)?[A-Z][a-zA-Z-]+)*")
 _CAP_START = re.compile(r"\b[A-ZÄÖÜ]")
 _CAP_RUN = re.compile(r"[\w-]+")
@@ -405,7 +405,7 @@ def _names(text: str, language: str):
             yield Value("name", "name", None, surface, start, end, key=key)
 
 
-_BARE = re.compile(rf"{_START}(?P<n>{_DIGITS})(?P<dot>\.\s+\w)?")
+_BARE = re.compile(rf"{START}(?P<n>{DIGITS})(?P<dot>\.\s+\w)?")
 
 
 class _LineStart:
@@ -440,7 +440,7 @@ def _bare_numbers(text: str, language: str):
             yield _span("date", "year", float(raw), m, "n")
         elif not (m["dot"] and (language == "de" or line_start)):
             # "3. Stock" and list markers "1." are ordinals, not amounts.
-            amount = _number(raw, language)
+            amount = number(raw, language)
             if amount is not None:
                 yield _span("number", "number", amount, m, "n")
 

@@ -1,25 +1,25 @@
 """What self-consistency reads values with: units, scales, number words and numerals.
 
 The vocabulary and regular-expression fragments ``values`` builds its finders from, and
-``_number``, which reads a numeral or number word in German or English.
+``number``, which reads a numeral or number word in German or English.
 """
 
 import re
 
-_YEAR, _MONTH, _WEEK, _DAY = 365.0, 365.0 / 12, 7.0, 1.0
-_UNITS: dict[str, tuple[str, float]] = {}
+YEAR, MONTH, WEEK, DAY = 365.0, 365.0 / 12, 7.0, 1.0
+UNITS: dict[str, tuple[str, float]] = {}
 
 
 def _units(dimension: str, factor: float, *names: str) -> None:
     for name in names:
-        _UNITS[name] = (dimension, factor)
+        UNITS[name] = (dimension, factor)
 
 
-_units("time", _YEAR, "Jahr", "Jahre", "Jahren", "Jahres", "Jahrs", "year", "years", "yr", "yrs")
-_units("time", _MONTH, "Monat", "Monate", "Monaten", "Monats", "month", "months")
-_units("time", _YEAR / 4, "Quartal", "Quartale", "Quartalen", "quarter", "quarters")
-_units("time", _WEEK, "Woche", "Wochen", "week", "weeks")
-_units("time", _DAY, "Tag", "Tage", "Tagen", "Tages", "day", "days")
+_units("time", YEAR, "Jahr", "Jahre", "Jahren", "Jahres", "Jahrs", "year", "years", "yr", "yrs")
+_units("time", MONTH, "Monat", "Monate", "Monaten", "Monats", "month", "months")
+_units("time", YEAR / 4, "Quartal", "Quartale", "Quartalen", "quarter", "quarters")
+_units("time", WEEK, "Woche", "Wochen", "week", "weeks")
+_units("time", DAY, "Tag", "Tage", "Tagen", "Tages", "day", "days")
 _units("time", 1 / 24, "Stunde", "Stunden", "Std.", "h", "hour", "hours", "hr", "hrs")
 _units("time", 1 / 1440, "Minute", "Minuten", "Min.", "min", "minute", "minutes")
 _units("workdays", 1, "Werktag", "Werktage", "Werktagen", "Arbeitstag", "Arbeitstage",
@@ -60,29 +60,29 @@ _units("power", 1e6, "MW")
 _units("energy", 1, "kWh")
 _units("energy", 1000, "MWh")
 
-_CURRENCY_CODES = {"EUR", "USD", "CHF", "GBP"}
-_SCALES = {"tsd": 1e3, "tausend": 1e3, "thousand": 1e3, "mio": 1e6, "million": 1e6,
+CURRENCY_CODES = {"EUR", "USD", "CHF", "GBP"}
+SCALES = {"tsd": 1e3, "tausend": 1e3, "thousand": 1e3, "mio": 1e6, "million": 1e6,
            "millionen": 1e6, "mrd": 1e9, "milliarde": 1e9, "milliarden": 1e9, "billion": 1e9}
 
 
-def _alternation(words) -> str:
+def alternation(words) -> str:
     return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
 
 
 _END = r"(?![\w²³])"
-_UNIT = rf"(?:{_alternation(_UNITS)}){_END}"
-_TIME_UNIT = rf"(?:{_alternation(u for u, (d, _) in _UNITS.items() if d == 'time')}){_END}"
-_SCALE = r"(?:\s*(?:Tsd\.|Mio\.|Mrd\.|Millionen|Million|Milliarden|Milliarde|Tausend|million"
-_SCALE += r"|billion|thousand)(?!\w))?"
-_DIGITS = r"\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?!\d)|\d+(?:[.,]\d+)?(?!\d)"
-_WORD = r"[A-Za-zÄÖÜäöüß]+"
-_NUM = rf"(?:{_DIGITS}|(?:ein(?:es|em|en)?\s+)?halbe[nsm]?\b|{_WORD}(?:\s+and\s+a\s+half)?)"
-_START = r"(?<![\w.,§$€£/])"
+UNIT = rf"(?:{alternation(UNITS)}){_END}"
+TIME_UNIT = rf"(?:{alternation(u for u, (d, _) in UNITS.items() if d == 'time')}){_END}"
+SCALE = r"(?:\s*(?:Tsd\.|Mio\.|Mrd\.|Millionen|Million|Milliarden|Milliarde|Tausend|million"
+SCALE += r"|billion|thousand)(?!\w))?"
+DIGITS = r"\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?!\d)|\d+(?:[.,]\d+)?(?!\d)"
+WORD = r"[A-Za-zÄÖÜäöüß]+"
+NUM = rf"(?:{DIGITS}|(?:ein(?:es|em|en)?\s+)?halbe[nsm]?\b|{WORD}(?:\s+and\s+a\s+half)?)"
+START = r"(?<![\w.,§$€£/])"
 # Between a number and its unit: nothing after digits ("5%", "40€"), a space or hyphen after a
 # word ("fünf Jahre"), so that "Jahr" is never read as the number "Ja" and the unit "hr".
 # Possessive: no unit starts with a blank or "-", so giving back part of a blank run never
 # helps, and trying every split of a long run between two "\s*" took quadratic time.
-_SEP = r"(?:(?<=\d)\s*+(?:-\s*+)?|\s*+-\s*+|\s++)"
+SEP = r"(?:(?<=\d)\s*+(?:-\s*+)?|\s*+-\s*+|\s++)"
 
 _DE_UNITS = {"null": 0, "ein": 1, "eins": 1, "eine": 1, "einen": 1, "einem": 1, "einer": 1,
              "zwei": 2, "drei": 3, "vier": 4, "fünf": 5, "sechs": 6, "sieben": 7, "acht": 8,
@@ -96,7 +96,7 @@ _EN_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "s
              "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
              "hundred": 100, "thousand": 1000, "a": 1, "an": 1, "half a": 0.5, "half an": 0.5}
 # Articles count as 1 only before a unit word ("ein Jahr", "a year"), never on their own.
-_ARTICLES = {"ein", "eine", "einen", "einem", "einer", "eines", "a", "an"}
+ARTICLES = {"ein", "eine", "einen", "einem", "einer", "eines", "a", "an"}
 
 
 # "siebenhundertsiebenundsiebzigtausendsiebenhundertsiebenundsiebzigeinhalb" has 72 letters.
@@ -134,7 +134,7 @@ def _de_word(word: str) -> float | None:
     return None
 
 
-def _number(raw: str, language: str) -> float | None:
+def number(raw: str, language: str) -> float | None:
     """A numeral or number word in ``language``; None if it is not one."""
     raw = re.sub(r"\s+", " ", raw.strip())
     if raw[0].isdigit():
@@ -147,10 +147,10 @@ def _number(raw: str, language: str) -> float | None:
         # "3,5" (de) and "3.5" (en) and the odd "2.5 Jahre" in German all mean 3.5 and 2.5.
         return float(raw.replace(",", ".")) if raw.count(",") + raw.count(".") <= 1 else None
     low = raw.lower()
-    if language == "de" and low.split()[0] in _ARTICLES:  # "ein halbes Jahr"
+    if language == "de" and low.split()[0] in ARTICLES:  # "ein halbes Jahr"
         low = low.split()[-1]
     if low.endswith(" and a half"):
-        base = _number(low[: -len(" and a half")], language)
+        base = number(low[: -len(" and a half")], language)
         return None if base is None else base + 0.5
     found = _de_word(low) if language == "de" else _EN_WORDS.get(low)
     return None if found is None else float(found)
