@@ -17,6 +17,7 @@ from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
+from jobs import framework as jobs
 from judging.domain.scoring import score_labels
 from monitoring.models import Answer, UseCase
 from review.domain import batches, calibration
@@ -321,8 +322,21 @@ def review_item_submit(*, item: ReviewItem, user) -> ReviewItem:
         if batch.finished_at is None and not batch.items.filter(version=0).exists():
             batch.finished_at = now
             batch.save(update_fields=["finished_at"])
-    review_alarms_check(use_case=batch.use_case)
+        review_alarms_check_later(use_case_id=batch.use_case_id)
     return item
+
+
+# The task that checks one use case's review alarms (review/tasks.py), published by name.
+REVIEW_ALARMS_TASK = "review.tasks.check_use_case_review_alarms"
+
+
+def review_alarms_check_later(*, use_case_id: int) -> None:
+    """Once the submit commits, a worker checks the use case's review alarms: the drift check
+    (its CUSUM over half a year of reviews, a mail) stays out of the expert's request. A message
+    the broker loses costs an hour at most: `check_review_alarms` checks every use case hourly."""
+    transaction.on_commit(
+        lambda: jobs.publish_each(REVIEW_ALARMS_TASK, [use_case_id], what="review alarm check")
+    )
 
 
 def review_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> list[Alarm]:
@@ -440,6 +454,13 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
         elif batch.finished_at is not None:
             alarm_clear(use_case=use_case, kind=Alarm.Kind.MISSED_REVIEW, key=batch.week)
     return [a for a in raised if a is not None]
+
+
+def review_alarms_check_for(*, use_case_id: int) -> list[Alarm]:
+    """The review alarms of one use case by its id (the task after a submit); none for a use
+    case that is gone or inactive."""
+    use_case = UseCase.objects.filter(pk=use_case_id, active=True).first()
+    return [] if use_case is None else review_alarms_check(use_case=use_case)
 
 
 def review_alarms_check_all(*, now: datetime | None = None) -> int:

@@ -19,6 +19,15 @@ def check_review_alarms() -> int:
     return services.review_alarms_check_all()
 
 
+@shared_task(
+    name=services.REVIEW_ALARMS_TASK, acks_late=True, reject_on_worker_lost=True,
+    ignore_result=True,
+)
+def check_use_case_review_alarms(use_case_id: int) -> int:
+    """After an expert's submit: that use case's review alarms (drift, decomposition)."""
+    return len(services.review_alarms_check_for(use_case_id=use_case_id))
+
+
 @shared_task(name=shadow.SHADOW_RUN_TASK, **jobs.TASK_OPTIONS)
 def shadow_run(self, run_id: int) -> str:
     return jobs.run_task(

@@ -17,6 +17,8 @@ from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
+from review import services as review_services
+from review import tasks as review_tasks
 from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
@@ -139,3 +141,16 @@ def login(client: Any) -> Callable[[User], Any]:
 
 
 __all__ = ["ReviewWorld", "shift_week", "week_time"]
+
+
+@pytest.fixture
+def alarm_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker that takes the alarm check a submit publishes after its commit, here at once
+    and in-process: what review.tasks.check_use_case_review_alarms does on a worker."""
+    def publish_each(name: str, items: Any, **_: Any) -> int:
+        assert name == review_services.REVIEW_ALARMS_TASK
+        for use_case_id in items:
+            review_tasks.check_use_case_review_alarms(use_case_id)
+        return 1
+
+    monkeypatch.setattr(review_services.jobs, "publish_each", publish_each)

@@ -20,6 +20,8 @@ from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import ReviewWorld
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
+# A submit's alarm check runs as its task would, in-process (tests/review/conftest.py).
+pytestmark = pytest.mark.usefixtures("alarm_worker")
 
 # (judge's labels, expert's labels, decomposition marked wrong)
 Spec = tuple[Sequence[str], Sequence[str], bool]
@@ -75,14 +77,14 @@ def test_drift_by_the_four_week_bias(
     # Judge: UNGEDECKT (0.0); expert: TEILWEISE (0.5). Manual - automatic = +0.5 on all 12,
     # on the same side of the action threshold each time (so not a CUSUM disagreement).
     items = batch_of(w, [(U,)] * 12, week=week, prefix="d")
-    with django_capture_on_commit_callbacks(execute=True):
-        for n, item in enumerate(items, 1):
+    for n, item in enumerate(items, 1):
+        with django_capture_on_commit_callbacks(execute=True):
             review(item, (T,), user=w.users["expert"])
-            # The test against the tolerance 0.1 (one-sided, 95 %), the reviews n of the
-            # week's 12 answers: s̃² = 0.35²/n (the floor), V = (1 − n/12)·s̃²/n·(t/z)² with
-            # t = t(0.95, n − 1). At n = 2: 0.5 − 1.645·√(0.8333·0.06125/2·14.73) = −0.51; at
-            # n = 3: 0.5 − 1.645·√(0.75·0.04083/3·3.151) = 0.205 > 0.1.
-            assert len(alarms(w, Alarm.Kind.DRIFT)) == (0 if n < 3 else 1), n
+        # The test against the tolerance 0.1 (one-sided, 95 %), the reviews n of the
+        # week's 12 answers: s̃² = 0.35²/n (the floor), V = (1 − n/12)·s̃²/n·(t/z)² with
+        # t = t(0.95, n − 1). At n = 2: 0.5 − 1.645·√(0.8333·0.06125/2·14.73) = −0.51; at
+        # n = 3: 0.5 − 1.645·√(0.75·0.04083/3·3.151) = 0.205 > 0.1.
+        assert len(alarms(w, Alarm.Kind.DRIFT)) == (0 if n < 3 else 1), n
 
     drift = alarms(w, Alarm.Kind.DRIFT)
     assert len(drift) == 1

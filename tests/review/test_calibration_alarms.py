@@ -27,6 +27,9 @@ from tests.review.conftest import ReviewWorld
 from tests.review.test_alarms import alarms, batch_of, review
 from tests.review.test_calibration_page import calibration, dd
 
+# A submit's alarm check runs as its task would, in-process (tests/review/conftest.py).
+pytestmark = pytest.mark.usefixtures("alarm_worker")
+
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 Z_95 = 1.6448536  # one-sided 95 % normal quantile
 
@@ -140,10 +143,10 @@ def test_a_clear_drift_still_fires(
     # p0 = 0.1873 (as above) six in a row reach 6 × 0.726 = 4.36 ≥ 4.25; five do not.
     items = batch_of(w, [(U,), (G,)] * 4, week=week, prefix="c")
     expert_labels = [(G,), (U,)] * 4
-    with django_capture_on_commit_callbacks(execute=True):
-        for n, (item, labels) in enumerate(zip(items, expert_labels, strict=True), 1):
+    for n, (item, labels) in enumerate(zip(items, expert_labels, strict=True), 1):
+        with django_capture_on_commit_callbacks(execute=True):
             review(item, labels, user=w.users["expert"])
-            assert len(drift_keys(w)) == (n >= 6), n
+        assert len(drift_keys(w)) == (n >= 6), n
     [alarm] = alarms(w, Alarm.Kind.DRIFT)
     assert alarm.key == f"cusum:{week}"
     assert alarm.details["restart"] == shift_week(week, 1)
