@@ -1,16 +1,18 @@
-"""The README's examples run as written against the demo.
+"""The examples the README sends its reader to (docs/api.md) run as written against the demo.
 
-The snippets are read from README.md itself: the `curl` call to the ingest API (a ```sh block)
+The snippets are read from docs/api.md itself: the `curl` call to the ingest API (a ```sh block)
 and the Python client's RAG loop (a ```python block that imports `treue_client`), each marked by
 an HTML comment right before its fence (`<!-- readme-test: curl-ingest -->`,
 `<!-- readme-test: python-instrument -->`). The demo is what `scripts/demo.sh` sets up, on the
 test database: `manage.py seed_demo` (at a few per cent of its volume), whose output gives the
-key, and `manage.py runserver`. A snippet gets only what the README tells the reader to set:
+key, and `manage.py runserver`. A snippet gets only what the page tells the reader to set:
 `TREUE_URL` (this server's address instead of port 8000) and `TREUE_KEY` (the key the demo
 printed), and for the Python example an OpenAI-compatible endpoint (`OPENAI_BASE_URL`, here the
 local test server). `curl` is the real binary, the Python example runs in a process of its own
 with this interpreter (the venv's). Any request to a host other than 127.0.0.1 goes to a proxy
-that does not exist, so a snippet that reaches for the internet fails instead.
+that does not exist, so a snippet that reaches for the internet fails instead. The README and
+the other pages of docs/ hold no example that talks to Treue outside docs/api.md, so none goes
+unrun.
 
 No worker runs: the answers the demo and the examples send are stored and wait for the judge.
 Marked `integration` by their folder (tests/conftest.py): they start Django in processes.
@@ -44,12 +46,24 @@ from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES
 from treue_demo.management.commands.seed_demo import DEMO_SERVICE
 
 README = BASE_DIR / "README.md"
+# Where the README's examples live, and every page of the guide the README links to: an example
+# that talks to Treue must be in the first and run here, never unrun in another.
+EXAMPLES = BASE_DIR / "docs" / "api.md"
+GUIDE = [
+    README,
+    EXAMPLES,
+    BASE_DIR / "docs" / "configuration.md",
+    BASE_DIR / "docs" / "operations.md",
+    BASE_DIR / "docs" / "method.md",
+    BASE_DIR / "docs" / "judge.md",
+    BASE_DIR / "CONTRIBUTING.md",
+]
 TAG_RE = re.compile(r"<!--\s*readme-test:\s*(\S+?)\s*-->")
 FENCE_RE = re.compile(r"^```(\S*)\s*$")
 SHELLS = {"sh", "bash", "shell", "console"}
 CURL_INGEST = "curl-ingest"
 PYTHON_INSTRUMENT = "python-instrument"
-# What the README tells the reader to export before running the examples.
+# What docs/api.md tells the reader to export before running the examples.
 EXPORT_RE = re.compile(
     r"^export TREUE_URL=http://127\.0\.0\.1:8000 TREUE_KEY=<[^>\n]+>$", re.MULTILINE
 )
@@ -60,7 +74,7 @@ STARTUP_TIMEOUT = 60
 SNIPPET_TIMEOUT = 60
 
 
-# --- The README's snippets -------------------------------------------------------------------
+# --- The guide's snippets --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -71,8 +85,8 @@ class Snippet:
     tag: str | None
 
 
-def readme_snippets(text: str) -> list[Snippet]:
-    """Every fenced block of the README, with the tag of the comment right before its fence."""
+def readme_snippets(text: str, name: str = "docs/api.md") -> list[Snippet]:
+    """Every fenced block of a page, with the tag of the comment right before its fence."""
     lines = text.splitlines(keepends=True)
     snippets = []
     index = 0
@@ -85,7 +99,7 @@ def readme_snippets(text: str) -> list[Snippet]:
         while end < len(lines) and not lines[end].startswith("```"):
             end += 1
         if end == len(lines):
-            pytest.fail(f"README.md:{index + 1}: a fence that is never closed")
+            pytest.fail(f"{name}:{index + 1}: a fence that is never closed")
         tagged = TAG_RE.fullmatch(lines[index - 1].strip()) if index else None
         snippets.append(
             Snippet(
@@ -111,17 +125,17 @@ def uses_client(snippet: Snippet) -> bool:
     return snippet.language == "python" and "treue_client" in snippet.code
 
 
-# Every tag the README may carry, and the kind of example it must mark. A new tag needs a test
+# Every tag docs/api.md may carry, and the kind of example it must mark. A new tag needs a test
 # here that runs its snippet: an example nobody ran is how the README came to send to a use
 # case the demo does not have.
 TAGS = {CURL_INGEST: is_ingest_curl, PYTHON_INSTRUMENT: uses_client}
 
 
 def tagged(tag: str) -> Snippet:
-    found = [s for s in readme_snippets(README.read_text()) if s.tag == tag]
+    found = [s for s in readme_snippets(EXAMPLES.read_text()) if s.tag == tag]
     if len(found) != 1:
         pytest.fail(
-            f"README.md must mark exactly one snippet with <!-- readme-test: {tag} --> right "
+            f"docs/api.md must mark exactly one snippet with <!-- readme-test: {tag} --> right "
             f"before its fence; found {len(found)}"
         )
     return found[0]
@@ -213,7 +227,7 @@ def demo(
 
 
 def reader_env(demo: Demo, **extra: str) -> dict[str, str]:
-    """The reader's shell after the README's `export`: the demo's address and key. Requests to
+    """The reader's shell after docs/api.md's `export`: the demo's address and key. Requests to
     any host but 127.0.0.1 go to a port nobody listens on (curl, httpx and openai honour the
     proxy variables), so nothing reaches the internet."""
     env = {
@@ -244,15 +258,15 @@ def _demo_answers() -> dict[str, Answer]:
 
 
 def test_the_readme_marks_every_example_that_talks_to_treue():
-    text = README.read_text()
+    text = EXAMPLES.read_text()
     snippets = readme_snippets(text)
     for tag, kind in TAGS.items():
         snippet = tagged(tag)
-        assert kind(snippet), f"README.md:{snippet.line}: {tag} marks no such example"
+        assert kind(snippet), f"docs/api.md:{snippet.line}: {tag} marks no such example"
     for snippet in snippets:
         if is_ingest_curl(snippet) or uses_client(snippet):
             assert snippet.tag in TAGS, (
-                f"README.md:{snippet.line}: an example that talks to Treue and is not run by "
+                f"docs/api.md:{snippet.line}: an example that talks to Treue and is not run by "
                 f"this test; mark it with one of {sorted(TAGS)} (or a new tag and its test)"
             )
     marks = TAG_RE.findall(text)
@@ -262,9 +276,24 @@ def test_the_readme_marks_every_example_that_talks_to_treue():
     assert set(marks) <= set(TAGS), f"tags without a test: {set(marks) - set(TAGS)}"
     if not EXPORT_RE.search(text):
         pytest.fail(
-            "README.md must tell the reader to `export TREUE_URL=http://127.0.0.1:8000 "
+            "docs/api.md must tell the reader to `export TREUE_URL=http://127.0.0.1:8000 "
             "TREUE_KEY=<…>`: the examples read both"
         )
+    # The README sends its reader there for the examples.
+    assert "(docs/api.md)" in README.read_text(), "README.md must link to docs/api.md"
+    # Nowhere else in the guide an example that talks to Treue, which this test would not run,
+    # nor a mark that tagged() would never look at.
+    for page in GUIDE:
+        if page == EXAMPLES:
+            continue
+        name = str(page.relative_to(BASE_DIR))
+        other = page.read_text()
+        assert not TAG_RE.findall(other), f"{name}: readme-test marks belong in docs/api.md"
+        for snippet in readme_snippets(other, name):
+            assert not (is_ingest_curl(snippet) or uses_client(snippet)), (
+                f"{name}:{snippet.line}: an example that talks to Treue belongs in docs/api.md, "
+                "where this test runs it"
+            )
 
 
 @pytest.fixture
@@ -273,7 +302,7 @@ def curl() -> str:
     path = shutil.which("curl")
     if path is None:
         if IN_CI:
-            pytest.fail("curl is missing: the README's example needs it")
+            pytest.fail("curl is missing: the example of docs/api.md needs it")
         pytest.skip("curl is not installed")
     return path
 
@@ -329,7 +358,7 @@ def _literals(code: str) -> tuple[set[str], Any]:
 def test_the_instrument_example_records_its_rag_loop_in_the_demo(demo, openai_server, tmp_path):
     snippet = tagged(PYTHON_INSTRUMENT)
     for keyword in ("instrument(", "treue_question=", "treue_external_id=", "treue_metadata="):
-        assert keyword in snippet.code, f"the README's example does not show {keyword}"
+        assert keyword in snippet.code, f"docs/api.md's example does not show {keyword}"
     strings, metadata = _literals(snippet.code)
     script = tmp_path / "readme_example.py"
     script.write_text(snippet.code)
@@ -393,12 +422,12 @@ def test_the_instrument_example_records_its_rag_loop_in_the_demo(demo, openai_se
 
 def test_the_instrument_example_runs_against_the_demo_alone(demo, tmp_path):
     """Without a model endpoint of the reader's own: the demo's model server answers RAG
-    prompts from their sources as `treue-demo-rag`, as the README says."""
+    prompts from their sources as `treue-demo-rag`, as docs/api.md says."""
     from treue_demo.generator import DEMO_RAG_MODEL
     from treue_demo.server import DemoJudgeServer
 
     snippet = tagged(PYTHON_INSTRUMENT)
-    assert f"MODEL={DEMO_RAG_MODEL}" in README.read_text(encoding="utf-8")
+    assert f"MODEL={DEMO_RAG_MODEL}" in EXAMPLES.read_text(encoding="utf-8")
     script = tmp_path / "readme_example.py"
     script.write_text(snippet.code)
     server = DemoJudgeServer(port=0, any_port=True)
