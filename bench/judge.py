@@ -1176,7 +1176,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="celery worker processes")
     parser.add_argument("--threads", type=int, default=None,
                         help="tasks in flight per worker (default: twice --concurrency, as the "
-                        "README's worker command)")
+                        "worker command in docs/operations.md)")
     parser.add_argument("--concurrency", type=int, default=8,
                         help="TREUE_JUDGE_CONCURRENCY: judge calls in flight per worker")
     parser.add_argument("--batch-size", type=int,

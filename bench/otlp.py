@@ -2,7 +2,7 @@
 another sender's trace (issue 36).
 
 On a throw-away PostgreSQL database and a real gunicorn (one sync worker, so that its CPU is the
-request's, and the README's --timeout), it posts, one request each:
+request's, and the --timeout of docs/operations.md), it posts, one request each:
 
 * ``flood``: N single-span traces (default 10,000), each a CHAIN span, so that each is held as a
   trace of its own: the attack of issue 36 (22 s, 8 s of web CPU before). gzip-compressed
@@ -64,7 +64,7 @@ from traces.decoding import MAX_SPANS, MAX_VALUES
 
 PHASES = ("flood", "max-spans", "max-values", "max-bytes", "over", "fairness")
 TARGET_FLOOD_CPU = 3.0  # seconds of web CPU for the protobuf flood of 10,000 traces
-# README: gunicorn treue_site.wsgi ... --timeout 60; bench/ingest.py starts gunicorn with it.
+# docs/operations.md: gunicorn treue_site.wsgi ... --timeout 60 (bench/ingest.py starts it so).
 GUNICORN_TIMEOUT = 60.0
 FLOOD_USE_CASE, OTHER_USE_CASE = "flood", "other"
 URL_PATH = "/api/v1/otlp/v1/traces"

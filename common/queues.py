@@ -1,5 +1,5 @@
 """Celery's queues and which task goes to which, so that each kind of work can have its own
-workers (README, "Production").
+workers (docs/operations.md, "Production").
 
 - `ingest`: the follow-up of an ingest, the fan-out message that publishes a batch's judge runs.
 - `judge`: the judge runs and the shadow runs of a judge comparison (they wait on the model).

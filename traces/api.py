@@ -1,4 +1,4 @@
-"""`POST /api/v1/otlp/v1/traces`: the OTLP/HTTP trace receiver (README "OpenTelemetry").
+"""`POST /api/v1/otlp/v1/traces`: the OTLP/HTTP trace receiver (docs/api.md, "OpenTelemetry").
 
 A plain Django view rather than a ninja operation: the body is protobuf or JSON, perhaps
 gzip-compressed, and the errors are what the OTLP specification says, not the rest of the API's

@@ -34,7 +34,7 @@ CONTEXT_HAS_IS_REMOTE = 0x100
 CONTEXT_IS_REMOTE = 0x200
 ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
-# What one request may hold (413 above; README "OpenTelemetry", bench/otlp.py). An SDK's batch
+# What one request may hold (413 above; docs/api.md, "OpenTelemetry", bench/otlp.py). An SDK's batch
 # span processor exports at most 512 spans a request, the Collector's batch processor 8,192 by
 # default: twice that passes. Decoding and holding a span costs about 0.1 ms of web CPU, so the
 # largest request costs a few seconds, well inside gunicorn's timeout.

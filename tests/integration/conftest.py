@@ -180,7 +180,7 @@ def worker_database_url(django_db_setup: None) -> str:
 class Worker:
     """One `celery worker` process with 2 slots, in its own process group.
 
-    `pool` is "threads" (the README's production command: judging waits on the network) or
+    `pool` is "threads" (production, docs/operations.md: judging waits on the network) or
     "prefork" (child processes: time limits, and reject_on_worker_lost when a child dies).
     """
 

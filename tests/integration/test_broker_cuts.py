@@ -59,7 +59,7 @@ from treue_site.celery import app as celery_app
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
 C2 = "Kleine Behälter werden jährlich geprüft."
 SUPERVISE = BASE_DIR / "scripts" / "supervise.sh"
-# The demo's worker (scripts/demo.sh) and the flags of the README's production commands.
+# The demo's worker (scripts/demo.sh) and the flags of production's (docs/operations.md).
 WORKER_FLAGS = [
     "--loglevel=INFO", "--pool=threads", "--concurrency=8",
     "--without-gossip", "--without-mingle", "--without-heartbeat",

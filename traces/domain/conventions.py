@@ -1,7 +1,7 @@
 """The attribute names Treue reads, in one place: OpenInference (Arize Phoenix's conventions),
 the OpenTelemetry GenAI semantic conventions, and Treue's own `treue.*`."""
 
-# Treue's own, documented in the README ("OpenTelemetry").
+# Treue's own, documented in docs/api.md ("OpenTelemetry").
 TREUE_USE_CASE = "treue.use_case"
 TREUE_QUESTION = "treue.question"
 # A JSON string holding OpenAI's `choices[i].logprobs` object: {"content": [{"token", "logprob",

@@ -181,7 +181,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "monitoring:home"  # leads land on the overview, experts on the answers
 LOGOUT_REDIRECT_URL = "login"
 
-# Single sign-on by OpenID Connect (accounts/, README "Single sign-on"): on when
+# Single sign-on by OpenID Connect (accounts/, docs/configuration.md, "Single sign-on"): on when
 # TREUE_OIDC_CLIENT_ID is set, and then every endpoint must be. Local accounts keep working.
 TREUE_OIDC_CLIENT_ID = os.environ.get("TREUE_OIDC_CLIENT_ID", "")
 TREUE_OIDC_ENABLED = bool(TREUE_OIDC_CLIENT_ID)
@@ -426,7 +426,7 @@ if TREUE_HEALTH_HEARTBEAT_SECONDS <= 0 or (
     raise ImproperlyConfigured(
         "TREUE_HEALTH_WORKER_STALE_SECONDS must be longer than TREUE_HEALTH_HEARTBEAT_SECONDS (> 0)"
     )
-# OpenTelemetry (traces/, README "OpenTelemetry"). A trace is assembled into an answer once its
+# OpenTelemetry (traces/, docs/api.md). A trace is assembled into an answer once its
 # root span has arrived and no span of it has come for the quiet period; one whose root never
 # comes (its top span's parent lives in another service that does not export here) after the
 # orphan period, with its topmost span as root. The body limit holds before and after gzip.
