@@ -51,14 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingest.domain.content_probability import min_content_probability
-
 ROOT = Path(__file__).resolve().parent.parent
 # The project instead of this script's folder first on the path: a bench script named like a
 # standard module (bench/statistics.py) would otherwise stand in for it.
 sys.path[0] = str(ROOT)
 
 from ingest.domain import logprobs, questions, sampling
+from ingest.domain.content_probability import min_content_probability
 from tests.hardening.test_linear_time import (
     FAMILIES,
     FUNCTIONS,

@@ -52,9 +52,6 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
-from monitoring.services.rollup_rebuild import rollups_rebuild
-from monitoring.services.use_cases import service_create, use_case_create
-
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -452,6 +449,7 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
 
     from dashboard.selectors.weeks import iso_weeks
     from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
+    from monitoring.services.use_cases import service_create, use_case_create
 
     now = timezone.now()
     weeks = iso_weeks(weeks=WEEKS, until=now)
@@ -747,6 +745,7 @@ def run(args: argparse.Namespace) -> int:
                 fill_result = fill(url, args.answers, args.seed, say)
             counts = row_counts(url)
             from monitoring.models import RollupState
+            from monitoring.services.rollup_rebuild import rollups_rebuild
 
             timings_raw: list[Timing] = []
             if args.source in ("raw", "both"):

@@ -51,8 +51,6 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
-from monitoring.domain.compact import pack_compact
-
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -90,6 +88,7 @@ sys.path.insert(0, str(ROOT))
 # Plain Python (no Django): used only to precompute the rows of the direct phase off the clock.
 from ingest.domain import logprobs as tier1
 from ingest.domain import sampling
+from monitoring.domain.compact import pack_compact
 
 TARGET_SINGLE_RATE = 300.0  # answers/s, one answer a request, 8 clients
 TARGET_SINGLE_P99_MS = 50.0

@@ -61,8 +61,6 @@ from __future__ import annotations
 import sys as _sys
 from pathlib import Path as _Path
 
-from monitoring.services.use_cases import service_create, use_case_create
-
 # Run as a script, this folder comes first on sys.path, where bench/statistics.py would
 # shadow the standard library's statistics module (Django and this file import it).
 _sys.path[0] = str(_Path(__file__).resolve().parents[1])
@@ -605,6 +603,7 @@ def run_mode(args: argparse.Namespace, variant: Variant, corpus: Corpus, tokens:
     from ingest import services
     from judging.services.execution import judge_runs_reconcile
     from monitoring.models import Claim, JudgeEndpoint, JudgeRun, UseCase
+    from monitoring.services.use_cases import service_create, use_case_create
 
     mode = variant.mode
     server = JudgeServer(args.latency, corpus, tokens)

@@ -54,15 +54,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from random import Random
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 
-sys.path.append(str(Path(__file__).resolve().parent))
-import ingest  # bench/ is not a package: its directory is on sys.path
+from bench import ingest  # bench/ingest.py: the ingest bench's setup and helpers
 
 OTHER_USE_CASE = "bench-other"  # exists, but the bench key may not send to it: 403
 TARGET_ANSWERS_PER_SECOND = 300.0  # the ingest target for single answers (bench/ingest.py)

@@ -57,8 +57,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(Path(__file__).resolve().parent))
-import ingest  # bench/ is not a package: its directory is on sys.path
+from bench import ingest  # bench/ingest.py: the ingest bench's setup and helpers
 from tests.traces.otlp import rag_spans, request, span, to_json, trace_id
 from traces.decoding import MAX_SPANS, MAX_VALUES
 

@@ -56,7 +56,8 @@ FILL = textwrap.dedent("""
     django.setup()
     from datetime import timedelta
     from django.utils import timezone
-    from monitoring.services import ingest as services
+    from ingest import services
+    from monitoring.services.use_cases import service_create, use_case_create
     from monitoring.models import Answer
     from django.db import connection
     # Today's code writes the runs' use case and answer time (0025), the calls of unknown
@@ -70,8 +71,8 @@ FILL = textwrap.dedent("""
                   " ADD COLUMN verify_path varchar(12) NOT NULL DEFAULT ''")
         c.execute("ALTER TABLE monitoring_usecase"
                   " ADD COLUMN judge_evidence boolean NOT NULL DEFAULT true")
-    use_case = services.use_case_create(slug="fall", name="Fall", language="de", sample_rate=0.2)
-    service, _ = services.service_create(name="bot", use_cases=[use_case])
+    use_case = use_case_create(slug="fall", name="Fall", language="de", sample_rate=0.2)
+    service, _ = service_create(name="bot", use_cases=[use_case])
     now = timezone.now()
     text = "Der Behälter wird alle 5 Jahre von einer Fachkraft geprüft."
     tokens = {"content": [{"token": t, "logprob": math.log(0.3 if t.strip() == "5" else 0.97),
@@ -123,7 +124,8 @@ AFTER = textwrap.dedent("""
     import django, json
     django.setup()
     from django.db import connection
-    from monitoring.services import ingest as services
+    from ingest import services
+    from monitoring.services.use_cases import service_create, use_case_create
     from monitoring.models import Answer, Service
     from ingest.schemas import AnswerIn
     from monitoring.services import partitions
