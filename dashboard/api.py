@@ -22,6 +22,7 @@ from ingest.api.errors import errors
 from ingest.schemas import ErrorOut
 from judging.domain import judgement
 from monitoring.models import Service, SettingChange, UseCase
+from monitoring.selectors.access import service_sees, user_leads
 
 router = Router()
 
@@ -258,8 +259,8 @@ def _week_out(
 
 def _may_read(caller: Service | User, use_case: UseCase) -> bool:
     if isinstance(caller, Service):
-        return caller.use_cases.filter(pk=use_case.pk).exists()
-    return bool(caller.is_staff or use_case.team_leads.filter(pk=caller.pk).exists())
+        return service_sees(service=caller, use_case=use_case)
+    return user_leads(user=caller, use_case=use_case)
 
 
 @router.get(

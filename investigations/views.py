@@ -18,12 +18,11 @@ from investigations import selectors, services
 from investigations.forms import InvestigationForm
 from investigations.models import Investigation
 from monitoring.models import Answer, UseCase
+from monitoring.selectors.access import Role, user_leads
 
 
 def _led_use_cases(request: AuthenticatedRequest) -> list[UseCase]:
-    use_cases = monitoring_selectors.use_cases_for_user(user=request.user)
-    if not request.user.is_staff:
-        use_cases = use_cases.filter(team_leads=request.user)
+    use_cases = monitoring_selectors.use_cases_for_user(user=request.user, role=Role.LEAD)
     return list(use_cases.order_by("name"))
 
 
@@ -35,7 +34,7 @@ def _investigation_or_404(request: AuthenticatedRequest, pk: int) -> Investigati
 
 
 def _may_lead(request: AuthenticatedRequest, use_case: UseCase) -> bool:
-    return request.user.is_staff or use_case.team_leads.filter(pk=request.user.pk).exists()
+    return user_leads(user=request.user, use_case=use_case)
 
 
 @login_required

@@ -18,34 +18,28 @@ from dashboard.domain.statistics import precision as statistics
 from dashboard.selectors.figures import WeekFigures, week_figures, weekly_inputs, weekly_usage
 from dashboard.selectors.reads import drift_restarts, read_reviews
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
-from judging.selectors import runs as judging_selectors
 from judging.selectors.prices import price_currencies
 from monitoring.models import SettingChange, UseCase
+from monitoring.selectors import access
+from monitoring.selectors.access import Role, use_cases_for_user
 
 _LIGHT_ORDER = {"red": 0, "amber": 1, "grey": 2, "green": 3}
 
 
 def use_cases_led_by(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
     """The active use cases a person leads; staff lead all."""
-    if not user.is_authenticated:
-        return UseCase.objects.none()
-    use_cases = UseCase.objects.filter(active=True)
-    if not user.is_staff:
-        use_cases = use_cases.filter(team_leads=user)
-    return use_cases.order_by("name")
+    return use_cases_for_user(user=user, role=Role.LEAD).filter(active=True).order_by("name")
 
 
 def user_leads(*, user: User | AnonymousUser) -> bool:
     """Whether the overview is the person's landing page: staff and team leads."""
-    return bool(user.is_authenticated and (
-        user.is_staff or UseCase.objects.filter(team_leads=user).exists()
-    ))
+    return access.user_leads(user=user)
 
 
 def user_may_tune(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
     """Team leads of the use case and staff change its thresholds and sample rate: the same
     people who may spend judge calls on a rescore."""
-    return judging_selectors.user_may_rescore(user=user, use_case=use_case)
+    return access.user_leads(user=user, use_case=use_case)
 
 
 def setting_changes(*, use_case: UseCase, limit: int | None = None) -> list[SettingChange]:
@@ -73,7 +67,7 @@ def setting_changes_by_week(
 def user_reviews(*, user: User | AnonymousUser) -> bool:
     """Whether the person is a domain expert of some use case (their work is the review
     queue)."""
-    return bool(user.is_authenticated and UseCase.objects.filter(experts=user).exists())
+    return use_cases_for_user(user=user, role=Role.EXPERT).exists()
 
 
 def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[int, list[Alarm]]:

@@ -17,6 +17,7 @@ from monitoring.models import (
     JudgeRun,
     UseCase,
 )
+from monitoring.selectors.access import user_leads
 
 OPEN_STATUSES = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
 
@@ -44,9 +45,7 @@ def same_model(a: str, b: str) -> bool:
 
 def user_may_rescore(*, user: User | AnonymousUser, use_case: UseCase) -> bool:
     """Rescoring spends judge calls: team leads of the use case and staff may, experts may not."""
-    if not user.is_authenticated:
-        return False
-    return bool(user.is_staff) or use_case.team_leads.filter(pk=user.pk).exists()
+    return user_leads(user=user, use_case=use_case)
 
 
 @dataclass

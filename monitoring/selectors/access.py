@@ -6,6 +6,7 @@ asks here."""
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -18,12 +19,49 @@ from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
 
 
-def use_cases_for_user(*, user: User | AnonymousUser) -> QuerySet[UseCase]:
+class Role(Enum):
+    """In what a person may see a use case: as anyone assigned to it, as its team lead, as one of
+    its domain experts."""
+
+    ANY = "any"
+    LEAD = "lead"
+    EXPERT = "expert"
+
+
+def use_cases_for_user(
+    *, user: User | AnonymousUser, role: Role = Role.ANY
+) -> QuerySet[UseCase]:
+    """The use cases a person may see in ``role``. Staff see and lead every use case; an expert's
+    queue holds only those they are assigned to as expert, staff or not."""
     if not user.is_authenticated:
         return UseCase.objects.none()
+    if role is Role.EXPERT:
+        return UseCase.objects.filter(experts=user)
     if user.is_staff:
         return UseCase.objects.all()
+    if role is Role.LEAD:
+        return UseCase.objects.filter(team_leads=user)
     return UseCase.objects.filter(Q(experts=user) | Q(team_leads=user)).distinct()
+
+
+def user_sees(*, user: User | AnonymousUser, use_case: UseCase, role: Role = Role.ANY) -> bool:
+    """Whether the person may see ``use_case`` in ``role``."""
+    return use_cases_for_user(user=user, role=role).filter(pk=use_case.pk).exists()
+
+
+def user_leads(*, user: User | AnonymousUser, use_case: UseCase | None = None) -> bool:
+    """Whether the person leads ``use_case`` (staff lead all), or with none given any use case
+    (staff always): they tune it, rescore it, read its estimates and investigate it."""
+    if use_case is None:
+        return bool(user.is_authenticated and (
+            user.is_staff or use_cases_for_user(user=user, role=Role.LEAD).exists()
+        ))
+    return user_sees(user=user, use_case=use_case, role=Role.LEAD)
+
+
+def service_sees(*, service: Service, use_case: UseCase) -> bool:
+    """Whether a service key may send to and read the estimates of ``use_case``."""
+    return service.use_cases.filter(pk=use_case.pk).exists()
 
 
 def use_case_get_for_user(*, user: User | AnonymousUser, slug: str) -> UseCase | None:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from alarms.models import Alarm
 from dashboard.domain.expert_scale import Rectifier, Review, rectifier
 from monitoring.models import Answer, Claim, UseCase
+from monitoring.selectors.access import use_cases_for_user, user_sees
 from review.domain import batches, calibration
 from review.domain.cusum import (
     CUSUM_SHIFT,
@@ -43,22 +44,11 @@ KAPPA_WEEKS = 13  # "over a quarter"
 
 
 def may_view_calibration(*, user: User, use_case: UseCase) -> bool:
-    if not user.is_authenticated:
-        return False
-    if user.is_staff:
-        return True
-    return (
-        use_case.team_leads.filter(pk=user.pk).exists()
-        or use_case.experts.filter(pk=user.pk).exists()
-    )
+    return user_sees(user=user, use_case=use_case)
 
 
 def calibration_use_cases(*, user: User) -> QuerySet[UseCase]:
-    if not user.is_authenticated:
-        return UseCase.objects.none()
-    if user.is_staff:
-        return UseCase.objects.all()
-    return UseCase.objects.filter(Q(experts=user) | Q(team_leads=user)).distinct()
+    return use_cases_for_user(user=user)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from django.db.models import Count, F, Q, QuerySet
 
 from monitoring.extensions import ExpertReview
 from monitoring.models import Claim, UseCase
+from monitoring.selectors.access import Role, use_cases_for_user
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
 
 User = AuthUser | AnonymousUser
@@ -29,7 +30,9 @@ def blind_answer_ids(*, user: User) -> set[int]:
     if not user.is_authenticated:
         return set()
     return set(
-        ReviewItem.objects.filter(version=0, batch__use_case__experts=user.pk)
+        ReviewItem.objects.filter(
+            version=0, batch__use_case__in=use_cases_for_user(user=user, role=Role.EXPERT)
+        )
         .values_list("answer_id", flat=True)
     )
 
@@ -63,9 +66,7 @@ def expert_reviews_latest(
 
 
 def expert_use_cases(*, user: User) -> QuerySet[UseCase]:
-    if not user.is_authenticated:
-        return UseCase.objects.none()
-    return UseCase.objects.filter(experts=user)
+    return use_cases_for_user(user=user, role=Role.EXPERT)
 
 
 def batches_for_expert(*, user: User) -> QuerySet[ReviewBatch]:
