@@ -1,7 +1,6 @@
 """The weekly estimates of a use case (`GET /use-cases/{slug}/estimates`), for a service key
 allowed on it or a team lead logged in to the pages: the dashboard's figures of each week."""
 
-import re
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -11,6 +10,8 @@ from django.utils import timezone
 from ninja import Path, Query, Router
 from pydantic import BaseModel, Field
 
+from common.domain.weeks import WeekError as BadWeek
+from common.domain.weeks import parse_week
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import answers as selectors
 from dashboard.selectors import blind
@@ -27,14 +28,12 @@ from monitoring.selectors.access import service_sees, user_leads
 router = Router()
 
 WEEK_PATTERN = r"^\d{4}-W\d{2}$"
-_WEEK = re.compile(r"(\d{4})-W(\d{2})")
 # The default span when `from` is missing: a quarter, enough to see a trend.
 DEFAULT_WEEKS = 12
 # Two years of weeks: more is a bulk export, and the answer would take seconds to compute.
 MAX_WEEKS = 104
 # Weeks outside these years are a typo; the bounds also keep a week's end (and its time in UTC)
 # inside what datetime can represent.
-MIN_YEAR, MAX_YEAR = 1970, 9998
 COST_PLACES = Decimal("0.000001")  # the precision JudgeRun.cost is stored with
 
 
@@ -164,16 +163,12 @@ class WeekError(Exception):
 
 
 def _week_monday(text: str, field: str) -> date:
-    match = _WEEK.fullmatch(text)
-    if match is None:
-        raise WeekError(field, "must be an ISO week like 2026-W07")
-    year, week = int(match.group(1)), int(match.group(2))
-    if not MIN_YEAR <= year <= MAX_YEAR:
-        raise WeekError(field, f"the year must lie between {MIN_YEAR} and {MAX_YEAR}")
     try:
-        return date.fromisocalendar(year, week, 1)
-    except ValueError:
-        raise WeekError(field, f"{year} has no ISO week {week}") from None
+        year, week = parse_week(text)
+    except BadWeek as e:
+        raise WeekError(field, "must be an ISO week like 2026-W07" if e.code == "format"
+                        else str(e)) from None
+    return date.fromisocalendar(year, week, 1)
 
 
 def _week_span(first: str | None, last: str | None) -> tuple[date, int]:

@@ -23,9 +23,9 @@ from django.db import DataError, IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from common.domain.weeks import shift_week, week_monday, week_of
 from judging.domain.scoring import score_labels
 from monitoring.models import Answer, JudgeRun, UseCase
-from review.domain import batches
 from review.domain.imports import LabelLine, LineError, OverlongLine, parse_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 
@@ -116,8 +116,8 @@ def _import_line(line: LabelLine, *, use_case: UseCase, reviewer: User) -> None:
         score, abstention = line.score, False
     assert score is not None  # labels are checked words: every one scores
 
-    source_week = batches.week_of(timezone.localtime(answer.created_at).date())
-    week = batches.shift_week(source_week, 1)
+    source_week = week_of(timezone.localtime(answer.created_at).date())
+    week = shift_week(source_week, 1)
     batch = _imported_batch(use_case=use_case, week=week, source_week=source_week)
     position = (batch.items.aggregate(top=Max("position"))["top"] or 0) + 1
     now = timezone.now()
@@ -153,7 +153,7 @@ def _imported_batch(*, use_case: UseCase, week: str, source_week: str) -> Review
         use_case=use_case, week=week, imported=True,
         defaults={
             "source_week": source_week, "target_size": 0,
-            "due_at": datetime.combine(batches.week_monday(batches.shift_week(week, 1)),
+            "due_at": datetime.combine(week_monday(shift_week(week, 1)),
                                        time.min, tzinfo=timezone.get_current_timezone()),
         },
     )

@@ -17,6 +17,7 @@ from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
+from common.domain.weeks import format_week, parse_week, shift_week, week_monday, week_of
 from jobs import framework as jobs
 from judging.domain.scoring import score_labels
 from monitoring.models import Answer, UseCase
@@ -62,12 +63,12 @@ class BatchResult:
 
 
 def current_week(*, now: datetime | None = None) -> str:
-    return batches.week_of(timezone.localtime(now).date() if now else timezone.localdate())
+    return week_of(timezone.localtime(now).date() if now else timezone.localdate())
 
 
 def _week_start(week: str) -> datetime:
     return datetime.combine(
-        batches.week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
+        week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
     )
 
 
@@ -79,7 +80,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
     existing = ReviewBatch.objects.filter(use_case=use_case, week=week, imported=False).first()
     if existing is not None:
         return BatchResult(use_case, existing, False, existing.available)
-    source = batches.shift_week(week, -1)
+    source = shift_week(week, -1)
     start, end = _week_start(source), _week_start(week)
     rows = (
         Answer.objects.filter(
@@ -103,7 +104,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
             batch = ReviewBatch.objects.create(
                 use_case=use_case, week=week, source_week=source,
                 target_size=use_case.review_batch_size, available=len(candidates),
-                due_at=_week_start(batches.shift_week(week, 1)),
+                due_at=_week_start(shift_week(week, 1)),
             )
             ReviewItem.objects.bulk_create(
                 ReviewItem(
@@ -122,7 +123,7 @@ def review_batch_create(*, use_case: UseCase, week: str) -> BatchResult:
 
 def review_batches_create(*, week: str | None = None) -> list[BatchResult]:
     """One batch per active use case for `week` (default: the current ISO week)."""
-    week = batches.format_week(*batches.parse_week(week)) if week is not None else current_week()
+    week = format_week(*parse_week(week)) if week is not None else current_week()
     return [
         review_batch_create(use_case=use_case, week=week)
         for use_case in UseCase.objects.filter(active=True).order_by("slug")
@@ -132,7 +133,7 @@ def review_batches_create(*, week: str | None = None) -> list[BatchResult]:
 def wait_for_judge(*, week: str, seconds: float, poll: float = 2.0) -> int:
     """Wait until no sampled answer of the week before `week` waits for the judge, at most
     `seconds`; returns how many still wait."""
-    source = batches.shift_week(week, -1)
+    source = shift_week(week, -1)
     waiting = Answer.objects.filter(
         use_case__active=True,
         created_at__gte=_week_start(source), created_at__lt=_week_start(week),
@@ -367,7 +368,7 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
         if crossing is None:
             break
         crossed = drift.pairs[crossing].week
-        restart = batches.shift_week(crossed, 1)
+        restart = shift_week(crossed, 1)
         params = drift.params
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
@@ -379,7 +380,7 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
             ), {"week": crossed, "p0": 100 * params.p0, "p1": 100 * params.p1})],
             details={
                 "cusum": drift.result.statistic[crossing], "week": crossed,
-                "source_week": batches.shift_week(crossed, -1), "restart": restart,
+                "source_week": shift_week(crossed, -1), "restart": restart,
                 "p0": params.p0, "p1": params.p1, "limit": params.limit,
                 "baseline_reviews": drift.baseline_reviews,
             },

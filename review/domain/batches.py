@@ -1,4 +1,4 @@
-"""Which answers go into a weekly review batch, and the ISO-week arithmetic around it.
+"""Which answers go into a weekly review batch (the ISO weeks around it: common/domain/weeks.py).
 
 The batch is drawn at random from last week's judged answers, preferring those the random
 sample hit: the random sample is independent of the tier-1 flag, so a batch drawn from it
@@ -10,48 +10,11 @@ machine) picks the same answers — and the unique batch per week makes it creat
 """
 
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
-
-# ASCII digits only: \d would take Arabic-Indic or full-width digits too.
-_WEEK_RE = re.compile(r"^([0-9]{4})-W([0-9]{2})$")
 
 RANDOM = "random"
 FLAGGED = "flagged"
-
-
-def parse_week(text: str) -> tuple[int, int]:
-    """`"2026-W49"` → `(2026, 49)`; ValueError for anything else or a week the year lacks."""
-    match = _WEEK_RE.match(text) if isinstance(text, str) else None
-    if not match:
-        raise ValueError(f"{text!r} is not an ISO week like 2026-W49")
-    year, week = int(match.group(1)), int(match.group(2))
-    if not 2 <= year <= 9998:  # the weeks around it (source week, trends) must exist too
-        raise ValueError(f"{text!r}: the year must be between 0002 and 9998")
-    date.fromisocalendar(year, week, 1)  # raises ValueError for W00, W54, W53 of short years
-    return year, week
-
-
-def format_week(year: int, week: int) -> str:
-    return f"{year:04d}-W{week:02d}"
-
-
-def week_of(day: date) -> str:
-    year, week, _ = day.isocalendar()
-    return format_week(year, week)
-
-
-def shift_week(week: str, weeks: int) -> str:
-    """The ISO week `weeks` later (negative: earlier), across year boundaries."""
-    year, number = parse_week(week)
-    return week_of(date.fromisocalendar(year, number, 1) + timedelta(weeks=weeks))
-
-
-def week_monday(week: str) -> date:
-    year, number = parse_week(week)
-    return date.fromisocalendar(year, number, 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from common.domain.weeks import parse_week, shift_week
 from dashboard.domain.expert_scale import Review, ReviewSums, rectifier
-from review.domain.batches import parse_week, shift_week
 
 # -- paired scores ---------------------------------------------------------------------------
 

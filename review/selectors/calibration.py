@@ -13,10 +13,11 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from alarms.models import Alarm
+from common.domain.weeks import shift_week, week_monday, week_of
 from dashboard.domain.expert_scale import Rectifier, Review, rectifier
 from monitoring.models import Answer, Claim, UseCase
 from monitoring.selectors.access import use_cases_for_user, user_sees
-from review.domain import batches, calibration
+from review.domain import calibration
 from review.domain.cusum import (
     CUSUM_SHIFT,
     CUSUM_TARGET_WEEKS,
@@ -124,7 +125,7 @@ def _latest_submissions(*, use_case: UseCase, weeks: list[str]) -> list[ReviewSu
 def _week_start(week: str) -> datetime:
     # As review.services bounds a batch's source week: Monday 0:00 in the site's time zone.
     return datetime.combine(
-        batches.week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
+        week_monday(week), time.min, tzinfo=timezone.get_current_timezone()
     )
 
 
@@ -134,7 +135,7 @@ def source_sizes(*, use_case: UseCase, weeks: Sequence[str]) -> dict[str, tuple[
     All answers count, judged or not: they are the population the reviewed ones stand for."""
     out = {}
     for week in weeks:
-        source = batches.shift_week(week, -1)
+        source = shift_week(week, -1)
         counts = Answer.objects.filter(
             use_case=use_case, created_at__gte=_week_start(source),
             created_at__lt=_week_start(week),
@@ -145,8 +146,8 @@ def source_sizes(*, use_case: UseCase, weeks: Sequence[str]) -> dict[str, tuple[
 
 def calibration_data(*, use_case: UseCase, now: datetime | None = None) -> CalibrationData:
     now = now or timezone.now()
-    latest = batches.week_of(timezone.localtime(now).date())
-    weeks = [batches.shift_week(latest, -k) for k in range(CALIBRATION_WEEKS - 1, -1, -1)]
+    latest = week_of(timezone.localtime(now).date())
+    weeks = [shift_week(latest, -k) for k in range(CALIBRATION_WEEKS - 1, -1, -1)]
     subs = [
         (s, s.automatic_score) for s in _latest_submissions(use_case=use_case, weeks=weeks)
         if s.automatic_score is not None
@@ -227,7 +228,7 @@ def drift_restart(*, use_case: UseCase) -> str | None:
     raised an alarm (cleared or not). Its reviews up to then measured a judge that has since
     changed, and the ones that crossed the limit have been used."""
     restarts = [
-        details.get("restart") or batches.shift_week(key.removeprefix("cusum:"), 1)
+        details.get("restart") or shift_week(key.removeprefix("cusum:"), 1)
         for key, details in Alarm.objects.filter(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key__startswith="cusum:"
         ).values_list("key", "details")

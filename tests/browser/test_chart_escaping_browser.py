@@ -22,6 +22,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import ConsoleMessage, Dialog, Locator, Page, expect
 
+from common.domain.weeks import shift_week
 from dashboard.domain import charts
 from dashboard.domain.charts import Point
 from ingest import services
@@ -30,7 +31,6 @@ from ingest.services import IngestOutcome
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun
 from review import services as review_services
-from review.domain.batches import shift_week
 from tests.browser.test_dashboard_browser import DRAW_TIMEOUT_MS, artifacts_dir, drawn, log_in
 from tests.monitoring.test_dashboard_pages import DashWorld, G, logprobs, world  # noqa: F401
 from tests.review.conftest import ReviewWorld, review_world  # noqa: F401

@@ -22,7 +22,7 @@ from django.test import Client
 from django.utils import timezone
 from playwright.sync_api import Page, Response, expect
 
-from review.domain.batches import shift_week, week_of
+from common.domain.weeks import shift_week, week_of
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import JUDGE, PASSWORD, ReviewWorld, review_world  # noqa: F401
 

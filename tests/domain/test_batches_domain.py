@@ -6,18 +6,8 @@ from datetime import date, timedelta
 
 import pytest
 
-from review.domain.batches import (
-    FLAGGED,
-    RANDOM,
-    Candidate,
-    Drawn,
-    draw_batch,
-    format_week,
-    parse_week,
-    shift_week,
-    week_monday,
-    week_of,
-)
+from common.domain.weeks import format_week, parse_week, shift_week, week_monday, week_of
+from review.domain.batches import FLAGGED, RANDOM, Candidate, Drawn, draw_batch
 
 # -- parse_week ------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from common.domain.weeks import parse_week
 from dashboard.domain import highlight
 from ingest.domain import logprobs, questions, sampling
 from ingest.domain.content_probability import min_content_probability
@@ -37,7 +38,6 @@ from judging.domain import judgement as judging
 from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
 from judging.domain.verification import judge_answer
 from monitoring.domain import keys
-from review.domain.batches import parse_week
 from traces.domain import assembly as trace_assembly
 from traces.domain.spans import SpanRecord
 

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from common.domain.weeks import shift_week, week_monday
 from dashboard.selectors import answers as answer_selectors
 from investigations.models import Investigation, Question
 from judging.services.execution import judge_run_execute
@@ -19,7 +20,6 @@ from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
 from monitoring.services import retention
 from review import services as review_services
-from review.domain.batches import shift_week, week_monday
 from review.models import ReviewBatch
 from tests.support.judged import Judge, ingest
 from tests.support.world import WorldBuilder

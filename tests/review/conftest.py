@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from common.domain.weeks import shift_week, week_monday
 from ingest import services
 from ingest.schemas import AnswerIn
 from ingest.services import IngestOutcome
@@ -19,7 +20,6 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
 from review import tasks as review_tasks
-from review.domain.batches import shift_week, week_monday
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 

@@ -14,8 +14,8 @@ import pytest
 from django.utils import timezone, translation
 
 from alarms.models import Alarm
+from common.domain.weeks import shift_week
 from review import services, tasks
-from review.domain.batches import shift_week
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import ReviewWorld
 

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from common.domain.weeks import week_monday
 from ingest import services as monitoring_services
 from ingest.domain.sampling import random_draw
 from ingest.schemas import AnswerIn
@@ -18,7 +19,6 @@ from ingest.services import IngestOutcome
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
 from review import services
-from review.domain.batches import week_monday
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import GENERATOR, JUDGE, ReviewWorld, uncertain_logprobs, week_time
 

@@ -16,9 +16,9 @@ from django.core.exceptions import ImproperlyConfigured
 from scipy import stats
 
 from alarms.models import Alarm
+from common.domain.weeks import shift_week
 from monitoring.models import Answer
 from review import services
-from review.domain.batches import shift_week
 from review.domain.cusum import CusumParams, cusum_limit, cusum_params_for
 from review.imports import expert_labels_import
 from review.models import ReviewSubmission

@@ -14,9 +14,9 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils import translation
 
+from common.domain.weeks import shift_week
 from monitoring.models import Answer
 from review import services
-from review.domain.batches import shift_week
 from review.domain.cusum import cusum_arl, cusum_params_for
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld

@@ -9,8 +9,8 @@ from celery.schedules import crontab
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from common.domain.weeks import shift_week
 from review import services, tasks
-from review.domain.batches import shift_week
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import ReviewWorld, week_time
 from tests.review.test_batches import drawn, ingest, judged

@@ -19,11 +19,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from common.domain.weeks import shift_week
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, Chunk, JudgeRun
 from monitoring.services.use_cases import service_create
 from review import services as review_services
-from review.domain.batches import shift_week
 
 # The review tests' world (use case, service, judge, users of every role), used here as is.
 from tests.review.conftest import ReviewWorld, review_world, week_time  # noqa: F401

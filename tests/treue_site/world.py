@@ -12,12 +12,12 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from common.domain.weeks import shift_week
 from investigations import selectors as investigation_selectors
 from investigations import services as investigation_services
 from investigations.models import Investigation
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
-from review.domain.batches import shift_week
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld
 from tests.support.openai_server import ScriptedJudge

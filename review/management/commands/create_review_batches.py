@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from common.domain.weeks import format_week, parse_week
 from review import services
-from review.domain.batches import format_week, parse_week
 
 
 class Command(BaseCommand):
