@@ -86,6 +86,23 @@ class ExpertReviews(Protocol):
     ) -> Iterable[ExpertReview]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DriftRestart:
+    """A drift alarm of the expert review: the reviews of `review_week` found the judge changed,
+    so the experts' scale starts again from the answers of `source_week` (None where the alarm
+    did not record it: the week before the review week)."""
+
+    use_case_id: int
+    review_week: str
+    source_week: str | None
+
+
+class DriftRestarts(Protocol):
+    """Every drift restart of these use cases, cleared alarms included."""
+
+    def __call__(self, *, use_case_ids: Sequence[int]) -> Iterable[DriftRestart]: ...
+
+
 class MetricsPart(Protocol):
     """The contributing app's Prometheus metric families (prometheus_client Metric objects),
     read from the database when called: once per scrape of /metrics, before collecting."""
@@ -102,6 +119,7 @@ class Registry:
     blind_answers: dict[str, BlindAnswers] = field(default_factory=dict)
     expert_reviews: dict[str, ExpertReviews] = field(default_factory=dict)
     metrics_parts: dict[str, MetricsPart] = field(default_factory=dict)
+    drift_restarts: dict[str, DriftRestarts] = field(default_factory=dict)
 
 
 # The one registry of the process; a test may swap in an empty Registry() to see monitoring
@@ -137,3 +155,9 @@ def expert_reviews_register(*, name: str, reviews: ExpertReviews) -> None:
 def metrics_part_register(*, name: str, part: MetricsPart) -> None:
     """`part`'s families are added to /metrics (dashboard/views/metrics.py)."""
     registry.metrics_parts[name] = part
+
+
+def drift_restarts_register(*, name: str, restarts: DriftRestarts) -> None:
+    """`restarts` tells the dashboard where the experts' scale starts again after a drift alarm
+    (dashboard/selectors/reads.py)."""
+    registry.drift_restarts[name] = restarts

@@ -11,6 +11,7 @@ from monitoring import extensions
 from monitoring.services.record import record_fields
 from review.domain.retention import scrub_submitted_verdicts
 from review.models import ReviewItem, ReviewSubmission, ReviewVerdict, ShadowRun
+from review.selectors import calibration
 from review.selectors import reviews as selectors
 
 
@@ -91,3 +92,4 @@ def register() -> None:
     extensions.retention_keeps_register(name="review", keeps=reviews_of_answers_in)
     extensions.blind_answers_register(name="review", answers=selectors.blind_answer_ids)
     extensions.expert_reviews_register(name="review", reviews=selectors.expert_reviews_latest)
+    extensions.drift_restarts_register(name="review", restarts=calibration.drift_restarts)

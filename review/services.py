@@ -23,7 +23,12 @@ from judging.domain.scoring import score_labels
 from monitoring.models import Answer, UseCase
 from review.domain import batches, calibration
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
-from review.selectors.calibration import calibration_data, drift_cusum, drift_restart
+from review.selectors.calibration import (
+    CUSUM_KEY,
+    calibration_data,
+    drift_cusum,
+    drift_restart,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -371,7 +376,7 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
         restart = shift_week(crossed, 1)
         params = drift.params
         raised.append(alarm_raise(
-            use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"cusum:{crossed}",
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"{CUSUM_KEY}{crossed}",
             text=[(gettext_noop(
                 "Kalibrierungsdrift: Prüfmodell und Fachexperten liegen seit %(week)s "
                 "auffällig oft auf verschiedenen Seiten der Handlungsschwelle (CUSUM: "
@@ -386,7 +391,7 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
             },
         ))
     # A CUSUM alarm stays open while its week is watched (the last 4 weeks).
-    keep |= {f"cusum:{w}" for w in data.rolling_weeks}
+    keep |= {f"{CUSUM_KEY}{w}" for w in data.rolling_weeks}
 
     # Drift by bias: evidence that the judge's bias over the last 4 weeks lies beyond the
     # tolerance, a one-sided test on the bias stratified by the answers' flag (flagged top-ups

@@ -22,7 +22,6 @@ from typing import NamedTuple
 from django.db import connections, router
 from django.db.models import Case, Count, FloatField, Q, QuerySet, Sum, Value, When
 
-from alarms.models import Alarm
 from dashboard.domain.expert_scale import Review
 from dashboard.selectors.weeks import Week, week_bucket
 from monitoring import extensions
@@ -263,15 +262,12 @@ def drift_restarts(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> dict[i
     # Each held week by the review week that follows it (the one starting at its end).
     before = {"{}-W{:02d}".format(*w.end.date().isocalendar()[:2]): w.label for w in weeks}
     out: dict[int, set[str]] = defaultdict(set)
-    # The CUSUM's alarms only: a bias alarm says the judge is off, not that it changed.
-    rows = Alarm.objects.filter(
-        use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT, key__startswith="cusum:",
-    ).values_list("use_case_id", "key", "details")
-    for use_case_id, key, details in rows:
-        recorded = details.get("source_week") if isinstance(details, dict) else None
-        if not (isinstance(recorded, str) and recorded in held):
-            # Not recorded (or not a week shown): derived from the key's review week.
-            recorded = before.get(key.removeprefix("cusum:"))
-        if recorded is not None:
-            out[use_case_id].add(recorded)
+    for restarts in extensions.registry.drift_restarts.values():
+        for restart in restarts(use_case_ids=use_case_ids):
+            recorded = restart.source_week
+            if recorded not in held:
+                # Not recorded (or not a week shown): the week before its review week.
+                recorded = before.get(restart.review_week)
+            if recorded is not None:
+                out[restart.use_case_id].add(recorded)
     return {use_case_id: sorted(labels) for use_case_id, labels in out.items()}

@@ -15,6 +15,7 @@ from django.utils import timezone
 from alarms.models import Alarm
 from common.domain.weeks import shift_week, week_monday, week_of
 from dashboard.domain.expert_scale import Rectifier, Review, rectifier
+from monitoring.extensions import DriftRestart
 from monitoring.models import Answer, Claim, UseCase
 from monitoring.selectors.access import use_cases_for_user, user_sees
 from review.domain import calibration
@@ -223,14 +224,35 @@ class DriftCusum:
         return next((i for i in self.result.alarms if self.pairs[i].week in watched), None)
 
 
+# The key of a CUSUM drift alarm: its review week after the prefix (review/services.py).
+CUSUM_KEY = "cusum:"
+
+
+def drift_restarts(*, use_case_ids: Sequence[int]) -> list[DriftRestart]:
+    """The drift restarts of these use cases, as the dashboard asks them
+    (monitoring/extensions.py): the CUSUM's alarms only, as a bias alarm says the judge is off,
+    not that it changed."""
+    rows = Alarm.objects.filter(
+        use_case_id__in=use_case_ids, kind=Alarm.Kind.DRIFT, key__startswith=CUSUM_KEY,
+    ).values_list("use_case_id", "key", "details")
+    out = []
+    for use_case_id, key, details in rows:
+        recorded = details.get("source_week") if isinstance(details, dict) else None
+        out.append(DriftRestart(
+            use_case_id=use_case_id, review_week=key.removeprefix(CUSUM_KEY),
+            source_week=recorded if isinstance(recorded, str) else None,
+        ))
+    return out
+
+
 def drift_restart(*, use_case: UseCase) -> str | None:
     """The review week the drift CUSUM starts from: the week after the latest week in which it
     raised an alarm (cleared or not). Its reviews up to then measured a judge that has since
     changed, and the ones that crossed the limit have been used."""
     restarts = [
-        details.get("restart") or shift_week(key.removeprefix("cusum:"), 1)
+        details.get("restart") or shift_week(key.removeprefix(CUSUM_KEY), 1)
         for key, details in Alarm.objects.filter(
-            use_case=use_case, kind=Alarm.Kind.DRIFT, key__startswith="cusum:"
+            use_case=use_case, kind=Alarm.Kind.DRIFT, key__startswith=CUSUM_KEY
         ).values_list("key", "details")
     ]
     # ISO weeks "YYYY-Www" compare as text in calendar order.
