@@ -25,13 +25,8 @@ from django.db.models import Case, Count, FloatField, Q, QuerySet, Sum, Value, W
 from dashboard.domain.expert_scale import Review
 from dashboard.selectors.weeks import Week, week_bucket
 from monitoring import extensions
+from monitoring.domain.points import CLAIM_POINTS
 from monitoring.models import Answer, Claim, JudgeRun
-
-CLAIM_POINTS = {
-    Claim.Label.GEDECKT: 1.0,
-    Claim.Label.TEILWEISE: 0.5,
-    Claim.Label.UNGEDECKT: 0.0,
-}
 
 
 class JudgedRow(NamedTuple):

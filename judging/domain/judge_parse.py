@@ -15,6 +15,8 @@ import json
 import re
 from enum import StrEnum
 
+from monitoring.domain.points import CLAIM_POINTS
+
 
 class Label(StrEnum):
     GEDECKT = "GEDECKT"
@@ -23,11 +25,7 @@ class Label(StrEnum):
     UNPARSEABLE = "UNPARSEABLE"
 
 
-LABEL_POINTS: dict[Label, float] = {
-    Label.GEDECKT: 1.0,
-    Label.TEILWEISE: 0.5,
-    Label.UNGEDECKT: 0.0,
-}
+LABEL_POINTS: dict[Label, float] = {Label(label): p for label, p in CLAIM_POINTS.items()}
 
 # Every claim costs a judge call. Answers hold 3-8 claims; a list of more than 30 is a runaway
 # decomposition (or a table read out line by line), and capping it bounds one answer at 31 calls.

@@ -28,14 +28,6 @@ CALL_LOG_NUMBERS = (
 )
 
 
-def validate_retention_days(days: int | None) -> None:
-    """None keeps answers forever; otherwise at least MIN_RETENTION_DAYS. Raises ValueError."""
-    if days is None:
-        return
-    if days < MIN_RETENTION_DAYS:
-        raise ValueError(f"retention must be at least {MIN_RETENTION_DAYS} days, got {days}")
-
-
 def retention_cutoff(*, now: datetime, days: int) -> datetime:
     """Answers created before this moment are due for anonymisation."""
     return now - timedelta(days=days)

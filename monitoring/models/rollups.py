@@ -335,15 +335,6 @@ def next_month(month: date) -> date:
     return date(month.year + month.month // 12, month.month % 12 + 1, 1)
 
 
-def points2_of(label: str) -> int | None:
-    """Twice a claim label's points (GEDECKT 2, TEILWEISE 1, UNGEDECKT 0); None: unreadable,
-    which counts neither as a claim nor as points (as in the answer's own score)."""
-    return POINTS2.get(label)
-
-
-POINTS2 = {"GEDECKT": 2, "TEILWEISE": 1, "UNGEDECKT": 0}
-
-
 def rollups_ready() -> bool:
     """The rollups are whole for the current definition: the pages may read them."""
     state = RollupState.objects.order_by("-pk").first()

@@ -27,6 +27,7 @@ from monitoring.domain.moments import (
     Moments,
     moments_of_many,
 )
+from monitoring.domain.points import POINTS2
 from monitoring.models import (
     Answer,
     Claim,
@@ -40,7 +41,6 @@ from monitoring.models import (
 from monitoring.models.buckets import Bucket
 from monitoring.models.rollups import (
     NO_BUCKET,
-    POINTS2,
     PROBABILITY_GRID,
     Dim,
     definition,

@@ -32,6 +32,7 @@ from monitoring.domain.moments import (
     Moments,
     moments_of,
 )
+from monitoring.domain.points import POINTS2
 from monitoring.models import (
     Answer,
     Claim,
@@ -45,7 +46,6 @@ from monitoring.models import (
     RollupUsageDay,
 )
 from monitoring.models.rollups import (
-    POINTS2,
     USAGE_DAY_SUMS,
     USAGE_SUMS,
     Dim,

@@ -17,7 +17,7 @@ from common.domain.weeks import shift_week, week_monday, week_of
 from dashboard.domain.expert_scale import Rectifier, Review, rectifier
 from monitoring.extensions import DriftRestart
 from monitoring.models import Answer, Claim, UseCase
-from monitoring.selectors.access import use_cases_for_user, user_sees
+from monitoring.selectors.access import use_cases_for_user
 from review.domain import calibration
 from review.domain.cusum import (
     CUSUM_SHIFT,
@@ -43,10 +43,6 @@ ROLLING_WEEKS = 4
 
 
 KAPPA_WEEKS = 13  # "over a quarter"
-
-
-def may_view_calibration(*, user: User, use_case: UseCase) -> bool:
-    return user_sees(user=user, use_case=use_case)
 
 
 def calibration_use_cases(*, user: User) -> QuerySet[UseCase]:
