@@ -16,7 +16,7 @@ from django.utils.translation import get_language
 from dashboard.domain.highlight import Segment, segments
 from dashboard.domain.statistics.cells import wilson
 from dashboard.selectors import answers as monitoring_selectors
-from investigations.domain import consistency
+from investigations.domain.consistency import compare as consistency
 from investigations.models import Investigation, Question
 from judging.selectors.prices import price_currencies, prices_for
 from monitoring.domain.prices import price_key

@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from investigations.domain import consistency
+from investigations.domain.consistency import compare as consistency_compare
+from investigations.domain.consistency import prompt as consistency_prompt
 from investigations.models import Investigation, Question
 from investigations.selectors import Plan, model_prices, price_of
 from jobs import framework as jobs
@@ -68,7 +69,7 @@ def investigation_start(*, plan: Plan, user: User) -> Investigation:
             temperature=plan.temperature,
             generator_model=plan.generator_model,
             judge_model=plan.judge_model,
-            prompt_version=consistency.PROMPT_VERSION,
+            prompt_version=consistency_prompt.PROMPT_VERSION,
             estimated_calls=plan.calls,
             estimated_cost=plan.estimated_cost,
         )
@@ -262,13 +263,13 @@ def _execute(
         _end(question, token, Question.Status.CANCELLED)
         return "cancelled"
     texts = [s["text"] for s in question.sample_data]
-    comparison = consistency.compare_samples(texts, language=language)
+    comparison = consistency_compare.compare_samples(texts, language=language)
     reply = None
     raw: list[str] = []
-    if consistency.needs_judge(comparison):
+    if consistency_compare.needs_judge(comparison):
         judge = JudgeClient(JudgeConfig.from_settings(model=judge_model), deadline=deadline)
         question_text = question.answer.question
-        ask = consistency.contradiction_messages(
+        ask = consistency_prompt.contradiction_messages(
             question=question_text, samples=texts, language=language
         )
         for attempt in range(2):
@@ -276,13 +277,13 @@ def _execute(
             raw.append(result.text)
             if not _record_call(question, token, judge_model, result, judge=True):
                 return "superseded"
-            reply = consistency.parse_contradiction(result.text)
+            reply = consistency_prompt.parse_contradiction(result.text)
             if reply.contradiction is not None or attempt == 1:
                 break
-            ask = consistency.contradiction_retry_messages(
+            ask = consistency_prompt.contradiction_retry_messages(
                 question=question_text, samples=texts, language=language, reply=result.text
             )
-    verdict = consistency.decide(comparison, reply, language=language)
+    verdict = consistency_compare.decide(comparison, reply, language=language)
     ended = _end(
         question, token, Question.Status.DONE,
         comparison={**_comparison_json(comparison),
@@ -296,7 +297,7 @@ def _execute(
     return "done" if ended else "superseded"
 
 
-def _comparison_json(comparison: consistency.Comparison) -> dict[str, Any]:
+def _comparison_json(comparison: consistency_compare.Comparison) -> dict[str, Any]:
     return {
         "agree": comparison.agree,
         "has_values": comparison.has_values,

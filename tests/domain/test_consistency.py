@@ -4,7 +4,6 @@ import random
 
 import pytest
 
-from investigations.domain import consistency
 from investigations.domain.consistency.compare import (
     REASON_KINDS,
     Comparison,
@@ -410,12 +409,3 @@ def test_interface_fields():
     assert (value.upper, value.key) == (None, "")
     comparison = Comparison(True, False, None, "", [[]], [[]])
     assert comparison.conflicting == [] and comparison.unshared_names == []
-
-
-def test_the_package_re_exports_what_investigations_use():
-    # investigations/services.py imports the package and uses ``consistency.X``.
-    used = {"PROMPT_VERSION", "compare_samples", "needs_judge", "contradiction_messages",
-            "contradiction_retry_messages", "parse_contradiction", "decide", "Comparison",
-            "Value", "ContradictionReply", "Verdict", "extract_values"}
-    assert used <= set(consistency.__all__)
-    assert all(hasattr(consistency, name) for name in consistency.__all__)

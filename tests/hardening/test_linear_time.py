@@ -31,7 +31,8 @@ from common.domain.weeks import parse_week
 from dashboard.domain import highlight
 from ingest.domain import logprobs, questions, sampling
 from ingest.domain.content_probability import min_content_probability
-from investigations.domain import consistency
+from investigations.domain.consistency import compare as consistency_compare
+from investigations.domain.consistency import prompt as consistency_prompt
 from investigations.domain.consistency import values as consistency_values
 from judging.domain import judge_parse
 from judging.domain import judgement as judging
@@ -282,7 +283,7 @@ def _is_judgement(result: Any, text: str) -> bool:
 
 def _is_values(result: Any, text: str) -> bool:
     return isinstance(result, list) and all(
-        isinstance(v, consistency.Value) and text[v.start : v.end] == v.text for v in result
+        isinstance(v, consistency_values.Value) and text[v.start : v.end] == v.text for v in result
     )
 
 
@@ -292,7 +293,7 @@ def _thirds(text: str) -> list[str]:
 
 
 def _is_comparison(result: Any, text: str) -> bool:
-    return isinstance(result, consistency.Comparison) and all(
+    return isinstance(result, consistency_compare.Comparison) and all(
         sample[v.start : v.end] == v.text
         for sample, values in zip(_thirds(text), result.values, strict=True)
         for v in values
@@ -300,7 +301,7 @@ def _is_comparison(result: Any, text: str) -> bool:
 
 
 def _is_contradiction(result: Any, text: str) -> bool:
-    return isinstance(result, consistency.ContradictionReply) and (
+    return isinstance(result, consistency_prompt.ContradictionReply) and (
         result.contradiction in (True, False, None)
     )
 
@@ -358,7 +359,8 @@ def _prompts(text: str) -> list[dict[str, str]]:
     return [
         *decompose_messages(question=text, answer=text, language="de"),
         *verify_messages(context=format_context([text, text]), claim=text, language="en"),
-        *consistency.contradiction_messages(question=text, samples=[text, text], language="de"),
+        *consistency_prompt.contradiction_messages(
+            question=text, samples=[text, text], language="de"),
     ]
 
 
@@ -398,13 +400,15 @@ FUNCTIONS: dict[str, tuple[Callable[[str], Any], Callable[[Any, str], bool]]] = 
     "judge_answer decomposition": (lambda t: _judge(t, "GEDECKT"), _is_judgement),
     "judge_answer verdict": (lambda t: _judge('["Alle 5 Jahre."]', t), _is_judgement),
     "judge prompts": (_prompts, _is_messages),
-    "extract_values de": (lambda t: consistency.extract_values(t, language="de"), _is_values),
-    "extract_values en": (lambda t: consistency.extract_values(t, language="en"), _is_values),
+    "extract_values de": (
+        lambda t: consistency_values.extract_values(t, language="de"), _is_values),
+    "extract_values en": (
+        lambda t: consistency_values.extract_values(t, language="en"), _is_values),
     # Three samples of a third each: the value extraction is timed on its own above.
     "compare_samples": (
-        lambda t: consistency.compare_samples(_thirds(t), language="de"), _is_comparison
+        lambda t: consistency_compare.compare_samples(_thirds(t), language="de"), _is_comparison
     ),
-    "parse_contradiction": (consistency.parse_contradiction, _is_contradiction),
+    "parse_contradiction": (consistency_prompt.parse_contradiction, _is_contradiction),
     "parse_week": (_week_or_error, _is_week),
     # The API key of a request and its answer's external id (the random sample's draw).
     "key_prefix": (keys.key_prefix, lambda result, text: result is None or len(result) > 0),
@@ -530,5 +534,5 @@ def test_deeply_nested_decomposition_is_unparseable_not_an_error():
 
 def test_long_number_word_is_not_an_error():
     # "hundert" read as a number nests once per repetition.
-    assert consistency_values._number("hundert" * 2000, "de") is None
-    assert consistency_values._number("hunderttausend", "de") == 100_000
+    assert consistency_values.number("hundert" * 2000, "de") is None
+    assert consistency_values.number("hunderttausend", "de") == 100_000

@@ -21,7 +21,8 @@ from django.test import override_settings
 
 from ingest import services
 from ingest.services import IngestOutcome
-from investigations.domain import consistency
+from investigations.domain.consistency import compare as consistency_compare
+from investigations.domain.consistency import prompt as consistency_prompt
 from judging.client import JudgeClient, JudgeConfig, JudgeMisconfigured
 from judging.domain import single
 from judging.domain.batch_reading import read_batch
@@ -484,10 +485,10 @@ def test_other_messages_are_refused_not_invented(fresh_api: openai.OpenAI) -> No
 
 
 def contradiction(api: openai.OpenAI, row: dict[str, Any], samples: list[str],
-                  language: str) -> consistency.ContradictionReply:
-    messages = consistency.contradiction_messages(question=row["question"], samples=samples,
+                  language: str) -> consistency_prompt.ContradictionReply:
+    messages = consistency_prompt.contradiction_messages(question=row["question"], samples=samples,
                                                   language=language)
-    return consistency.parse_contradiction(
+    return consistency_prompt.parse_contradiction(
         ask(api, messages, max_tokens=200).choices[0].message.content
     )
 
@@ -504,10 +505,10 @@ def test_the_judge_answers_the_contradiction_check(
     assert reply.contradiction is True
     assert ("Antwort 2" if language == "de" else "Answer 2") in reply.reason
     # The retry prompt (after an unreadable reply) is answered the same way.
-    retry = consistency.contradiction_retry_messages(
+    retry = consistency_prompt.contradiction_retry_messages(
         question=TRACT["question"], samples=varied, language=language, reply="Hmm"
     )
-    assert consistency.parse_contradiction(
+    assert consistency_prompt.parse_contradiction(
         ask(fresh_api, retry, max_tokens=200).choices[0].message.content
     ).contradiction is True
     # Answers the demo does not know: a well-formed fallback, never an unreadable reply.
@@ -526,13 +527,13 @@ def test_every_labelled_answer_is_inconsistent_and_no_other() -> None:
     wrong = []
     for answer in (a for a in judge.answers if a.id in sample):
         samples = [vary(answer, version)[0] for version in range(3)]
-        comparison = consistency.compare_samples(samples, language="en")
+        comparison = consistency_compare.compare_samples(samples, language="en")
         reply = None
-        if consistency.needs_judge(comparison):
-            messages = consistency.contradiction_messages(question=answer.question,
+        if consistency_compare.needs_judge(comparison):
+            messages = consistency_prompt.contradiction_messages(question=answer.question,
                                                           samples=samples, language="en")
-            reply = consistency.parse_contradiction(judge.reply(messages)[0])
-        verdict = consistency.decide(comparison, reply, language="en")
+            reply = consistency_prompt.parse_contradiction(judge.reply(messages)[0])
+        verdict = consistency_compare.decide(comparison, reply, language="en")
         if verdict.consistent is not (not answer.spans):
             wrong.append(answer.id)
     assert wrong == []

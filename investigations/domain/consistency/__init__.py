@@ -40,41 +40,5 @@ qualifiers ("mindestens", "ca.", "up to") are not read, so "ca. 4 Wochen" and "e
 
 Layout: ``values`` reads the values out of a sample (``extract_values``), with the units and
 number words in ``vocabulary``; ``compare`` applies the rule above and decides the verdict;
-``prompt`` holds the judge's wording and parses its reply. The public API is re-exported here:
-callers import ``from investigations.domain import consistency`` and use ``consistency.X``.
+``prompt`` holds the judge's wording and parses its reply. Callers import from those modules.
 """
-
-from investigations.domain.consistency.compare import (
-    REL_TOL,
-    Comparison,
-    Verdict,
-    compare_samples,
-    decide,
-    needs_judge,
-    reason_text,
-)
-from investigations.domain.consistency.prompt import (
-    PROMPT_VERSION,
-    ContradictionReply,
-    contradiction_messages,
-    contradiction_retry_messages,
-    parse_contradiction,
-)
-from investigations.domain.consistency.values import Value, extract_values
-
-__all__ = [
-    "PROMPT_VERSION",
-    "REL_TOL",
-    "Comparison",
-    "ContradictionReply",
-    "Value",
-    "Verdict",
-    "compare_samples",
-    "contradiction_messages",
-    "contradiction_retry_messages",
-    "decide",
-    "reason_text",
-    "extract_values",
-    "needs_judge",
-    "parse_contradiction",
-]
