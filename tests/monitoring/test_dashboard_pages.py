@@ -741,6 +741,7 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
     assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
 
 
+@translation.override("de")  # the readings' words; a test before may have left English on
 def test_advice_only_where_the_adjusted_association_holds() -> None:
     from dashboard.domain.causes import Adjusted, Bucket, Effect
 
