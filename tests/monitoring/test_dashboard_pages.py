@@ -31,7 +31,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db.models import Sum
 from django.test import Client
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
