@@ -7,7 +7,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
-from ninja import Path, Query, Router
+from ninja import Router
+from ninja.params.functions import Path, Query  # typed; ninja.Path is an alias to mypy
 from pydantic import BaseModel, Field
 
 from common.domain.weeks import WeekError as BadWeek
