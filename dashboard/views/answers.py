@@ -5,7 +5,7 @@ confirmation with the expected calls and cost, the second (with `confirm`) queue
 """
 
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -47,7 +47,13 @@ from monitoring.views import answer_or_404
 PAGE_SIZE = 50
 
 
-class _Paginator(Paginator):
+if TYPE_CHECKING:  # django-stubs makes Paginator generic; Django's cannot be subscripted
+    _AnswerPaginator = Paginator[Answer]
+else:
+    _AnswerPaginator = Paginator
+
+
+class _Paginator(_AnswerPaginator):
     """A paginator told the count where the rollups know it (else it counts, as Django's)."""
 
     def __init__(self, *args: Any, count: int | None = None, **kwargs: Any) -> None:
@@ -65,15 +71,13 @@ def answer_list(request: AuthenticatedRequest) -> HttpResponse:
     answers = answer_selectors.answer_list(user=request.user, **filters)
     count = answer_selectors.answer_count(user=request.user, **filters)
     page = _Paginator(answers, PAGE_SIZE, count=count).get_page(request.GET.get("page"))
-    blind = blind_answer_ids(user=request.user)
-    for answer in page:
-        answer.blind = answer.pk in blind  # shown by the template
     query = request.GET.copy()
     query.pop("page", None)
     return render(
         request,
         "monitoring/answer_list.html",
-        {"form": form, "page": page, "query": query.urlencode(), "use_cases": use_cases},
+        {"form": form, "page": page, "query": query.urlencode(), "use_cases": use_cases,
+         "blind": blind_answer_ids(user=request.user)},  # the answers whose score is hidden
     )
 
 
