@@ -15,7 +15,7 @@ so that several installations (or a test run) can share one Redis.
 
 from __future__ import annotations
 
-from kombu import Queue
+from kombu.entity import Queue
 
 INGEST, JUDGE, INVESTIGATIONS, HOUSEKEEPING = "ingest", "judge", "investigations", "housekeeping"
 QUEUES = (INGEST, JUDGE, INVESTIGATIONS, HOUSEKEEPING)
