@@ -15,7 +15,7 @@ so that several installations (or a test run) can share one Redis.
 
 from __future__ import annotations
 
-from kombu import Queue
+from kombu.entity import Queue
 
 INGEST, JUDGE, INVESTIGATIONS, HOUSEKEEPING = "ingest", "judge", "investigations", "housekeeping"
 QUEUES = (INGEST, JUDGE, INVESTIGATIONS, HOUSEKEEPING)
@@ -41,7 +41,10 @@ def task_routes(prefix: str = "") -> dict[str, dict[str, str]]:
 
 def task_queues(prefix: str = "") -> list[Queue]:
     """CELERY_TASK_QUEUES: what a worker without --queues consumes."""
-    return [Queue(name, routing_key=name) for name in queue_names(prefix)]
+    return [
+        Queue(name, routing_key=name)  # type: ignore[no-untyped-call]  # kombu: untyped __init__
+        for name in queue_names(prefix)
+    ]
 
 
 def default_queue(prefix: str = "") -> str:

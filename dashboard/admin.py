@@ -1,7 +1,10 @@
 """Django admin of use cases: their settings with the judge cost a sample rate brings."""
 
-from typing import Any
+from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.http import HttpRequest
@@ -18,9 +21,14 @@ from monitoring.models import (
 )
 from monitoring.services import tuning
 
+if TYPE_CHECKING:  # django-stubs makes ModelAdmin generic; Django's cannot be subscripted
+    _UseCaseAdmin = admin.ModelAdmin[UseCase]
+else:
+    _UseCaseAdmin = admin.ModelAdmin
+
 
 @admin.register(UseCase)
-class UseCaseAdmin(admin.ModelAdmin):
+class UseCaseAdmin(_UseCaseAdmin):
     list_display = ("name", "slug", "language", "sample_rate", "logprob_threshold",
                     "action_threshold", "leaves_unreviewed", "retention_days", "active")
     list_filter = ("language", "active", "leaves_unreviewed")
@@ -37,7 +45,9 @@ class UseCaseAdmin(admin.ModelAdmin):
         # A new use case is judged batched (existing ones keep their mode until changed).
         return {"judge_mode": JudgeMode.BATCHED, **super().get_changeform_initial_data(request)}
 
-    def save_model(self, request: HttpRequest, obj: UseCase, form, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: UseCase, form: forms.ModelForm[UseCase], change: bool
+    ) -> None:
         # A threshold, the sample rate or the judge's evidence changed here is recorded as in
         # the app (who, old, new).
         before = (

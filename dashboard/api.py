@@ -7,13 +7,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
-from ninja import Path, Query, Router
+from ninja import Router
+from ninja.params.functions import Path, Query  # typed; ninja.Path is an alias to mypy
 from pydantic import BaseModel, Field
 
 from common.domain.weeks import WeekError as BadWeek
 from common.domain.weeks import parse_week
 from dashboard.domain.statistics.cells import Estimate
-from dashboard.selectors import answers as selectors
 from dashboard.selectors import blind
 from dashboard.selectors import figures as dashboard_figures
 from dashboard.selectors import metrics as metric_selectors
@@ -23,7 +23,7 @@ from ingest.api.errors import errors
 from ingest.schemas import ErrorOut
 from judging.domain import judgement
 from monitoring.models import Service, SettingChange, UseCase
-from monitoring.selectors.access import service_sees, user_leads
+from monitoring.selectors.access import service_sees, use_cases_for_user, user_leads
 
 router = Router()
 
@@ -292,7 +292,7 @@ def get_estimates(
         # Nobody learns of another tenant's use case: a key not allowed on it, or a person not
         # assigned to it, gets exactly what a use case that does not exist gets.
         not caller.use_cases.filter(pk=use_case.pk).exists() if isinstance(caller, Service)
-        else not selectors.use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
+        else not use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
     ):
         return errors(404, [{"field": "slug", "message": "no such use case"}])
     if not _may_read(caller, use_case):

@@ -99,7 +99,7 @@ class AnswerFilterForm(forms.Form):
             self.add_error("score_max", _("„Treue bis“ darf nicht unter „Treue ab“ liegen."))
         return data
 
-    def filters(self) -> dict:
+    def filters(self) -> dict[str, Any]:
         """The valid filters as keyword arguments for selectors.answer_list.
 
         An invalid field is left out on its own: "flagged=1&date_from=garbage" still shows only

@@ -3,11 +3,13 @@ its chunks, its pending judge run and its rollup counts; COPY for a batch. What 
 refuses for one row (a constraint, a value it cannot store) is told apart from what refuses them
 all (a lost connection, a bug)."""
 
+from __future__ import annotations
+
 import functools
 import json
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django.db import (
@@ -164,22 +166,23 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     return answer_fields, chunk_fields, run_fields, sql
 
 
-def _db_type(f: models.Field) -> str:
+def _db_type(f: models.Field[Any, Any]) -> str:
     """A concrete field's column type (None only for fields without a column)."""
     db_type = f.db_type(connection)
     assert db_type is not None, f
     return db_type
 
 
-def _column(f: models.Field) -> str:
+def _column(f: models.Field[Any, Any]) -> str:
     """A concrete field's column name (None only for fields without a column)."""
     assert f.column is not None, f
     return f.column
 
 
-def bulk_insert(
-    model: type[Answer] | type[Chunk] | type[AnswerKey], rows: list, *, with_ids: bool
-) -> None:
+_Row = TypeVar("_Row", Answer, Chunk, AnswerKey)
+
+
+def bulk_insert(model: type[_Row], rows: list[_Row], *, with_ids: bool) -> None:
     """Insert many new rows: by COPY on PostgreSQL, else by bulk_create.
 
     Django's bulk_create sends each column as an array parameter (UNNEST), which psycopg
@@ -222,7 +225,7 @@ def bulk_insert(
 # Fields whose values, of these Python types, PostgreSQL's COPY takes as they are: Django's
 # get_db_prep_save would hand them back unchanged, at a call per value (a tenth of a batch's
 # CPU). Any other value still goes through it.
-_AS_IS: dict[type[models.Field], tuple[type, ...]] = {
+_AS_IS: dict[type[models.Field[Any, Any]], tuple[type, ...]] = {
     models.CharField: (str,),
     models.TextField: (str,),
     models.FloatField: (float,),
@@ -233,7 +236,7 @@ _AS_IS: dict[type[models.Field], tuple[type, ...]] = {
 }
 
 
-def _preparer(f: models.Field) -> Any:
+def _preparer(f: models.Field[Any, Any]) -> Any:
     """How a value of the field becomes COPY's: JSON as text, plain values as they are,
     the rest by Django."""
     if isinstance(f, models.JSONField):

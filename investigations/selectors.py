@@ -15,12 +15,12 @@ from django.utils.translation import get_language
 
 from dashboard.domain.highlight import Segment, segments
 from dashboard.domain.statistics.cells import wilson
-from dashboard.selectors import answers as monitoring_selectors
 from investigations.domain.consistency import compare as consistency
 from investigations.models import Investigation, Question
 from judging.selectors.prices import price_currencies, prices_for
 from monitoring.domain.prices import price_key
 from monitoring.models import Answer, JudgePrice, UseCase
+from monitoring.selectors.access import blind_answer_ids, use_cases_for_user
 
 # A rough token estimate where the stored answer does not say: ~4 characters per token.
 CHARS_PER_TOKEN = 4
@@ -108,7 +108,7 @@ def selection_queryset(
         answers = answers.filter(flagged=True)
     elif selection == Investigation.Selection.BELOW:
         answers = answers.filter(score__lt=use_case.action_threshold)
-        blind = monitoring_selectors.blind_answer_ids(user=user) if user is not None else set()
+        blind = blind_answer_ids(user=user) if user is not None else set()
         if blind:
             answers = answers.exclude(pk__in=blind)
     elif selection == Investigation.Selection.CHOSEN:
@@ -196,7 +196,7 @@ def _estimate_cost(plan: Plan, ids: list[int]) -> Decimal | None:
 def investigations_for_user(
     *, user: User, use_case: UseCase | None = None
 ) -> QuerySet[Investigation]:
-    permitted = monitoring_selectors.use_cases_for_user(user=user)
+    permitted = use_cases_for_user(user=user)
     investigations = Investigation.objects.filter(use_case__in=permitted)
     if use_case is not None:
         investigations = investigations.filter(use_case=use_case)
@@ -293,7 +293,7 @@ class Report:
 def investigation_report(*, investigation: Investigation, user: User | None = None) -> Report:
     """The report as `user` may see it: an answer that user reviews blind shows no score and
     is left out of the table by score (`hidden` counts them), as on every other page."""
-    blind = monitoring_selectors.blind_answer_ids(user=user) if user is not None else set()
+    blind = blind_answer_ids(user=user) if user is not None else set()
     questions = list(
         investigation.questions.select_related("answer").defer(
             "answer__token_data", "answer__messages"

@@ -13,16 +13,15 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from common.http import AuthenticatedRequest
-from dashboard.selectors import answers as monitoring_selectors
 from investigations import selectors, services
 from investigations.forms import InvestigationForm
 from investigations.models import Investigation
 from monitoring.models import Answer, UseCase
-from monitoring.selectors.access import Role, user_leads
+from monitoring.selectors.access import Role, use_cases_for_user, user_leads
 
 
 def _led_use_cases(request: AuthenticatedRequest) -> list[UseCase]:
-    use_cases = monitoring_selectors.use_cases_for_user(user=request.user, role=Role.LEAD)
+    use_cases = use_cases_for_user(user=request.user, role=Role.LEAD)
     return list(use_cases.order_by("name"))
 
 
@@ -40,7 +39,7 @@ def _may_lead(request: AuthenticatedRequest, use_case: UseCase) -> bool:
 @login_required
 @require_GET
 def investigation_list(request: AuthenticatedRequest) -> HttpResponse:
-    use_cases = list(monitoring_selectors.use_cases_for_user(user=request.user).order_by("name"))
+    use_cases = list(use_cases_for_user(user=request.user).order_by("name"))
     slug = request.GET.get("use_case") or ""
     use_case = next((uc for uc in use_cases if uc.slug == slug), None)
     if slug and use_case is None:

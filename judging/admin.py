@@ -1,6 +1,8 @@
 """Django admin of the judge tier: judge runs with their claims (read-only, the audit trail of what
 the judge said), judge prices, and what is known of each judge endpoint."""
 
+from typing import TYPE_CHECKING
+
 from django.contrib import admin
 from django.http import HttpRequest
 
@@ -11,8 +13,17 @@ from monitoring.models import (
     JudgeRun,
 )
 
+if TYPE_CHECKING:  # django-stubs makes the admin classes generic; Django's cannot be subscripted
+    _ClaimInline = admin.TabularInline[Claim, JudgeRun]
+    _JudgeRunAdmin = admin.ModelAdmin[JudgeRun]
+    _JudgePriceAdmin = admin.ModelAdmin[JudgePrice]
+    _JudgeEndpointAdmin = admin.ModelAdmin[JudgeEndpoint]
+else:
+    _ClaimInline = admin.TabularInline
+    _JudgeRunAdmin = _JudgePriceAdmin = _JudgeEndpointAdmin = admin.ModelAdmin
 
-class ClaimInline(admin.TabularInline):
+
+class ClaimInline(_ClaimInline):
     model = Claim
     extra = 0
     can_delete = False
@@ -28,7 +39,7 @@ class ClaimInline(admin.TabularInline):
 
 
 @admin.register(JudgeRun)
-class JudgeRunAdmin(admin.ModelAdmin):
+class JudgeRunAdmin(_JudgeRunAdmin):
     """Read-only: a run is written by the worker alone; rescoring adds runs from the pages."""
 
     list_display = ("id", "answer", "status", "trigger", "judge_model", "prompt_version",
@@ -54,7 +65,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgePrice)
-class JudgePriceAdmin(admin.ModelAdmin):
+class JudgePriceAdmin(_JudgePriceAdmin):
     list_display = (
         "judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k", "currency"
     )
@@ -62,7 +73,7 @@ class JudgePriceAdmin(admin.ModelAdmin):
 
 
 @admin.register(JudgeEndpoint)
-class JudgeEndpointAdmin(admin.ModelAdmin):
+class JudgeEndpointAdmin(_JudgeEndpointAdmin):
     """What the judge found out about an endpoint and model: written by the worker alone.
     Deleting a row makes the next batched or one-call request find out again (after the
     endpoint or the model changed)."""

@@ -1,5 +1,6 @@
 """Forms of the judge pages: rescoring an answer or a week with a judge model."""
 
+from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -14,12 +15,12 @@ class RescoreForm(forms.Form):
 
     judge_model = forms.CharField(label=_("Prüfmodell"), max_length=200, strip=True)
 
-    def __init__(self, *args, generator_model: str | None = None, **kwargs) -> None:
+    def __init__(self, *args: Any, generator_model: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.generator_model = generator_model
 
     def clean_judge_model(self) -> str:
-        model = self.cleaned_data["judge_model"]
+        model: str = self.cleaned_data["judge_model"]  # a CharField: a str
         if self.generator_model is not None and same_model(model, self.generator_model):
             raise forms.ValidationError(same_model_reason(model), code="same_model")
         return model

@@ -4,7 +4,7 @@ Their names stay those they had in monitoring/tasks.py (messages in a queue and 
 schedule name them), so each sets `name=`; treue_site/celery.py discovers this module.
 """
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 
 from common import queues
@@ -14,8 +14,10 @@ from judging.services import runs as judging
 from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
 
 
-@shared_task(name=judging.SCORE_ANSWER_TASK, **jobs.TASK_OPTIONS)
-def score_answer(self, run_id: int) -> str:
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no type hints
+    name=judging.SCORE_ANSWER_TASK, **jobs.TASK_OPTIONS
+)
+def score_answer(self: Task, run_id: int) -> str:
     return jobs.run_task(
         self,
         execute=lambda: judge_run_execute(run_id=run_id),
@@ -24,11 +26,11 @@ def score_answer(self, run_id: int) -> str:
     )
 
 
-@shared_task(
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no type hints
     name=judging.SCORE_ANSWERS_TASK,
     bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
 )
-def score_answers(self, run_ids: list[int]) -> int:
+def score_answers(self: Task, run_ids: list[int]) -> int:
     """Publish score_answer for each run: the fan-out of a batch's runs, sent as one message.
     From the product's ingest queue the runs go where the routes send them (the judge queue,
     common/queues.py); from a queue of its own (an operator's, a test's) they go where this
@@ -47,6 +49,8 @@ def score_answers(self, run_ids: list[int]) -> int:
     return jobs.publish_each(judging.SCORE_ANSWER_TASK, run_ids, what="judge run", **where)
 
 
-@shared_task(name="monitoring.tasks.reconcile_judge_runs", ignore_result=True)
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no type hints
+    name="monitoring.tasks.reconcile_judge_runs", ignore_result=True
+)
 def reconcile_judge_runs() -> int:
     return judge_runs_reconcile()

@@ -2,6 +2,7 @@
 rescoring a week and retrying failed runs. The answer page's rescore lives with the answer page
 (dashboard/views/answers.py) and asks for confirmation here (`rescore_confirm`)."""
 
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -226,5 +227,5 @@ def use_case_rescore_week(request: AuthenticatedRequest, slug: str) -> HttpRespo
     return redirect(back)
 
 
-def rescore_confirm(request: AuthenticatedRequest, context: dict) -> HttpResponse:
+def rescore_confirm(request: AuthenticatedRequest, context: dict[str, Any]) -> HttpResponse:
     return render(request, "monitoring/rescore_confirm.html", context)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = (
-    "monitoring", "review", "investigations", "alarms", "jobs", "traces", "treue_site",
-    "treue_demo", "clients/python/treue_client",
+    "common", "monitoring", "ingest", "judging", "dashboard", "review", "investigations",
+    "alarms", "jobs", "accounts", "traces", "treue_site", "treue_demo",
+    "clients/python/treue_client",
 )
 # "# type: ignore[code]" followed by "# why", on the same line.
 EXPLAINED = re.compile(r"# type: ignore\[[a-z-]+(?:, *[a-z-]+)*\] +# +\S")

@@ -30,18 +30,19 @@ from dashboard.selectors import rollup_reads
 from dashboard.selectors.reads import JudgedRow, Usage, answers_in, judged_rows, read_usage
 from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
 from judging.domain import cost
+from monitoring.domain.moments import DEFAULT_CHUNK_EDGES, DEFAULT_SIMILARITY_EDGES
 from monitoring.models import UseCase
 from monitoring.models.buckets import Bucket as _Bucket
 from monitoring.models.rollups import Dim, on_grid
 
-SIMILARITY_EDGES = causes.DEFAULT_SIMILARITY_EDGES
+SIMILARITY_EDGES = DEFAULT_SIMILARITY_EDGES
 # The similarity the "no chunk passed" figure uses when the buckets offer no cutoff (nothing
 # turns unfaithful, or too few answers to tell): a usual floor of RAG services for cosine
 # similarity; the page names the value it used. Like every cutoff it is a bucket edge, so the
 # answers below it are whole buckets.
 DEFAULT_SIMILARITY_THRESHOLD = 0.5
 assert DEFAULT_SIMILARITY_THRESHOLD in SIMILARITY_EDGES
-CHUNK_EDGES = causes.DEFAULT_CHUNK_EDGES
+CHUNK_EDGES = DEFAULT_CHUNK_EDGES
 TUNER_THRESHOLDS = tuner.DEFAULT_THRESHOLDS
 
 

@@ -14,11 +14,10 @@ from typing import Any
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from dashboard.domain import causes
 from dashboard.selectors.judged import StratumJudged, WeekJudged
 from dashboard.selectors.reads import Usage, UsageGroups, usage_groups, usage_of_groups
 from dashboard.selectors.weeks import Week
-from monitoring.domain.moments import NO_MOMENTS
+from monitoring.domain.moments import NO_MOMENTS, Moments
 from monitoring.models import (
     JudgeRun,
     RollupCause,
@@ -111,7 +110,7 @@ def causes_from_rollups(
     use_case_id: int, weeks: Sequence[Week]
 ) -> tuple[dict[tuple[int, int, Any, bool], int],
            dict[tuple[int, int, Any, bool, bool], Counter[float]],
-           tuple[causes.Moments, causes.Moments]]:
+           tuple[Moments, Moments]]:
     """The diagnosis' window (diagnosis.Window): answers per (dim, week index, bucket,
     flagged), judged scores per (dim, week index, bucket, flagged, in the random sample), and
     the regression's moments of the flagged and the unflagged stratum."""

@@ -5,7 +5,7 @@ confirmation with the expected calls and cost, the second (with `confirm`) queue
 """
 
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -40,13 +40,20 @@ from judging.selectors.costs import rescore_estimate_for_answer
 from judging.services import rescoring
 from judging.views import rescore_confirm
 from monitoring.models import Answer
+from monitoring.selectors.access import blind_answer_ids, use_cases_for_user
 from monitoring.services import record
 from monitoring.views import answer_or_404
 
 PAGE_SIZE = 50
 
 
-class _Paginator(Paginator):
+if TYPE_CHECKING:  # django-stubs makes Paginator generic; Django's cannot be subscripted
+    _AnswerPaginator = Paginator[Answer]
+else:
+    _AnswerPaginator = Paginator
+
+
+class _Paginator(_AnswerPaginator):
     """A paginator told the count where the rollups know it (else it counts, as Django's)."""
 
     def __init__(self, *args: Any, count: int | None = None, **kwargs: Any) -> None:
@@ -58,21 +65,19 @@ class _Paginator(Paginator):
 @login_required
 @require_GET
 def answer_list(request: AuthenticatedRequest) -> HttpResponse:
-    use_cases = list(answer_selectors.use_cases_for_user(user=request.user))
+    use_cases = list(use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET or None, use_cases=use_cases)
     filters = form.filters()
     answers = answer_selectors.answer_list(user=request.user, **filters)
     count = answer_selectors.answer_count(user=request.user, **filters)
     page = _Paginator(answers, PAGE_SIZE, count=count).get_page(request.GET.get("page"))
-    blind = answer_selectors.blind_answer_ids(user=request.user)
-    for answer in page:
-        answer.blind = answer.pk in blind  # shown by the template
     query = request.GET.copy()
     query.pop("page", None)
     return render(
         request,
         "monitoring/answer_list.html",
-        {"form": form, "page": page, "query": query.urlencode(), "use_cases": use_cases},
+        {"form": form, "page": page, "query": query.urlencode(), "use_cases": use_cases,
+         "blind": blind_answer_ids(user=request.user)},  # the answers whose score is hidden
     )
 
 
@@ -83,7 +88,7 @@ def _export_filters(request: AuthenticatedRequest) -> dict[str, Any] | HttpRespo
     refused: a file shows no warning, and a silently wider export is a wrong file. A use case
     the user may not see is a 404, the same as one that does not exist.
     """
-    use_cases = list(answer_selectors.use_cases_for_user(user=request.user))
+    use_cases = list(use_cases_for_user(user=request.user))
     form = AnswerFilterForm(request.GET, use_cases=use_cases)
     if not form.is_valid():
         if "use_case" in form.errors:
@@ -189,7 +194,7 @@ def _detail(
         request,
         "monitoring/answer_detail.html",
         {
-            "blind": answer.pk in answer_selectors.blind_answer_ids(user=request.user),
+            "blind": answer.pk in blind_answer_ids(user=request.user),
             "answer": answer,
             "segments": segments(answer.text, answer.uncertain_tokens),
             "chunks": answer.chunks.all(),
@@ -288,7 +293,7 @@ def answer_record(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     assigned to); an expert who reviews the answer blind gets it without the judge's verdicts.
     """
     answer = answer_or_404(request, pk)
-    blind = answer.pk in answer_selectors.blind_answer_ids(user=request.user)
+    blind = answer.pk in blind_answer_ids(user=request.user)
     data = record.answer_record_build(answer_id=answer.pk, include_judge=not blind)
     response = JsonResponse(data, json_dumps_params={"ensure_ascii": False, "indent": 2})
     response["Content-Disposition"] = f'attachment; filename="treue-answer-{answer.pk}.json"'

@@ -31,9 +31,11 @@ def pack_compact(compact: Mapping[str, Any]) -> bytes:
 def unpack_compact(data: bytes | bytearray | memoryview | str) -> dict[str, Any]:
     """The compact copy from its stored bytes: MessagePack, or JSON text (what rows stored
     before December 2026 hold, and what pack_compact falls back to)."""
+    compact: dict[str, Any]  # what pack_compact wrote: a map with string keys
     if isinstance(data, str):
-        return json.loads(data)
-    raw = bytes(data)
-    if raw[:1] == b"{":
-        return json.loads(raw)
-    return _UNPACK.decode(raw)
+        compact = json.loads(data)
+    elif (raw := bytes(data))[:1] == b"{":
+        compact = json.loads(raw)
+    else:
+        compact = _UNPACK.decode(raw)
+    return compact

@@ -13,6 +13,7 @@ every value taken. A number word longer than 100 letters is not read as a number
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 
@@ -61,7 +62,10 @@ class Value:
     key: str = ""  # what amount-less values compare by ("§4a", "DIN 4102", "evasion")
 
 
-def _span(kind, dimension, amount, m, start_group=0, *, upper=None, key="") -> Value:
+def _span(
+    kind: str, dimension: str, amount: float | None, m: re.Match[str],
+    start_group: int | str = 0, *, upper: float | None = None, key: str = "",
+) -> Value:
     start, end = m.span(start_group)
     return Value(kind, dimension, amount, m.string[start:end], start, end, upper, key)
 
@@ -87,7 +91,7 @@ _DATE_PATTERNS = [
 ]
 
 
-def _dates(text: str, language: str):
+def _dates(text: str, language: str) -> Iterator[Value]:
     for pattern in _DATE_PATTERNS:
         for m in pattern.finditer(text):
             g = m.groupdict()
@@ -119,7 +123,7 @@ _REF = re.compile(
 )
 
 
-def _refs(text: str, language: str):
+def _refs(text: str, language: str) -> Iterator[Value]:
     for m in _REF.finditer(text):
         sign = _REF_SIGNS[m["sign"]]
         # The law is part of the dimension: "§ 257 HGB" and "§ 147 AO" are two rules a correct
@@ -139,7 +143,7 @@ _CODE_PREFIX = re.compile(r"\b[A-ZÄÖÜ]{2,}+(?:[ /][A-ZÄÖÜ]{2,}+)*+")
 _CODE_NUMBER = re.compile(r"[ -](?P<n>\d+)(?:[-:./]\d+)*(?!\w|[.,]\d)")
 
 
-def _codes(text: str, language: str):
+def _codes(text: str, language: str) -> Iterator[Value]:
     for prefix in _CODE_PREFIX.finditer(text):
         number = _CODE_NUMBER.match(text, prefix.end())
         if number is None or prefix.group().split()[0] in CURRENCY_CODES:
@@ -177,7 +181,7 @@ _EVASIONS = {
 }
 
 
-def _evasions(text: str, language: str):
+def _evasions(text: str, language: str) -> Iterator[Value]:
     for m in _EVASIONS[language].finditer(text):
         yield _span("evasion", "evasion", None, m, key="evasion")
 
@@ -204,7 +208,7 @@ _FREQUENCY = re.compile(
 )
 
 
-def _frequencies(text: str, language: str):
+def _frequencies(text: str, language: str) -> Iterator[Value]:
     for m in _FREQUENCY.finditer(text):
         if m["unit"]:
             n = 2.0 if m["other"] else number(m["n"], language) if m["n"] else 1.0
@@ -250,13 +254,13 @@ def _unit(surface: str) -> tuple[str, float]:
     return UNITS.get(surface) or UNITS[surface.lower()]
 
 
-def _scale(m) -> float:
+def _scale(m: re.Match[str]) -> float:
     found = re.search(r"(Tsd|Mio|Mrd|Millionen|Million|Milliarden|Milliarde|Tausend|million|"
                       r"billion|thousand)(?!\w)", m.group(0))
     return SCALES[found.group(1).lower()] if found else 1.0
 
 
-def _ranges(text: str, language: str):
+def _ranges(text: str, language: str) -> Iterator[Value]:
     for m in _RANGE.finditer(text):
         lo = number(m["a"] or m["c"], language)
         hi = number(m["b"] or m["d"], language)
@@ -271,7 +275,7 @@ def _is_article(word: str) -> bool:
     return word.lower() in ARTICLES
 
 
-def _quantities(text: str, language: str):
+def _quantities(text: str, language: str) -> Iterator[Value]:
     for m in _PREFIX_MONEY.finditer(text):
         amount = number(m["n"], language)
         if amount is not None:
@@ -295,7 +299,7 @@ _NOT_NOUNS = {"and", "or", "to", "of", "the", "in", "on", "at", "by", "for", "wi
               "more", "less", "times", "is", "are", "was", "were", "be", "x"}
 
 
-def _counts(text: str, language: str):
+def _counts(text: str, language: str) -> Iterator[Value]:
     for m in _COUNT[language].finditer(text):
         raw, noun = m["n"], m["noun"]
         amount = number(raw, language)
@@ -331,7 +335,7 @@ _CAP_START = re.compile(r"\b[A-ZÄÖÜ]")
 _CAP_RUN = re.compile(r"[\w-]+")
 
 
-def _company_names(text: str):
+def _company_names(text: str) -> Iterator[re.Match[str]]:
     """``_NAMES[0].finditer(text)``, but a word that fails is not tried again from each of its
     hyphen-joined parts ("A-A-A-…" took quadratic time): from any of them the first word runs to
     the end of the whole word (it must be followed by a blank), and the rest is the same."""
@@ -381,7 +385,7 @@ def _blank_back(text: str, end: int) -> int:
     return end
 
 
-def _names(text: str, language: str):
+def _names(text: str, language: str) -> Iterator[Value]:
     patterns = [*_NAMES, _EN_CAPS] if language == "en" else _NAMES
     for pattern in patterns:
         found = _company_names(text) if pattern is _NAMES[0] else pattern.finditer(text)
@@ -431,7 +435,7 @@ class _LineStart:
         return self.mark < self.newline or self.mark == -1
 
 
-def _bare_numbers(text: str, language: str):
+def _bare_numbers(text: str, language: str) -> Iterator[Value]:
     at_line_start = _LineStart(text)
     for m in _BARE.finditer(text):
         raw = m["n"]

@@ -5,6 +5,7 @@ The vocabulary and regular-expression fragments ``values`` builds its finders fr
 """
 
 import re
+from collections.abc import Iterable
 
 YEAR, MONTH, WEEK, DAY = 365.0, 365.0 / 12, 7.0, 1.0
 UNITS: dict[str, tuple[str, float]] = {}
@@ -65,7 +66,7 @@ SCALES = {"tsd": 1e3, "tausend": 1e3, "thousand": 1e3, "mio": 1e6, "million": 1e
            "millionen": 1e6, "mrd": 1e9, "milliarde": 1e9, "milliarden": 1e9, "billion": 1e9}
 
 
-def alternation(words) -> str:
+def alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
 
 
