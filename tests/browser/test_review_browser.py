@@ -25,6 +25,7 @@ from playwright.sync_api import Page, Response, expect
 from common.domain.weeks import shift_week, week_of
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import JUDGE, PASSWORD, ReviewWorld, review_world  # noqa: F401
+from tests.support.text import found
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -354,7 +355,7 @@ def test_keys_label_the_claim_with_the_focus_and_a_save_over_anothers_work_is_re
     other = Client()
     other.force_login(w.users["expert2"])
     fresh = other.get(f"/review/items/{item.pk}/").content.decode()
-    revision = re.search(r'name="revision" id="revision" value="([^"]+)"', fresh).group(1)
+    revision = found(r'name="revision" id="revision" value="([^"]+)"', fresh).group(1)
     response = other.post(f"/review/items/{item.pk}/save/",
                           {"claim-1": G, "claim-2": G, "claim-3": G, "revision": revision},
                           HTTP_ACCEPT="application/json")

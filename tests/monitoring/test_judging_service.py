@@ -58,6 +58,7 @@ from monitoring.models import (
 )
 from monitoring.services.use_cases import use_case_create
 from tests.support.openai_server import ScriptedJudge
+from tests.support.text import found
 from treue_site import settings as project
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -1047,7 +1048,7 @@ def test_under_a_fault_mix_calls_stay_within_1_5_times_a_fault_free_run(
 
     def script(request: dict[str, Any]) -> str:
         text = request["messages"][1]["content"]
-        answer_id = re.search(r"Antwort (\d+)", text).group(1)
+        answer_id = found(r"Antwort (\d+)", text).group(1)
         return ScriptedJudge(claims=claims[f"faults-{answer_id}"])(request)
 
     judge.responder = script

@@ -21,6 +21,7 @@ from review.domain.cusum import cusum_arl, cusum_params_for
 from review.models import ReviewItem
 from tests.review.conftest import ReviewWorld
 from tests.review.test_alarms import batch_of, review, reviewed
+from tests.support.text import found
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 # Student t, 97.5 % quantile, 5 degrees of freedom (from a table: 2.5706).
@@ -188,8 +189,8 @@ def test_kappa_is_shown_with_enough_claims(
     html = calibration(login(w.users["expert"]))
     shown = dd(html, "kappa")
     assert shown.startswith(f"κ = {de(kappa, 2)} ")
-    low, high = re.search(r"\(95 %: (-?\d,\d\d) … (-?\d,\d\d), n = 20 Aussagen\)",
-                          shown).groups()
+    low, high = found(r"\(95 %: (-?\d,\d\d) … (-?\d,\d\d), n = 20 Aussagen\)",
+                      shown).groups()
     low, high = float(low.replace(",", ".")), float(high.replace(",", "."))
     assert low <= kappa <= high <= 1.0
 

@@ -19,6 +19,7 @@ from review.models import JudgeComparison, ShadowRun
 from review.shadow.services import shadow_run_execute
 from tests.review.conftest import ReviewWorld, shift_week
 from tests.review.test_alarms import batch_of, review
+from tests.support.text import found
 from tests.support.world import WorldBuilder
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
@@ -284,7 +285,7 @@ def test_a_candidate_in_one_call_mode_is_offered_compared_and_adopted(
     def one_call(request: dict[str, Any]) -> str:
         system, user = (m["content"] for m in request["messages"][:2])
         assert system.startswith(SINGLE_SYSTEM_DE), "the one-call prompt, not a batch"
-        answer = re.search(r"Antwort:\n(.*?)\n\nKontext:", user, re.DOTALL).group(1)
+        answer = found(r"Antwort:\n(.*?)\n\nKontext:", user, re.DOTALL).group(1)
         claims = [{"claim": text.upper().rstrip("."), "verdict": label}
                   for text, label in by_answer[answer]]
         claims.append({"claim": "Eine Aussage, die niemand prüfte.", "verdict": U})

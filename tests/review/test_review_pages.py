@@ -14,6 +14,7 @@ from monitoring.services.use_cases import service_create
 from review import services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 from tests.review.conftest import ReviewWorld
+from tests.support.text import found
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 QUESTION = "Wie oft muss der Behälter geprüft werden?"
@@ -731,7 +732,7 @@ def test_post_without_csrf_token_is_refused(
     assert item.status == ReviewItem.Status.OPEN and labels(item) in ([], ["", ""])
     # With the page's token the same request goes through: the check above is the token.
     html = client.get(url(item)).content.decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+    token = found(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
     response = client.post(url(item, "save"), {"claim-1": G, "csrfmiddlewaretoken": token},
                            HTTP_ACCEPT="application/json")
     assert response.status_code == 200
