@@ -20,7 +20,14 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
 from review import services
 from review.models import ReviewBatch, ReviewItem
-from tests.review.conftest import GENERATOR, JUDGE, ReviewWorld, uncertain_logprobs, week_time
+from tests.review.conftest import (
+    GENERATOR,
+    JUDGE,
+    ReviewWorld,
+    batch_for,
+    uncertain_logprobs,
+    week_time,
+)
 
 # (year, month, day, hour, minute)
 DateTuple = tuple[int, int, int, int, int]
@@ -83,13 +90,6 @@ def external_ids(world: ReviewWorld, prefix: str, count: int, *, in_sample: bool
             found.append(eid)
         i += 1
     return found
-
-
-def batch_for(use_case: UseCase, week: str) -> ReviewBatch:
-    """The use case's batch of the week, made now or before."""
-    batch = services.review_batch_create(use_case=use_case, week=week).batch
-    assert batch is not None
-    return batch
 
 
 def drawn(batch: ReviewBatch) -> list[int]:

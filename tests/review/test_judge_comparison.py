@@ -19,6 +19,7 @@ from review.models import JudgeComparison, ShadowRun
 from review.shadow.services import shadow_run_execute
 from tests.review.conftest import ReviewWorld, shift_week
 from tests.review.test_alarms import batch_of, review
+from tests.support.judged import current_run
 from tests.support.text import found
 from tests.support.world import WorldBuilder
 
@@ -99,7 +100,7 @@ def test_cost_shown_before_starting_then_shadow_runs_change_no_score_or_estimate
     assert estimates(client) == before
     assert dict(Answer.objects.values_list("pk", "score")) == scores
     assert JudgeRun.objects.count() == runs
-    assert all(a.current_run.judge_model != CANDIDATE for a in Answer.objects.all())
+    assert all(current_run(a).judge_model != CANDIDATE for a in Answer.objects.all())
     run = ShadowRun.objects.get(pk=shadow[2].pk)
     assert (run.status, run.calls, run.score) == ("succeeded", 1, 0.5)
     assert [v["label"] for v in run.verdicts] == [U, G]
@@ -201,7 +202,7 @@ def test_adopting_makes_the_candidate_the_use_cases_judge(
     # The next answer is judged by the candidate, batched.
     answer = review_world.answer("nach-1", week=services.current_week(),
                                  claims=[("Nachher.", G)])
-    run = answer.current_run
+    run = current_run(answer)
     assert (run.judge_model, run.judge_mode, run.prompt_version) == (
         CANDIDATE, JudgeMode.BATCHED, BATCHED_PROMPT_VERSION)
     page = client.get(f"/review/calibration/recht/judges/{comparison.pk}/").content.decode()
