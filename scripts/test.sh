@@ -29,8 +29,9 @@ export TREUE_VAR_DIR=${TREUE_VAR_DIR:-$PWD/var/test}
 # views/API/tasks above services/selectors above models, monitoring without review and
 # investigations, no product module importing the demo).
 .venv/bin/lint-imports --no-cache
-# The types of every product module (pyproject.toml [tool.mypy]: django-stubs, the pydantic
-# plugin); zero errors, and a `# type: ignore[code]` only with the reason beside it.
+# The types of every product module and of the tests, under one configuration (pyproject.toml
+# [tool.mypy]: django-stubs, the pydantic plugin, check_untyped_defs); zero errors, and a
+# `# type: ignore[code]` only with the reason beside it (tests/test_type_ignores.py).
 .venv/bin/mypy
 # DATABASE_URL emptied: the check needs no server (the test database does not exist yet).
 DATABASE_URL= .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null

@@ -25,6 +25,7 @@ from django.test import Client
 
 from monitoring.models import Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
+from tests.support.http import Environ, bearer
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
@@ -115,8 +116,8 @@ class ApiClient:
         self.client = client
         self.key = key
 
-    def _headers(self) -> dict[str, str]:
-        return {"HTTP_AUTHORIZATION": f"Bearer {self.key}"} if self.key else {}
+    def _headers(self) -> Environ:
+        return bearer(self.key)
 
     def post(self, path: str, body: Any, raw: bool = False) -> Any:
         data = body if raw else json.dumps(body)

@@ -10,7 +10,8 @@ from django.test import Client
 
 from alarms.models import Alarm
 
-BEFORE = [("monitoring", "0008_threshold_finite"), ("alarms", None)]
+MONITORING_BEFORE = ("monitoring", "0008_threshold_finite")
+BEFORE = [MONITORING_BEFORE, ("alarms", None)]
 
 
 def migrate(targets: list[tuple[str, str | None]]) -> MigrationExecutor:
@@ -29,7 +30,7 @@ def leaves() -> list[tuple[str, str | None]]:
 @pytest.fixture
 def before_move():
     executor = migrate(BEFORE)
-    yield executor.loader.project_state(BEFORE[:1]).apps
+    yield executor.loader.project_state([MONITORING_BEFORE]).apps
     migrate(leaves())
 
 

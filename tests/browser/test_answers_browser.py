@@ -49,6 +49,7 @@ def answers(
     result = services.answer_ingest(
         service=service_b, payload=AnswerIn.model_validate(body), raw=body
     )
+    assert result.answer is not None
     ids["b-other"] = result.answer.pk
     return ids
 

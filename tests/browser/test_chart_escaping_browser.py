@@ -115,6 +115,7 @@ def hostile_answer(world: DashWorld, external_id: str) -> Answer:  # noqa: F811
         service=world.service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
+    assert result.answer is not None
     run = result.answer.judge_runs.get(status=JudgeRun.Status.PENDING)
     claim = f"Aussage {external_id}."
     world.judge.claims = [claim]

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Response, expect
 
 from monitoring.models import UseCase
 from monitoring.services import tuning
@@ -105,9 +105,11 @@ class Watch:
         page.on("request", lambda r: self.hosts.add(urlsplit(r.url).netloc))
         page.on("console", self._console)
         page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        page.on("response", lambda r: r.status >= 400 and self.errors.append(
-            f"{r.status} {r.url}"
-        ))
+        page.on("response", self._response)
+
+    def _response(self, response: Response) -> None:
+        if response.status >= 400:
+            self.errors.append(f"{response.status} {response.url}")
 
     def _console(self, message: Any) -> None:
         # A missing icon counts too: every page links one, and /favicon.ico redirects to it.

@@ -32,6 +32,7 @@ from investigations.models import Investigation, Question
 from judging.services import runs as judging
 from monitoring.models import JudgePrice
 from tests.investigations.conftest import GENERATOR, GUESSED, JUDGE, KNOWN, World, world  # noqa: F401
+from tests.support.text import found
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -125,7 +126,7 @@ def start_from_explorer(page: Page, base: str, questions: list[str]) -> Investig
     start = page.get_by_role("button", name=re.compile(r"^Starten"))
     start.click()
     expect(page).to_have_url(re.compile(r"/investigations/\d+/$"))
-    pk = int(re.search(r"/investigations/(\d+)/$", page.url).group(1))  # type: ignore[union-attr]
+    pk = int(found(r"/investigations/(\d+)/$", page.url).group(1))
     return Investigation.objects.get(pk=pk)
 
 

@@ -3,6 +3,7 @@ verdicts, ask for a rescore with another judge model, confirm the expected calls
 message and the waiting run; the worker's part is played by the real judge service."""
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -40,8 +41,13 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Run ids handed to the broker. The test plays the worker; nothing reaches a broker that
     a worker of another database might be reading."""
     sent: list[int] = []
-    monkeypatch.setattr(judging, "judge_runs_enqueue",
-                        lambda *, run_ids: sent.extend(run_ids) or len(run_ids))
+
+    def enqueue(*, run_ids: Iterable[int]) -> int:
+        ids = list(run_ids)
+        sent.extend(ids)
+        return len(ids)
+
+    monkeypatch.setattr(judging, "judge_runs_enqueue", enqueue)
     return sent
 
 
@@ -65,6 +71,7 @@ def judged_answer(
     [run_id] = enqueued
     assert judge_run_execute(run_id=run_id) == "scored"
     use_case.team_leads.add(User.objects.create_user("teamleitung"))
+    assert result.answer is not None
     return Answer.objects.get(pk=result.answer.pk)
 
 

@@ -25,6 +25,7 @@ from playwright.sync_api import Page, Response, expect
 from common.domain.weeks import shift_week, week_of
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import JUDGE, PASSWORD, ReviewWorld, review_world  # noqa: F401
+from tests.support.text import found
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -202,6 +203,7 @@ def test_expert_reviews_a_batch_with_the_keyboard_only(
 
     card.locator(".queue-items li").first.get_by_role("link").click()
     first = batch.items.order_by("position").first()
+    assert first is not None
     expect(page).to_have_url(f"{base}/review/items/{first.pk}/")
 
     for round_ in range(3):
@@ -354,7 +356,7 @@ def test_keys_label_the_claim_with_the_focus_and_a_save_over_anothers_work_is_re
     other = Client()
     other.force_login(w.users["expert2"])
     fresh = other.get(f"/review/items/{item.pk}/").content.decode()
-    revision = re.search(r'name="revision" id="revision" value="([^"]+)"', fresh).group(1)
+    revision = found(r'name="revision" id="revision" value="([^"]+)"', fresh).group(1)
     response = other.post(f"/review/items/{item.pk}/save/",
                           {"claim-1": G, "claim-2": G, "claim-3": G, "revision": revision},
                           HTTP_ACCEPT="application/json")
@@ -381,7 +383,7 @@ def calibrated(review_world: ReviewWorld) -> Calibrated:  # noqa: F811
     reviewed: dict[int, tuple[float, float]] = {}  # answer id -> (automatic, manual)
     expert = Client()
     expert.force_login(w.users["expert"])
-    plans = [
+    plans: list[list[tuple[str, list[str], list[str] | None]]] = [
         # (external id, judge verdicts, expert verdicts or None if left open)
         [("c1", [G, G, G], [G, T, G]), ("c2", [G, U, U], [G, U, U])],
         [("c3", [G, G, U], [U, U, U]), ("c4", [T, T, G], [G, G, G]), ("c5", [G, G, G], None)],
@@ -405,7 +407,9 @@ def calibrated(review_world: ReviewWorld) -> Calibrated:  # noqa: F811
             assert response.status_code == 302, response.content
             item.refresh_from_db()
             assert item.status == ReviewItem.Status.SUBMITTED
-            reviewed[answer.pk] = (item.judge_run.score, item.manual_score)
+            automatic, manual_score = item.judge_run.score, item.manual_score
+            assert automatic is not None and manual_score is not None
+            reviewed[answer.pk] = (automatic, manual_score)
     assert len(reviewed) == 4
     return weeks, reviewed
 

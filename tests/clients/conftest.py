@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionTokenLogprob
 
 from judging.services import runs as judging
 from monitoring.services.use_cases import service_create, use_case_create
@@ -38,6 +39,13 @@ def treue(live_server: Any, transactional_db: None, monkeypatch: pytest.MonkeyPa
     use_case_create(slug="vertrieb", name="Vertrieb", language="en")
     _, key = service_create(name="rag-bot", use_cases=[use_case])
     return Treue(url=live_server.url, key=key, use_case=USE_CASE)
+
+
+def logprob_tokens(completion: ChatCompletion) -> list[ChatCompletionTokenLogprob]:
+    """The first choice's token logprobs (asked for, so there)."""
+    logprobs = completion.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None
+    return logprobs.content
 
 
 def free_port() -> int:

@@ -51,6 +51,7 @@ def test_recorded_answers_arrive_in_batches(make_client: Any) -> None:
         "Wie oft wird der Behälter geprüft?", "Alle 5 Jahre.", "gpt-4o-mini"
     )
     assert stored.metadata == {"n": 3}
+    assert stored.token_data is not None
     assert stored.token_data["t"] == ["Alle", " 5", " Jahre", "."]
     assert stored.token_data["lp"] == [-0.1, -1.6, -0.01, 0.0]
     assert [c.text for c in stored.chunks.order_by("rank")] == [

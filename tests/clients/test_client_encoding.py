@@ -62,7 +62,7 @@ def test_an_answer_that_cannot_be_encoded_costs_only_itself(
     # One batch for all of them, however slow the machine: only flush() ends it.
     client = make_client(batch_size=8, flush_interval=30)
     caplog.set_level(logging.INFO, logger="treue_client")
-    unencodable = {
+    unencodable: dict[str, tuple[dict[str, Any], str]] = {
         "req-2": ({"metadata": circular()}, "Circular reference"),
         "req-3": ({"metadata": nested(1100)}, "recursion"),
         "req-4": ({"metadata": {"score": float("nan")}}, "Out of range float"),

@@ -17,12 +17,14 @@ from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import RunnableConfig, RunnableLambda, RunnablePassthrough
 from langchain_core.runnables import chain as chain_decorator
 from langchain_openai import ChatOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 from treue_client.langchain import TreueCallbackHandler, with_logprobs
 
 from monitoring.models import Answer
+from tests.clients.conftest import logprob_tokens
 from tests.support.openai_server import FakeOpenAIServer
 
 # Nothing here may reach the internet (a tokenizer download, LangSmith tracing).
@@ -94,7 +96,7 @@ def test_a_rag_chain_is_recorded_with_chunks_scores_model_messages_and_logprobs(
     sent = openai_server.requests[-1]
     assert sent["logprobs"] is True
     context = "\n\n".join(d.page_content for d in DOCUMENTS)
-    messages = [
+    messages: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": SYSTEM.format(context=context)},
         {"role": "user", "content": QUESTION},
     ]
@@ -110,8 +112,9 @@ def test_a_rag_chain_is_recorded_with_chunks_scores_model_messages_and_logprobs(
     assert stored.model == "gen-model"
     assert stored.messages == messages
     assert stored.logprobs_status == "ok"
-    content = direct.choices[0].logprobs.content
+    content = logprob_tokens(direct)
     assert len(content) > 20
+    assert stored.token_data is not None
     assert stored.token_data["t"] == [t.token for t in content]
     assert stored.token_data["lp"] == [t.logprob for t in content]
     chunks = [
@@ -139,7 +142,7 @@ def test_config_metadata_gives_the_id_question_and_metadata_and_a_resend_is_one_
         | with_logprobs(chat_model(openai_server))
         | StrOutputParser()
     )
-    config = {
+    config: RunnableConfig = {
         "callbacks": [handler],
         "metadata": {"treue_external_id": "chat-41/turn-3", "treue_metadata": {"turn": 3}},
     }
@@ -207,6 +210,7 @@ def test_batched_and_async_runs_are_kept_apart(
     stored = list(Answer.objects.all())
     assert sorted(a.question for a in stored) == questions
     for answer in stored:
+        assert answer.messages is not None
         assert answer.messages[-1] == {"role": "user", "content": answer.question}
         assert answer.chunks.count() == 2
         assert answer.logprobs_status == "ok"
@@ -248,7 +252,8 @@ def test_a_run_without_a_retriever_is_skipped(
     llm = with_logprobs(chat_model(openai_server))
     prompt = ChatPromptTemplate.from_messages([("human", "{question}")])
 
-    answer = (prompt | llm | StrOutputParser()).invoke(QUESTION, config={"callbacks": [handler]})
+    answer = (prompt | llm | StrOutputParser()).invoke(
+        {"question": QUESTION}, config={"callbacks": [handler]})
     llm.invoke("Hallo", config={"callbacks": [handler]})
 
     assert answer and len(openai_server.requests) == 2

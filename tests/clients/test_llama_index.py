@@ -14,6 +14,7 @@ from typing import Any
 import openai
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.instrumentation.dispatcher import instrument_tags
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever
@@ -21,6 +22,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from treue_client.llama_index import TreueInstrumentation, instrument_llama_index
 
 from monitoring.models import Answer
+from tests.clients.conftest import logprob_tokens
 from tests.support.llama_index_llm import OpenAIChatLLM
 from tests.support.openai_server import FakeOpenAIServer
 
@@ -118,8 +120,9 @@ def test_a_query_is_recorded_with_chunks_scores_model_messages_and_logprobs(
     assert stored.model == "gen-model"
     assert stored.messages == messages
     assert stored.logprobs_status == "ok"
-    content = direct.choices[0].logprobs.content
+    content = logprob_tokens(direct)
     assert len(content) > 20
+    assert stored.token_data is not None
     assert stored.token_data["t"] == [t.token for t in content]
     assert stored.token_data["lp"] == [t.logprob for t in content]
     chunks = [(c.text, c.source_chunk_id, c.score, c.source) for c in stored.chunks.all()]
@@ -166,6 +169,7 @@ def test_async_and_threaded_queries_are_kept_apart(
     stored = list(Answer.objects.all())
     assert sorted(a.question for a in stored) == questions
     for answer in stored:
+        assert answer.messages is not None
         assert answer.question in answer.messages[-1]["content"]
         assert answer.chunks.count() == 2
         assert answer.logprobs_status == "ok"
@@ -257,6 +261,7 @@ def test_a_streaming_query_is_left_to_the_caller_and_not_recorded(
 
     response = streaming.query(QUESTION)
     # Nothing of the stream was taken before the caller reads it.
+    assert isinstance(response, StreamingResponse)
     assert response.response_txt is None
     text = "".join(response.response_gen)
 

@@ -16,13 +16,14 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from treue_client import instrument
 
 from monitoring.models import Answer
-from tests.clients.conftest import Treue, free_port
+from tests.clients.conftest import Treue, free_port, logprob_tokens
 from tests.support.openai_server import FakeOpenAIServer
 
-MESSAGES = [
+MESSAGES: list[ChatCompletionMessageParam] = [
     {"role": "system", "content": "Antworte nur aus den Quellen."},
     {"role": "user", "content": "Quellen: Prüfintervall: 5 Jahre.\n\nFrage: Wie oft prüfen?"},
 ]
@@ -58,7 +59,8 @@ def test_the_completion_is_returned_unchanged_and_recorded_with_its_logprobs(
     assert sent["logprobs"] is True and "top_logprobs" not in sent and "treue_chunks" not in sent
     assert client.flush(10)
     stored = only_answer()
-    content = completion.choices[0].logprobs.content
+    content = logprob_tokens(completion)
+    assert stored.token_data is not None
     assert stored.token_data["t"] == [t.token for t in content]
     assert stored.token_data["lp"] == [t.logprob for t in content]
     assert len(content) > 20
@@ -147,7 +149,7 @@ def test_async_client(make_client: Any, openai_server: FakeOpenAIServer) -> None
         instrument(async_llm, client, chunks_from=chunks_from)
         return await asyncio.gather(
             *(
-                async_llm.chat.completions.create(
+                async_llm.chat.completions.create(  # type: ignore[call-overload]  # treue_* keywords
                     model="m", messages=MESSAGES, treue_question="Wie oft?",
                     treue_metadata={"call": i},
                 )
@@ -162,7 +164,8 @@ def test_async_client(make_client: Any, openai_server: FakeOpenAIServer) -> None
     assert client.flush(10)
     assert Answer.objects.count() == 3
     stored = Answer.objects.first()
-    content = completions[0].choices[0].logprobs.content
+    assert stored is not None and stored.token_data is not None
+    content = logprob_tokens(completions[0])
     assert stored.token_data["lp"] == [t.logprob for t in content]
     assert stored.chunks.get().text == "Prüfintervall: 5 Jahre."
     assert set(Answer.objects.values_list("question", flat=True)) == {"Wie oft?"}
@@ -213,12 +216,17 @@ def test_the_callers_own_errors_reach_the_caller(
 
 
 def test_streaming_calls_pass_through_unrecorded(
-    make_client: Any, openai_server: FakeOpenAIServer
+    make_client: Any, openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = make_client()
     calls: list[dict[str, Any]] = []
     fake = llm(openai_server)
-    fake.chat.completions.create = lambda **kwargs: calls.append(kwargs) or "a stream"
+
+    def create(**kwargs: Any) -> str:
+        calls.append(kwargs)
+        return "a stream"
+
+    monkeypatch.setattr(fake.chat.completions, "create", create)
     wrapped = instrument(fake, client)
 
     assert wrapped.chat.completions.create(model="m", messages=MESSAGES, stream=True) == (

@@ -146,9 +146,11 @@ def test_the_example_records_its_answer(
     assert stored.question == "Wie lange gilt die Widerrufsfrist?"
     assert stored.model == "gpt-4.1-mini"
     assert stored.logprobs_status == "ok"
+    assert stored.token_data is not None
     assert len(stored.token_data["lp"]) > 20
     assert [(c.text, c.score) for c in stored.chunks.all()] == [
         ("Die Widerrufsfrist beträgt 14 Tage.", 0.82)
     ]
+    assert stored.messages is not None
     assert stored.messages[-1]["role"] == "user"
     assert openai_server.requests[-1]["logprobs"] is True

@@ -39,8 +39,8 @@ CLAIMS = [
 A, B, C = claim_ids(CLAIMS)
 
 
-def read(reply: str, **kwargs: object) -> BatchReading:
-    return read_batch(reply, CLAIMS, **kwargs)  # type: ignore[arg-type]
+def read(reply: str, *, cut: bool = False, chunk_count: int | None = None) -> BatchReading:
+    return read_batch(reply, CLAIMS, cut=cut, chunk_count=chunk_count)
 
 
 def labels(reading: BatchReading) -> dict[int, Label]:
@@ -122,7 +122,7 @@ def test_long_answers_are_split_into_calls() -> None:
     assert batches([], 10) == []
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError):
-            batches(claims, bad)  # type: ignore[arg-type]
+            batches(claims, bad)  # type: ignore[arg-type]  # wrong sizes, on purpose
 
 
 def test_a_complete_reply_with_evidence() -> None:

@@ -180,7 +180,8 @@ def test_too_few_boundary_is_the_named_constant():
     below = bias_summary(pairs[: MIN_PAIRS_FOR_INTERVAL - 1], action_threshold=THRESHOLD)
     at = bias_summary(pairs[:MIN_PAIRS_FOR_INTERVAL], action_threshold=THRESHOLD)
     assert below.too_few and below.low is None and below.high is None
-    assert not at.too_few and at.low is not None and at.low < at.bias < at.high
+    assert at.low is not None and at.bias is not None and at.high is not None
+    assert not at.too_few and at.low < at.bias < at.high
 
 
 def test_identical_nonzero_differences_give_exactly_the_point():
@@ -237,6 +238,7 @@ def test_rolling_summary_pools_only_the_given_weeks():
     assert got.bias == pytest.approx(1.0 / 5)
     assert got.mae == pytest.approx(2.0 / 5)
     assert not got.too_few
+    assert got.low is not None and got.bias is not None and got.high is not None
     assert got.low < got.bias < got.high
 
 
@@ -394,6 +396,7 @@ def test_interval_contains_the_point_estimate():
     assert got.n == 60
     assert got.kappa == pytest.approx(10 / 17)
     assert not got.too_few
+    assert got.low is not None and got.kappa is not None and got.high is not None
     assert got.low < got.kappa < got.high
     assert -1.0 <= got.low and got.high <= 1.0
 
@@ -412,6 +415,8 @@ def test_more_confidence_gives_a_wider_interval():
     pairs, groups = _answers(20)
     narrow = kappa_with_interval(pairs, groups=groups, confidence=0.8)
     wide = kappa_with_interval(pairs, groups=groups, confidence=0.99)
+    assert wide.low is not None and wide.high is not None
+    assert narrow.low is not None and narrow.high is not None
     assert wide.low < narrow.low < narrow.high < wide.high
 
 
@@ -428,6 +433,8 @@ def test_cluster_bootstrap_resamples_answers_not_claims():
     assert by_answer_repeated.low == pytest.approx(by_answer.low)
     assert by_answer_repeated.high == pytest.approx(by_answer.high)
     # ... resampling claims one by one takes it for 4x the data and is much too narrow.
+    assert by_claim_repeated.low is not None and by_claim_repeated.high is not None
+    assert by_answer_repeated.low is not None and by_answer_repeated.high is not None
     claim_width = by_claim_repeated.high - by_claim_repeated.low
     answer_width = by_answer_repeated.high - by_answer_repeated.low
     assert claim_width < 0.7 * answer_width

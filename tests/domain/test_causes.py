@@ -65,6 +65,7 @@ def test_similarity_buckets_are_stratified_within_each_bucket():
     assert (edge.n, edge.population, edge.n_by_stratum) == (12, 13, (1, 11))
     for empty in (b60, b70, b80):
         assert (empty.value, empty.population, empty.too_few) == (None, 0, True)
+    assert high.low is not None
     assert high.value == 1.0 and high.low < 1.0  # all 1.0, still an interval
     assert (high.population, high.n_by_stratum) == (100, (0, 12))
     assert (none.value, none.n, none.population, none.too_few) == (0.75, 1, 5, True)
@@ -140,6 +141,7 @@ def test_similarity_cutoff_from_rows():
         + answers(0.95, False, [1.0] * 30, unjudged=300)
     )
     buckets = similarity_buckets(rows)
+    assert buckets[0].estimate.high is not None
     assert buckets[0].estimate.high < 0.85
     assert similarity_cutoff(buckets, 0.85) == 0.5
 
@@ -163,7 +165,7 @@ def test_chunk_count_buckets():
         ("21+", 21, None),
     ]
     by_label = {b.label: b.estimate.population for b in buckets}
-    expected = {}
+    expected: dict[str, int] = {}
     for _, label in CHUNK_CASES:
         expected[label] = expected.get(label, 0) + 1
     assert by_label == expected
@@ -295,9 +297,11 @@ def test_a_correlated_cause_does_not_take_the_credit():
         rows.append((s, c, m, flagged, score if judged else None))
     buckets = chunk_count_buckets([(c, f, y) for _, c, _, f, y in rows])
     few, many = buckets[1].estimate, buckets[-2].estimate  # 1–2 chunks vs 11–20
+    assert few.low is not None and many.high is not None
     assert few.low > many.high  # the raw association is clear
     similarity, chunks, multi = adjusted_effects(rows).effects
     assert similarity.holds and similarity.estimate == pytest.approx(0.07, abs=0.01)
+    assert chunks.low is not None and chunks.high is not None
     assert not chunks.holds and chunks.low < 0 < chunks.high
     assert not multi.holds
 
@@ -355,6 +359,7 @@ def week_rows(low_score: float) -> list:
 def test_held_out_cutoff_keeps_a_cutoff_that_holds_on_the_other_weeks():
     got = held_out_cutoff([week_rows(0.2)] * 4, 0.85)
     assert got.cutoff == 0.5
+    assert got.test is not None
     assert got.test.value == pytest.approx(0.2)
     assert got.holds
 
@@ -363,6 +368,7 @@ def test_held_out_cutoff_drops_a_dip_seen_only_where_it_was_chosen():
     # Low-similarity answers dipped in the weeks the cut-off was chosen on, not in the others.
     got = held_out_cutoff([week_rows(0.2), week_rows(1.0)] * 2, 0.85)
     assert got.cutoff == 0.5
+    assert got.test is not None
     assert got.test.value == pytest.approx(1.0)
     assert not got.holds
     none = held_out_cutoff([week_rows(1.0)] * 4, 0.85)

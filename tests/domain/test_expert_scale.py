@@ -72,6 +72,7 @@ def test_twenty_identical_differences_still_have_an_interval():
     # s̃² = 0.1225/20 = 0.006125, V = (1 − 20/1000)·0.006125/20·1.140387 = 3.42259e-4: ±0.0363.
     got = rectifier((0, 1000), reviews([], [(1.0, 1.0)] * 20))
     assert got.value == 0.0
+    assert got.low is not None and got.high is not None
     assert got.high - got.low == approx(2 * 0.036260, abs=1e-6)
     # Twenty identical differences of 0.1 (a judge off by the same amount every time): the
     # offset moves toward them, Σd² = 0.2, k̂ = 4/0.2 = 20, offset² = (0.1225 + 0.2)/21 =
@@ -79,6 +80,7 @@ def test_twenty_identical_differences_still_have_an_interval():
     # without a disagreement but not zero.
     shifted = rectifier((0, 1000), reviews([], [(0.9, 0.8)] * 20))
     assert shifted.value == approx(0.1)
+    assert shifted.low is not None and shifted.high is not None
     assert shifted.high - shifted.low == approx(2 * 0.0128384, abs=1e-6)
 
 
@@ -165,7 +167,8 @@ def test_without_the_judges_scores_of_the_reviews_the_covariance_is_left_out():
     flagged, unflagged = review_sums(
         reviews([(0.7, 0.5), (1.0, 1.0)], [(1.0, 1.0)] * 16 + [(1.0, 0.75)] * 2))
     assert unflagged.cross == approx(-0.111111, abs=1e-6)
-    bare = tuple(ReviewSums(s.n, s.total, s.sq_dev) for s in (flagged, unflagged))
+    bare = (ReviewSums(flagged.n, flagged.total, flagged.sq_dev),
+            ReviewSums(unflagged.n, unflagged.total, unflagged.sq_dev))
     got = expert_scale([WEEK], bare)
     assert got.value == approx(0.976)
     assert (got.low, got.high) == (approx(0.7966, abs=1e-4), approx(0.9976, abs=1e-4))
@@ -184,10 +187,12 @@ def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
     floor = fit.variance + fix.variance - 1.8 * math.sqrt(fit.variance * fix.variance)
     assert floor >= 0.1 * (fit.variance + fix.variance)
     shrunk = fit.ratio + fix.value
+    assert got.value is not None
     low, high = wilson_interval(got.value, shrunk * (1 - shrunk) / floor, z_value(0.95))
     assert (got.low, got.high) == (approx(low), approx(high))
     # Without the cross sum the same reviews give the plain sum of the variances: wider.
     plain = expert_scale([week], (sums[0], ReviewSums(20, 2.0, 1.8)))
+    assert plain.low is not None and got.low is not None
     assert plain.low < got.low
 
 
@@ -238,7 +243,10 @@ def test_expert_scale_pools_the_weeks_it_is_given():
     got = expert_scale(weeks, reviews([], [(1.0, 0.95)] * 40))
     assert got.weeks_pooled == 4
     assert got.judge == pooled_mean(weeks)
-    assert got.value == approx(pooled_mean(weeks).value + 0.05)
+    judge_value = pooled_mean(weeks).value
+    assert judge_value is not None
+    assert got.value == approx(judge_value + 0.05)
+    assert got.low is not None and got.value is not None and got.high is not None
     assert got.low < got.value < got.high
     # Fewer reviews than a week's batch: computed, but flagged as too few for a headline.
     few = expert_scale(weeks, reviews([], [(1.0, 0.95)] * 12))
@@ -249,10 +257,12 @@ def test_expert_scale_stays_in_the_unit_interval():
     lenient = expert_scale([[Stratum(0, []), Stratum(500, [1.0] * 30)]],
                            reviews([], [(0.5, 1.0)] * 20))
     assert lenient.value == approx(0.5)
+    assert lenient.low is not None and lenient.high is not None
     assert 0.0 <= lenient.low < 0.5 < lenient.high <= 1.0
     strict = expert_scale([[Stratum(0, []), Stratum(500, [0.5] * 30)]],
                           reviews([], [(1.0, 0.4)] * 20))
     assert strict.value == 1.0
+    assert strict.low is not None
     assert strict.low < 1.0 and strict.high == 1.0
 
 

@@ -239,6 +239,7 @@ def test_enough_claim_cases():
 def test_claims_are_capped():
     reply = "[" + ", ".join(f'"Aussage {i}."' for i in range(MAX_CLAIMS + 12)) + "]"
     claims = parse_claims(reply)
+    assert claims is not None
     assert len(claims) == MAX_CLAIMS
     assert claims[0] == "Aussage 0." and claims[-1] == f"Aussage {MAX_CLAIMS - 1}."
 

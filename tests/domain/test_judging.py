@@ -28,8 +28,10 @@ from judging.domain.judgement import (
     CallResult,
     ClaimVerdict,
     Judgement,
+    VerdictCache,
 )
 from judging.domain.verification import judge_answer
+from tests.support.text import found
 
 G, T, U, X = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT, Label.UNPARSEABLE
 
@@ -78,7 +80,7 @@ class FakeJudge:
         latency = int(self.sleep * 1000)
         if messages[0]["content"] in _DECOMPOSE_SYSTEMS:
             return CallResult(self.decompositions.pop(0), 300, 40, latency, "judge-1")
-        claim = _CLAIM_RE.search(messages[1]["content"]).group(1)
+        claim = found(_CLAIM_RE, messages[1]["content"]).group(1)
         if claim in self.raise_for:
             raise self.raise_for[claim]
         with self._lock:
@@ -295,7 +297,7 @@ def test_no_claims_is_an_abstention_without_verification_calls(reply):
 
 
 def test_identical_claim_and_context_reuse_the_verdict_across_answers_of_a_run():
-    cache = {}
+    cache: VerdictCache = {}
     first = FakeJudge(['["A.", "B."]'], {"A.": "GEDECKT", "B.": "TEILWEISE"})
     judge(first, cache=cache)
     second = FakeJudge(['["B.", "C."]'], {"B.": "UNGEDECKT", "C.": "UNGEDECKT"})
@@ -310,7 +312,7 @@ def test_identical_claim_and_context_reuse_the_verdict_across_answers_of_a_run()
 
 
 def test_the_cache_is_per_context_and_language():
-    cache = {}
+    cache: VerdictCache = {}
     judge(FakeJudge(['["A."]'], {"A.": "GEDECKT"}), cache=cache)
     other_context = FakeJudge(['["A."]'], {"A.": "UNGEDECKT"})
     assert judge(other_context, chunks=["anders"], cache=cache).claims[0].label is U
@@ -327,7 +329,7 @@ def test_without_a_cache_nothing_is_shared():
 
 
 def test_unparseable_verdicts_are_not_cached():
-    cache = {}
+    cache: VerdictCache = {}
     judge(FakeJudge(['["A.", "B."]'], {"A.": "??", "B.": "GEDECKT"}), cache=cache)
     assert [key[1] for key in cache] == ["B."]
     fake = FakeJudge(['["A."]'], {"A.": "GEDECKT"})
@@ -411,7 +413,7 @@ def test_an_error_keeps_the_verdicts_of_the_calls_in_flight_and_drops_the_queued
     # Claim 0 failed at once, claim 1 was in flight: kept. Of the queued claims, one may have
     # started on the thread claim 0 freed before the queue was dropped (a busy machine): then
     # it was paid for and is kept as well. No call is made whose verdict is not kept.
-    asked = {_CLAIM_RE.search(m[1]["content"]).group(1) for m in fake.verify_requests()}
+    asked = {found(_CLAIM_RE, m[1]["content"]).group(1) for m in fake.verify_requests()}
     kept = {claim for _, claim, _ in cache}
     assert "Aussage 1." in kept and kept == asked - {"Aussage 0."}
     assert "Aussage 3." not in asked  # two threads: the last claim never got one

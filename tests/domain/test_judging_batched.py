@@ -17,10 +17,18 @@ from judging.domain.batched import (
 )
 from judging.domain.judge_parse import Label
 from judging.domain.judge_prompt import DECOMPOSE_SYSTEM_DE, DECOMPOSE_SYSTEM_EN, PROMPT_VERSION
-from judging.domain.judgement import BATCHED, PER_CLAIM, SINGLE, CallResult, mode_of_prompt_version
+from judging.domain.judgement import (
+    BATCHED,
+    PER_CLAIM,
+    SINGLE,
+    CallResult,
+    VerdictCache,
+    mode_of_prompt_version,
+)
 from judging.domain.single import SINGLE_PROMPT_VERSION, SINGLE_SYSTEM_DE
 from judging.domain.verification import judge_answer
 from tests.domain.test_judging import ANSWER, CHUNKS, QUESTION, claims_json
+from tests.support.text import found
 
 G, T, U = Label.GEDECKT, Label.TEILWEISE, Label.UNGEDECKT
 _CLAIM_LINE = re.compile(r"^([A-Z][0-9]): (.*)$", re.MULTILINE)
@@ -64,7 +72,7 @@ class BatchJudge:
                     {"id": i, "verdict": "GEDECKT", "chunks": [1], "reason": "r"}
                     for i, _ in batch]}), 520, 40, 9, "judge-1")
             return CallResult(self.lines(batch), 500, 30, 9, "judge-1")
-        claim = _ONE.search(messages[1]["content"]).group(1)
+        claim = found(_ONE, messages[1]["content"]).group(1)
         return CallResult(self.single[claim], 200, 1, 4, "judge-1")
 
     def kinds(self):
@@ -147,7 +155,7 @@ def test_only_what_the_correction_leaves_open_is_asked_one_by_one():
     j = run(fake)
     assert fake.kinds() == ["decompose", "batch", "correct", "single"]
     assert f"{B}, {C}" in fake.requests[2][3]["content"]
-    assert _ONE.search(fake.requests[3][1]["content"]).group(1) == CLAIMS[2]
+    assert found(_ONE, fake.requests[3][1]["content"]).group(1) == CLAIMS[2]
     assert [c.label for c in j.claims] == [G, U, G]
     assert [c.chunks for c in j.claims] == [(1,), (), ()], "a per-claim verdict has no evidence"
     assert j.calls == 4 and j.path == "fallback"
@@ -165,7 +173,7 @@ def test_long_answers_go_in_calls_of_at_most_n_claims():
 
 
 def test_a_batched_verdict_is_cached_with_its_evidence():
-    cache = {}
+    cache: VerdictCache = {}
     lines = lambda batch: "\n".join(f"{i}: GEDECKT [2] weil" for i, _ in batch)  # noqa: E731
     run(BatchJudge(CLAIMS, lines), cache=cache)
     again = BatchJudge(CLAIMS, lines)
@@ -219,7 +227,7 @@ def _one(items):
 
 
 def test_one_call_gives_claims_and_verdicts():
-    decomposed = []
+    decomposed: list[str] = []
     fake = BatchJudge(CLAIMS, str, one=_one([
         {"claim": CLAIMS[0], "verdict": "GEDECKT", "chunks": [1], "reason": "r"},
         {"claim": CLAIMS[1], "verdict": "UNGEDECKT", "chunks": [], "reason": ""},

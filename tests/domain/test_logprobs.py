@@ -3,6 +3,7 @@
 import json
 import math
 import time
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -270,6 +271,7 @@ def test_umlaut_split_across_tokens_aligns(split):
     assert result.logprobs_status == "ok"
     assert words(result) == [("Größe", 4, 9)]
     # Both halves of "ö" belong to that character.
+    assert result.compact is not None
     assert result.compact["s"][2:4] == [6, 6]
     assert result.compact["e"][2:4] == [7, 7]
 
@@ -400,6 +402,7 @@ def test_mismatched_tokens_are_unaligned_not_errors(answer, tokens):
     assert result.flagged is False
     assert result.uncertain == ()
     assert result.warning == UNALIGNED_WARNING
+    assert result.compact is not None
     assert result.compact["s"] is None and result.compact["e"] is None
     assert result.compact["t"] == [t[0] for t in tokens]
     assert reanalyse(answer, result.compact, 0.99) == []
@@ -510,6 +513,7 @@ def test_lower_threshold_on_stored_copy_flags_fewer(threshold, expected):
     answer, tokens = REANALYSE_CASES[0]
     stored = analyse_answer(answer, lp(*tokens), 0.9).compact
 
+    assert stored is not None
     assert [w.word for w in reanalyse(answer, stored, threshold)] == expected
 
 
@@ -637,7 +641,7 @@ def test_tokens_spelling_the_answer_align_as_their_bytes_do(text, cuts, with_byt
     what the byte alignment finds; with edge whitespace it is not taken."""
     bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
     texts = [text[b:e] for b, e in zip(bounds, bounds[1:], strict=False)]
-    raws = [
+    raws: list[Sequence[int] | None] = [
         list(t.encode()) if with_bytes == "all" or (with_bytes == "some" and i % 2) else None
         for i, t in enumerate(texts)
     ]
@@ -671,6 +675,7 @@ def test_packed_compact_copy_unpacks_to_the_same_values(tokens):
 def test_packed_copy_is_smaller_than_its_json():
     tokens = [(f" Wort{i}", -0.01 * i) for i in range(300)]
     compact = analyse_answer("".join(t for t, _ in tokens), lp(*tokens), 0.5).compact
+    assert compact is not None
     assert len(pack_compact(compact)) < 0.8 * len(json.dumps(compact).encode())
 
 

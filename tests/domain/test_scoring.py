@@ -79,4 +79,4 @@ def test_plain_strings_are_read_as_labels():
 def test_result_is_frozen():
     result = score_labels([G])
     with pytest.raises(AttributeError):
-        result.score = 0.0
+        result.score = 0.0  # type: ignore[misc]  # a frozen result, assigned to on purpose

@@ -144,6 +144,7 @@ def test_all_ones_never_collapse():
 def test_all_ones_interval_has_width_and_stays_in_unit_interval(n, size):
     e = stratified_mean([Stratum(50, [1.0] * 50), Stratum(size, [1.0] * n)])
     assert e.value == 1.0
+    assert e.low is not None and e.high is not None
     assert 0.0 <= e.low < e.high == 1.0
     if size >= 100 * n:
         # Without a finite population correction, roughly the rule of three: 1 − low ≈ 3.8/n.
@@ -155,6 +156,7 @@ def test_all_zero_interval_is_mirrored():
     zeros = stratified_mean([Stratum(10, [0.0] * 10), Stratum(990, [0.0] * 30)])
     assert zeros.value == 0.0
     assert zeros.low == 0.0
+    assert ones.low is not None
     assert zeros.high == approx(1 - ones.low, abs=1e-12)
 
 
@@ -180,6 +182,7 @@ def test_a_mean_of_scores_takes_a_fifth_of_the_shares_pseudo_answer():
     low, high = _interval_with_prior(scores, 0.2)
     assert (mean.low, mean.high) == (approx(low, abs=1e-12), approx(high, abs=1e-12))
     whole = _interval_with_prior(scores, 1.0)
+    assert mean.low is not None and mean.high is not None
     assert mean.high - mean.low < 0.8 * (whole[1] - whole[0])
 
 
@@ -215,6 +218,8 @@ def test_fully_judged_stratum_adds_no_variance():
     # ...while the same values as a sample of a larger stratum do widen the interval.
     sampled = stratified_mean([Stratum(20, [0.0, 1.0] * 5), Stratum(980, UNFLAGGED_30)])
     sampled_flat = stratified_mean([Stratum(20, [0.5] * 10), Stratum(980, UNFLAGGED_30)])
+    assert sampled.low is not None and sampled.high is not None
+    assert sampled_flat.low is not None and sampled_flat.high is not None
     assert sampled.high - sampled.low > sampled_flat.high - sampled_flat.low
 
 
@@ -223,6 +228,7 @@ def test_census_has_zero_width():
     e = stratified_mean([Stratum(10, FLAGGED_10), Stratum(20, UNFLAGGED_30[:20])])
     assert e.value == approx(0.9)
     assert e.low == approx(e.value) and e.high == approx(e.value)
+    assert e.low is not None and e.value is not None and e.high is not None
     assert e.low <= e.value <= e.high
 
 
@@ -232,6 +238,7 @@ def test_interval_is_cut_to_what_the_population_can_be():
     e = stratified_mean([Stratum(5, [0.0] * 5), Stratum(5, [1.0] * 4)])
     assert e.value == 0.5
     assert e.high == 0.5
+    assert e.low is not None
     assert 0.4 <= e.low < 0.5
 
 
@@ -286,6 +293,7 @@ def test_edge_cases(strata, value, n, population, n_by, too_few):
     if value is None:
         assert e.low is None and e.high is None
     else:
+        assert e.low is not None and e.value is not None and e.high is not None
         assert 0 <= e.low <= e.value <= e.high <= 1
 
 
@@ -301,7 +309,7 @@ def test_min_judged_is_ten():
         [Stratum(10, [math.nan])],
         [Stratum(1, [1.0, 1.0])],  # more judged answers than the stratum has
         [Stratum(-1, [])],
-        [Stratum(2.5, [1.0])],
+        [Stratum(2.5, [1.0])],  # type: ignore[arg-type]  # a fractional count, on purpose
     ],
 )
 def test_mean_rejects_nonsense(strata):
@@ -386,10 +394,10 @@ def test_claim_share_with_one_claim_per_answer_is_the_share():
 
 
 def approx_estimate(e: Estimate) -> Estimate:
-    return Estimate(
-        approx(e.value), approx(e.low), approx(e.high), e.n, e.population, e.n_by_stratum,
-        e.too_few,
-    )
+    # approx() objects in place of the floats: equal to any float within the tolerance.
+    value, low, high = approx(e.value), approx(e.low), approx(e.high)
+    return Estimate(value, low, high,  # type: ignore[arg-type]  # approx() in place of floats
+                    e.n, e.population, e.n_by_stratum, e.too_few)
 
 
 def test_claim_share_weights_claims_not_answers():
@@ -397,12 +405,14 @@ def test_claim_share_weights_claims_not_answers():
     e = claim_share([ClaimStratum(2, [(1, 1), (0, 4)])])
     assert e.value == approx(0.2)
     assert e.low == approx(e.value) and e.high == approx(e.value)
+    assert e.low is not None and e.value is not None and e.high is not None
     assert e.low <= e.value <= e.high
 
 
 def test_claim_share_all_supported_has_width():
     e = claim_share([ClaimStratum(10, [(3, 3)] * 10), ClaimStratum(500, [(4, 4)] * 15)])
     assert e.value == 1.0
+    assert e.low is not None
     assert 0.8 < e.low < 1.0 == e.high
 
 
@@ -565,25 +575,33 @@ def test_trend(current, previous, direction):
 
 
 def test_numpy_integers_are_accepted():
-    e = stratified_mean([Stratum(np.int64(10), FLAGGED_10), Stratum(np.int64(990), UNFLAGGED_30)])
+    flagged = Stratum(np.int64(10), FLAGGED_10)  # type: ignore[arg-type]  # numpy's, on purpose
+    unflagged = Stratum(np.int64(990), UNFLAGGED_30)  # type: ignore[arg-type]  # numpy's, on purpose
+    e = stratified_mean([flagged, unflagged])
     assert e == stratified_mean([Stratum(10, FLAGGED_10), Stratum(990, UNFLAGGED_30)])
     assert type(e.population) is int
-    shares = claim_share([ClaimStratum(np.int64(5), [(1.0, np.int64(2))])])
-    assert shares.value == 0.5
-    assert lift(flagged_bad=np.int64(10), flagged_n=np.int64(50), random_bad=5, random_n=100) == (
-        lift(flagged_bad=10, flagged_n=50, random_bad=5, random_n=100)
+    stratum = ClaimStratum(
+        np.int64(5), [(1.0, np.int64(2))],  # type: ignore[arg-type, list-item]  # numpy's
     )
+    shares = claim_share([stratum])
+    assert shares.value == 0.5
+    assert lift(
+        flagged_bad=np.int64(10), flagged_n=np.int64(50),  # type: ignore[arg-type]  # numpy's
+        random_bad=5, random_n=100,
+    ) == lift(flagged_bad=10, flagged_n=50, random_bad=5, random_n=100)
 
 
 def test_lift_interval_never_has_zero_width_when_a_part_is_pure() -> None:
     # Nested (tuner): 10 of 10 flagged unfaithful, 0 of 30 others: without the half-count
     # correction both parts have p(1 - p) = 0 and the interval would be the point 4.0.
     nested = lift(flagged_bad=10, flagged_n=10, random_bad=10, random_n=40, nested=True)
+    assert nested.low is not None and nested.lift is not None and nested.high is not None
     assert nested.low < nested.lift < nested.high
     # Corrected counts: flagged 10.5/11, rest 0.5/31, all 11/42 -> lift (10.5/11)/(11/42).
     assert nested.lift == pytest.approx((10.5 / 11) / (11 / 42))
     # Independent groups, both entirely unfaithful: Katz's variance would be 0.
     katz = lift(flagged_bad=12, flagged_n=12, random_bad=20, random_n=20)
+    assert katz.low is not None and katz.high is not None
     assert katz.low < 1.0 < katz.high
 
 
@@ -594,7 +612,9 @@ def test_sums_give_the_same_estimate_as_the_values():
     strata = [Stratum(10, FLAGGED_10, drawn=False), Stratum(990, UNFLAGGED_30)]
     sums = [summarize(s) for s in strata]
     # FLAGGED_10: Σ = 7, mean 0.7, Σ(y − 0.7)² = 6·0.09 + 2·0.04 + 2·0.49 = 1.6.
-    assert sums[0] == StratumSums(10, 10, 7.0, approx(1.6), drawn=False)
+    assert sums[0] == StratumSums(
+        10, 10, 7.0, approx(1.6), drawn=False,  # type: ignore[arg-type]  # approx() as a float
+    )
     assert mean_from_sums(sums) == stratified_mean(strata)
     # What a database would hand over: Σy² − (Σy)²/n.
     from_db = StratumSums(990, 30, 28.5, 27 + 3 * 0.25 - 28.5**2 / 30)
@@ -610,7 +630,7 @@ def test_sums_give_the_same_estimate_as_the_values():
         StratumSums(10, 5, 2.5, -0.1),
         StratumSums(10, 4, 2.0, 1.5),  # Σ(y − ȳ)² of 4 values in [0, 1] is at most 1
         StratumSums(10, 5, math.nan, 0.0),
-        StratumSums(10, 2.5, 1.0, 0.0),
+        StratumSums(10, 2.5, 1.0, 0.0),  # type: ignore[arg-type]  # a fractional count, on purpose
     ],
 )
 def test_sums_reject_nonsense(sums):
@@ -701,6 +721,7 @@ def test_pooled_week_without_a_random_answer_collapses_its_stratum():
     e = pooled_mean([POOL_WEEK_1, [POOL_WEEK_2[0], Stratum(95, [])]])
     assert e.value == approx(0.025 * 0.6 + 0.025 * 1.0 + 0.95 * 0.9)
     assert (e.n, e.n_by_stratum, e.too_few) == (15, (10, 5), True)
+    assert e.low is not None and e.value is not None and e.high is not None
     assert 0 <= e.low < e.value < e.high <= 1
     # With no judged answer of a stratum in any week, there is nothing to borrow.
     none = pooled_mean([[POOL_WEEK_1[0], Stratum(95, [])], [POOL_WEEK_2[0], Stratum(95, [])]])
@@ -743,18 +764,22 @@ def test_sample_rate_for_by_hand():
     assert sample_rate_for(strata) == approx(0.037115, abs=1e-6)
     # Check: at that rate, n = 36.7 and V = 0.9801·(1 − r)·s̃²/n = (w/z)².
     r = sample_rate_for(strata)
+    assert r is not None
     n = r * 990
     assert 1.959964 * math.sqrt(0.9801 * (1 - r) * 0.0253388 / n) == approx(0.05, abs=1e-5)
     # A wider target needs a lower rate; the rate never exceeds 1.
-    assert sample_rate_for(strata, half_width=0.1) < r
-    assert sample_rate_for(strata, half_width=1e-6) <= 1.0
+    wider = sample_rate_for(strata, half_width=0.1)
+    assert wider is not None and wider < r
+    tight = sample_rate_for(strata, half_width=1e-6)
+    assert tight is not None and tight <= 1.0
 
 
 def test_sample_rate_for_without_a_drawn_stratum():
     assert sample_rate_for([Stratum(10, FLAGGED_10, drawn=False)]) is None
     assert sample_rate_for([Stratum(10, FLAGGED_10, drawn=False), Stratum(90, [])]) is None
     # Every value 1.0 still gives a rate: the spread includes the pseudo-answer.
-    assert 0 < sample_rate_for([Stratum(990, [1.0] * 30)]) < 1
+    rate = sample_rate_for([Stratum(990, [1.0] * 30)])
+    assert rate is not None and 0 < rate < 1
     with pytest.raises(ValueError):
         sample_rate_for([Stratum(990, [1.0] * 30)], half_width=0)
 

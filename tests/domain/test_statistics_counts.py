@@ -140,7 +140,10 @@ def test_sums_from_counts_at_large_counts(histogram):
 
 
 def test_numpy_counts_and_values_are_read_as_summarize_reads_them():
-    histogram = {np.float64(0.5): np.int64(4), np.float64(1.0): np.int64(6)}
+    histogram: dict[float, int] = {
+        np.float64(0.5): np.int64(4),  # type: ignore[dict-item]  # numpy's, on purpose
+        np.float64(1.0): np.int64(6),  # type: ignore[dict-item]  # numpy's, on purpose
+    }
     want = summarize(Stratum(12, [np.float64(0.5)] * 4 + [np.float64(1.0)] * 6, False))
     same(sums_from_counts(histogram, size=12, drawn=False), want)
     assert type(sums_from_counts(histogram, size=12, drawn=False).n) is int
@@ -148,14 +151,14 @@ def test_numpy_counts_and_values_are_read_as_summarize_reads_them():
 
 # Derandomized and without an example database, as tests/monitoring/test_api_fuzz.py: every run
 # tries the same examples, and a failure is one anyone can repeat.
-PROPERTY = {"deadline": None, "derandomize": True, "database": None}
+PROPERTY = settings(deadline=None, derandomize=True, database=None)
 
 # k/(2m) with m ≤ 12: the scores points/claims gives at up to a dozen claims (halves from
 # TEILWEISE); deduplicated as floats, as a Counter of the scores would be.
 SCORES = st.integers(1, 12).flatmap(lambda m: st.integers(0, 2 * m).map(lambda k: k / (2 * m)))
 
 
-@settings(max_examples=400, **PROPERTY)
+@settings(PROPERTY, max_examples=400)
 @given(
     histogram=st.dictionaries(SCORES, st.integers(0, 300), max_size=20),
     extra=st.integers(0, 50),
@@ -168,7 +171,7 @@ def test_sums_from_counts_is_summarize_for_any_histogram(histogram, extra, drawn
          summarize(Stratum(size, values_of(histogram, seed=seed), drawn)))
 
 
-@settings(max_examples=300, **PROPERTY)
+@settings(PROPERTY, max_examples=300)
 @given(histogram=st.dictionaries(SCORES, st.integers(0, 10**6), max_size=25))
 def test_sums_from_counts_is_exact_at_any_count(histogram):
     size = sum(histogram.values())
@@ -333,7 +336,7 @@ PAIRS = st.integers(0, 30).flatmap(
 CLAIM_HISTOGRAM = st.dictionaries(PAIRS, st.integers(0, 200), max_size=15)
 
 
-@settings(max_examples=300, **PROPERTY)
+@settings(PROPERTY, max_examples=300)
 @given(
     flagged=CLAIM_HISTOGRAM, unflagged=CLAIM_HISTOGRAM,
     extra=st.tuples(st.integers(0, 20), st.integers(0, 2_000)), seed=st.integers(0, 2**32),
@@ -352,7 +355,7 @@ def test_claim_share_from_counts_is_claim_share_for_any_histograms(
     same(claim_share_from_counts(counts), claim_share(lists))
 
 
-@settings(max_examples=200, **PROPERTY)
+@settings(PROPERTY, max_examples=200)
 @given(histogram=st.dictionaries(PAIRS, st.integers(0, 10**6), max_size=20))
 def test_claim_cell_from_counts_is_exact_at_any_count(histogram):
     size = sum(histogram.values())
@@ -416,14 +419,18 @@ def test_week_estimates_from_counts_are_identical(week):
     same(sample_rate_for(sums), sample_rate_for(strata))
     same(week_precision(sums, action_threshold=0.8), week_precision(strata, action_threshold=0.8))
     for threshold in (0.0, 0.5, 0.75, 0.9, 1.0, 1.01):
+
+        def is_below(v: float, t: float = threshold) -> bool:
+            return v < t
+
         below = [
-            sums_from_counts(indicator_counts(h, lambda v, t=threshold: v < t),
+            sums_from_counts(indicator_counts(h, is_below),
                              size=s.size, drawn=s.drawn)
             for h, s in zip(histograms, strata, strict=True)
         ]
         same(share_from_sums(below), share_below(strata, threshold))
         same(share_from_sums(below),
-             stratified_share(indicator_strata(strata, lambda v, t=threshold: v < t)))
+             stratified_share(indicator_strata(strata, is_below)))
 
 
 def test_pooled_estimates_from_counts_are_identical():
@@ -438,7 +445,7 @@ def test_pooled_estimates_from_counts_are_identical():
     same(expert_scale(sums, reviews), expert_scale(strata, reviews))
 
 
-@settings(max_examples=200, **PROPERTY)
+@settings(PROPERTY, max_examples=200)
 @given(
     flagged=st.dictionaries(SCORES, st.integers(0, 40), max_size=8),
     unflagged=st.dictionaries(SCORES, st.integers(0, 400), max_size=12),

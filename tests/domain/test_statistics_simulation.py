@@ -76,7 +76,7 @@ def simulate(seed: int, answers_per_week: int) -> dict:
     }
 
 
-def per_week_strata(sim: dict, values: np.ndarray) -> tuple[np.ndarray, list[list]]:
+def per_week_strata(sim: dict, values: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Stratum sizes (weeks × [flagged, unflagged]) and each stratum's judged values."""
     key = sim["week"] * 2 + (~sim["flagged"])
     sizes = np.bincount(key, minlength=2 * WEEKS).reshape(WEEKS, 2)

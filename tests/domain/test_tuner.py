@@ -9,6 +9,8 @@ neighbouring floats).
 import math
 import random
 import time
+from collections.abc import Sequence
+from typing import TypedDict
 
 import pytest
 from hypothesis import given, settings
@@ -391,6 +393,16 @@ def test_a_population_share_is_for_a_nested_lift_in_0_to_1_only():
         lift(flagged_bad=2, flagged_n=3, random_bad=4, random_n=10, nested=True).lift)
 
 
+class TableOptions(TypedDict):
+    """The keyword arguments both tables take, besides their data."""
+
+    rate: float
+    weeks: float
+    calls_per_answer: float
+    unfaithful_below: float
+    thresholds: Sequence[float]
+
+
 def test_the_table_from_counts_is_the_table_from_lists():
     """What weekly rollups will hand in (answers per stand-in probability, the sample per
     (probability, score)) gives the rows the lists give."""
@@ -402,8 +414,8 @@ def test_the_table_from_counts_is_the_table_from_lists():
     probabilities = [rng.choice(grid) for _ in range(5000)]
     sample = [(rng.choice(grid), rng.choice([0.0, 0.5, 2 / 3, 1.0])) for _ in range(300)]
     thresholds = (0.1, 0.25, 0.5, 0.73, 0.9)
-    kwargs = dict(rate=0.05, weeks=8, calls_per_answer=4.5, unfaithful_below=0.85,
-                  thresholds=thresholds)
+    kwargs = TableOptions(rate=0.05, weeks=8, calls_per_answer=4.5, unfaithful_below=0.85,
+                          thresholds=thresholds)
     from_lists = threshold_table(min_probabilities=probabilities, random_sample=sample, **kwargs)
     from_counts = threshold_table_from_counts(
         answers=Counter(probabilities), random_sample=Counter(sample), **kwargs)

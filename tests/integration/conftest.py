@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import kombu.pools
@@ -424,14 +424,15 @@ def _same_judge_settings(settings: Any, judge_server: FakeOpenAIServer) -> None:
 
 def wait_for(
     what: str,
-    probe: Callable[[], T],
+    probe: Callable[[], T | None | Literal[False]],
     *,
     timeout: float = 30.0,
     workers: tuple[Worker, ...] = (),
     interval: float = 0.05,
 ) -> T:
     """Poll `probe` until it returns something truthy; fail after `timeout` seconds, or at once
-    when one of `workers` has died."""
+    when one of `workers` has died. What it returns is never None or False (a probe says "not
+    yet" with either)."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()

@@ -59,6 +59,7 @@ def setup_world() -> tuple[UseCase, User, list[Answer]]:
             service=service, payload=AnswerIn.model_validate(body), raw=body
         )
         # Not sampled: no judge run in the way.
+        assert result.answer is not None
         assert result.outcome == IngestOutcome.CREATED and not result.answer.sampled
         answers.append(result.answer)
     return use_case, lead, answers

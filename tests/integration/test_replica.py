@@ -103,7 +103,9 @@ def test_dashboards_read_the_replica_and_everything_else_the_primary(
         web.stop()
     assert Answer.objects.filter(external_id__startswith="r-").count() == 9
     # Without a replica (this process) the same figures come from the primary.
-    assert use_case_weeks(use_case=Answer.objects.first().use_case, weeks=1)[-1].volume == 9
+    some_answer = Answer.objects.first()
+    assert some_answer is not None
+    assert use_case_weeks(use_case=some_answer.use_case, weeks=1)[-1].volume == 9
 
 
 def test_the_router_sends_only_dashboard_reads_to_a_configured_replica(monkeypatch):

@@ -223,10 +223,10 @@ def test_a_worker_killed_while_scoring_leaves_the_answer_scored_exactly_once(
         # out, and the claim lets only one delivery score it.
         def scored() -> JudgeRun | None:
             current = JudgeRun.objects.get(pk=run.pk)
-            if current.status == JudgeRun.Status.RUNNING and current.lease_expires_at < (
-                timezone.now()
-            ):
-                judge_runs_reconcile()
+            if current.status == JudgeRun.Status.RUNNING:
+                assert current.lease_expires_at is not None  # a running run holds a lease
+                if current.lease_expires_at < timezone.now():
+                    judge_runs_reconcile()
             return finished_run(answer)
 
         wait_for("the run to be scored after the kill", scored, timeout=40, interval=0.25,

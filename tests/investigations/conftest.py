@@ -89,6 +89,7 @@ class World:
         )
         assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
+        assert answer is not None
         if flagged:
             Answer.objects.filter(pk=answer.pk).update(flagged=True)
             answer.refresh_from_db()

@@ -161,7 +161,8 @@ def test_answers_chosen_in_the_explorer_are_carried_to_the_form(world: World) ->
     lead = as_user(world, "lead")
     explorer = lead.get("/answers/").content.decode()
     assert f'name="answers" value="{first.pk}"' in explorer
-    response = lead.get("/investigations/new/", {"selection": "chosen", "answers": [first.pk]})
+    query: dict[str, str | list[int]] = {"selection": "chosen", "answers": [first.pk]}
+    response = lead.get("/investigations/new/", query)
     html = response.content.decode()
     assert 'id="plan-questions">1<' in html
     assert 'id="plan-generator-calls">3<' in html

@@ -67,7 +67,7 @@ def test_the_plan_counts_calls_skips_answers_without_messages_and_prices_them(
     )
     # More samples cost more generator calls, in proportion.
     assert five.generator_calls == 10
-    assert five.estimated_cost > priced.estimated_cost
+    assert five.estimated_cost is not None and five.estimated_cost > priced.estimated_cost
 
 
 def test_selections_pick_the_right_answers(world: World) -> None:
@@ -299,11 +299,14 @@ def test_the_report_puts_inconsistent_questions_first_with_the_rate_and_2x2_tabl
     report = selectors.investigation_report(investigation=investigation)
     assert [q.answer.question for q in report.questions] == [Q_GUESSED, Q_KNOWN]
     assert report.rate.consistent == 1 and report.rate.n == 2
+    assert report.rate.low is not None and report.rate.high is not None
     assert 0 < report.rate.low < 0.5 < report.rate.high < 1
     assert report.by_flag.cells == ((1, 0), (0, 1))
     assert report.by_score.cells == ((0, 0), (0, 1))  # the guessed answer has no score
     assert report.unscored == 1
-    marked = [s.text for s in report.questions[0].samples_view[1] if s.probability is not None]
+    # samples_view: set on each question by investigation_report for the template (not a field).
+    samples = report.questions[0].samples_view  # type: ignore[attr-defined]  # see above
+    marked = [s.text for s in samples[1] if s.probability is not None]
     assert marked == ["alle zwei Jahre"]
 
 

@@ -127,6 +127,7 @@ def test_alarm_clears_itself_when_a_later_week_recovers(
     check(django_capture_on_commit_callbacks)
     drift = alarm_raise(use_case=world.a, kind=Alarm.Kind.DRIFT, key="2026-W01",
                         text=[("Die Kalibrierung driftet.", {})])
+    assert drift is not None
     assert len(mail.outbox) == 1
     # This week: twelve judged answers, all supported: 1.0 - but an interval from below the
     # line to 1 decides nothing (grey), and the alarm stays: recovery needs evidence too.

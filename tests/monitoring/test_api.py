@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -39,8 +40,11 @@ DEFAULT_TOKENS = [
 ]
 
 
-def logprobs_for(tokens: list[str], low: set[str] = frozenset(), value: float = LOW) -> dict:
-    """An OpenAI logprobs object; tokens in ``low`` get ``value``, the rest are sure."""
+def logprobs_for(
+    tokens: list[str], low: Collection[str] = frozenset(), value: float | str = LOW
+) -> dict:
+    """An OpenAI logprobs object; tokens in ``low`` get ``value`` (a string to test the
+    refusal), the rest are sure."""
     return {
         "content": [
             {

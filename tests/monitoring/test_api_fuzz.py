@@ -31,19 +31,19 @@ from treue_site.urls import api
 URL = "/api/v1/answers"
 BATCH_URL = "/api/v1/answers/batch"
 
-FUZZ_SETTINGS = {
-    "deadline": None,
-    "derandomize": True,
-    "database": None,
+FUZZ_SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
     # The pytest-django transaction is function scoped on purpose: all examples of one test
     # share it and it is rolled back at the end.
-    "suppress_health_check": [
+    suppress_health_check=[
         HealthCheck.function_scoped_fixture,
         HealthCheck.too_slow,
         HealthCheck.filter_too_much,
         HealthCheck.data_too_large,
     ],
-}
+)
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ def test_schemathesis(api_schema, service_and_key, no_rate_limit, path, method, 
     operation = api_schema[path][method.upper()]
     statuses = []
 
-    @settings(max_examples=BUDGET[path, method, mode.value], **FUZZ_SETTINGS)
+    @settings(FUZZ_SETTINGS, max_examples=BUDGET[path, method, mode.value])
     @given(case=operation.as_strategy(generation_mode=mode, headers=headers))
     def run(case):
         response = case.call(headers=headers)
@@ -220,7 +220,7 @@ def _assert_round_trip(api, body: dict, response) -> None:
     assert Answer.objects.count() == count
 
 
-@settings(max_examples=200, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=200)
 @given(
     path=st.sampled_from(FIELD_PATHS),
     value=json_values,
@@ -240,7 +240,7 @@ def test_any_json_in_any_field_is_never_a_5xx(api, make_answer, path, value, ext
         assert errors and all(set(e) == {"field", "message"} for e in errors)
 
 
-@settings(max_examples=150, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=150)
 @given(
     field=st.sampled_from(["external_id", "use_case", "question", "answer", "model",
                            "created_at"]),
@@ -261,7 +261,7 @@ def test_any_text_in_string_fields_is_never_a_5xx(api, make_answer, field, text)
         assert response.status_code in (400, 409), response.content[:300]
 
 
-@settings(max_examples=100, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=100)
 @given(items=st.lists(st.one_of(json_values, st.just(None)), max_size=5), index=st.integers(0, 4))
 def test_batch_with_arbitrary_items_is_never_a_5xx(api, make_answer, items, index):
     answers: list[Any] = list(items)
@@ -277,7 +277,7 @@ def test_batch_with_arbitrary_items_is_never_a_5xx(api, make_answer, items, inde
     assert Answer.objects.filter(external_id="fuzz-good").count() == 1
 
 
-@settings(max_examples=150, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=150)
 @given(raw=st.one_of(st.binary(max_size=200), any_text.map(lambda t: t.encode("utf-8",
                                                                                "surrogatepass"))))
 def test_arbitrary_bytes_are_never_a_5xx(api, raw):
@@ -349,12 +349,13 @@ def test_schemathesis_on_known_resources(
     for i in range(3):
         body = make_answer(external_id=f"known-{i}")
         result = answer_ingest(service=service, payload=AnswerIn.model_validate(body), raw=body)
+        assert result.answer is not None
         answer_ids.append(result.answer.pk)
     operation = api_schema[path][method.upper()]
     point = _known(path, answer_ids)
     statuses = []
 
-    @settings(max_examples=KNOWN_BUDGET[path, method], **FUZZ_SETTINGS)
+    @settings(FUZZ_SETTINGS, max_examples=KNOWN_BUDGET[path, method])
     @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE, headers=headers),
            data=st.data())
     def run(case, data):

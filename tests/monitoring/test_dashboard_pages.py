@@ -52,6 +52,7 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeMode, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 from tests.support.openai_server import ScriptedJudge
+from tests.support.text import found
 from tests.support.world import WorldBuilder
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
@@ -131,6 +132,7 @@ class DashWorld:
         )
         assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
+        assert answer is not None
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
         if run is not None:
@@ -213,7 +215,7 @@ def role(fig: dict[str, Any], name: str) -> dict[str, Any]:
     return found
 
 
-def de(value: float, digits: int = 2) -> str:
+def de(value: float | None, digits: int = 2) -> str:
     """A number as the German page writes it (floatformat: half up, decimal comma)."""
     from django.template.defaultfilters import floatformat
     from django.utils import translation
@@ -266,6 +268,8 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
     assert last.estimate.value == pytest.approx(0.85)
     assert last.estimate == statistics_estimates.stratified_mean(hand_strata())
     assert last.estimate.n_by_stratum == (10, 10) and last.estimate.population == 50
+    assert last.below is not None and last.claims is not None
+    assert last.abstention_share is not None
     assert last.below.value == pytest.approx(0.2)
     assert last.claims.value == pytest.approx(1.7 / 1.9)
     assert last.abstention_share.value == 0 and last.abstentions == 0
@@ -289,8 +293,10 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
                          estimate_text(last.estimate)]
     # The pooled view (this week's data only: the weeks before are empty) and no expert scale
     # without reviews.
+    assert last.pooled is not None
     assert cells[POOLED] == estimate_text(last.pooled) and cells[EXPERT] == "–"
     below = last.below
+    assert below.value is not None and below.low is not None and below.high is not None
     assert cells[BELOW] == (f"{de(below.value * 100, 1)} % "
                         f"({de(below.low * 100, 1)}–{de(below.high * 100, 1)})")
     assert cells[BELOW].startswith("20,0 %")
@@ -361,11 +367,11 @@ def test_charts_have_a_point_per_week_the_threshold_and_judge_changes(
 def weekly_table(html: str) -> tuple[list[str], list[tuple[int, str]]]:
     """The weekly table's header texts, and its totals row as (first column, text) per cell,
     colspans counted."""
-    table = re.search(r'<table class="usage numbers dash-table">(.*?)</table>', html,
-                      re.DOTALL).group(1)
-    head = re.search(r"<thead>(.*?)</thead>", table, re.DOTALL).group(1)
+    table = found(r'<table class="usage numbers dash-table">(.*?)</table>', html,
+                  re.DOTALL).group(1)
+    head = found(r"<thead>(.*?)</thead>", table, re.DOTALL).group(1)
     headers = [text_of(c) for c in re.findall(r"<th[^>]*>(.*?)</th>", head, re.DOTALL)]
-    foot = re.search(r"<tfoot>(.*?)</tfoot>", table, re.DOTALL).group(1)
+    foot = found(r"<tfoot>(.*?)</tfoot>", table, re.DOTALL).group(1)
     totals, column = [], 0
     for attrs, cell in re.findall(r"<t[hd]([^>]*)>(.*?)</t[hd]>", foot, re.DOTALL):
         span = re.search(r'colspan="(\d+)"', attrs)
@@ -400,8 +406,8 @@ def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
     assert headers[COST] == "Kosten"
     assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
     assert dict(totals)[COST] == "kein Preis hinterlegt"
-    table = re.search(r'<table class="usage numbers dash-table">(.*?)</table>', html,
-                      re.DOTALL).group(1)
+    table = found(r'<table class="usage numbers dash-table">(.*?)</table>', html,
+                  re.DOTALL).group(1)
     assert "0,00" not in text_of(table)
     # This week priced (judge-x has its price again) beside last week's unpriced runs.
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
@@ -448,6 +454,7 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
         world.answer(external_id, week=world.last_week)
     week = dashboard_figures.use_case_weeks(use_case=world.a)[-2]
     assert week.estimate.too_few and week.estimate.value == pytest.approx(0.5)
+    assert week.estimate.high is not None
     assert week.estimate.high < 0.9 and week.light == "red"
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     trend = figure(html, "trend-figure")
@@ -463,7 +470,7 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     this = dashboard_figures.use_case_weeks(use_case=world.a)[-1]
     assert this.light == "grey" and this.precision is not None and not this.precision.decisive
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
-    note = text_of(re.search(r'<p class="note precision-note">(.*?)</p>', html, re.S).group(1))
+    note = text_of(found(r'<p class="note precision-note">(.*?)</p>', html, re.S).group(1))
     assert note.startswith(f"Unentschieden ({this.label}): das Intervall (±")
     # What would decide it, from the week's own volume and spread: a sample rate and the
     # pooled view, each to ±0.05.
@@ -511,7 +518,7 @@ def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
         "10 Antworten wurden gegeben, obwohl kein Abschnitt die Ähnlichkeit 0,50 erreichte; "
         "sie sind zu 25 % treu."
     )
-    table = re.search(r'data-cause="similarity">(.*?)</table>', html, re.DOTALL).group(1)
+    table = found(r'data-cause="similarity">(.*?)</table>', html, re.DOTALL).group(1)
     rows = [text_of(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.DOTALL)][1:]
     assert rows[0] == "< 0,5 10 0,25 (0,25–0,25) n = 10", "judged in full: no sampling error"
     assert rows[1].startswith("0,8–0,9 60 1,00 (")
@@ -520,8 +527,8 @@ def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
     assert role(bars, "estimate")["x"] == ["&lt; 0,5", "0,8–0,9"]
     assert role(bars, "threshold")["y"] == [0.9, 0.9]
 
-    worth = text_of(re.search(r'<section class="card dash-worth">(.*?)</section>', html,
-                              re.DOTALL).group(1))
+    worth = text_of(found(r'<section class="card dash-worth">(.*?)</section>', html,
+                          re.DOTALL).group(1))
     assert "untreu unter markierten Antworten 100 % (n = 10)" in worth
     random_sample = Answer.objects.filter(use_case=scenario.a, in_random_sample=True,
                                           status="judged")
@@ -529,16 +536,16 @@ def test_causes_worth_and_tuner(scenario: DashWorld) -> None:
     assert n >= 22
     assert f"untreu in der Zufallsstichprobe {round(100 * bad / n)} % (n = {n})" in worth
 
-    tuner = re.search(r'<table class="compare numbers tuner-table">(.*?)</table>', html,
-                      re.DOTALL).group(1)
-    rows = re.findall(r'<tr data-threshold="([^"]+)"( class="current")?>(.*?)</tr>', tuner,
-                      re.DOTALL)
-    assert [r[0] for r in rows] == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8",
-                                    "0.9"]
-    assert [r[0] for r in rows if r[1]] == ["0.5"], "the current threshold is highlighted"
+    tuner = found(r'<table class="compare numbers tuner-table">(.*?)</table>', html,
+                  re.DOTALL).group(1)
+    thresholds: list[tuple[str, str, str]] = re.findall(
+        r'<tr data-threshold="([^"]+)"( class="current")?>(.*?)</tr>', tuner, re.DOTALL)
+    assert [r[0] for r in thresholds] == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7",
+                                          "0.8", "0.9"]
+    assert [r[0] for r in thresholds if r[1]] == ["0.5"], "the current threshold is highlighted"
     # The flagged answers' lowest content-word probability is 0.05, the others' 0.99: every
     # threshold flags the same 10 of the 70 answers of the window.
-    for _, _, row in rows:
+    for _, _, row in thresholds:
         cells = [text_of(c) for c in re.findall(r"<td>(.*?)</td>", row, re.DOTALL)]
         assert cells[1] == "14 %"
 
@@ -561,8 +568,8 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     text = text_of(html)
     assert "Vertrieb" not in text
     weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
-    card = text_of(re.search(r'<section class="card dash-case.*?</section>', html,
-                             re.DOTALL).group(0))
+    card = text_of(found(r'<section class="card dash-case.*?</section>', html,
+                         re.DOTALL).group(0))
     assert f"{estimate_text(weeks[-1].estimate)} {estimate_text(weeks[-2].estimate)}" in card
     assert "markiert 0,0 % 20,0 %" in card
     assert "Antworten 20 50" in card
@@ -600,7 +607,7 @@ def test_cost_without_a_price_says_so_instead_of_zero(world: DashWorld) -> None:
     scenario = world
     weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     assert weeks[-2].calls == 55 and weeks[-2].cost == 0 and weeks[-2].unpriced_runs > 0
-    card = text_of(re.search(
+    card = text_of(found(
         r'<section class="card dash-case.*?</section>',
         client_for(scenario, "lead_a").get("/overview/").content.decode(), re.DOTALL,
     ).group(0))
@@ -619,6 +626,7 @@ def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) ->
     for i in range(12):
         world.answer(f"rot-{i}", week=world.last_week, verdicts=[U] if i % 2 else [G, U])
     last = dashboard_figures.use_case_weeks(use_case=world.a, claims=False)[-2]
+    assert last.estimate.high is not None
     assert last.estimate.value == pytest.approx(0.25) and last.estimate.high < 0.9
     assert last.light == "red"
     html = client_for(world, "lead_a").get("/overview/").content.decode()
@@ -721,6 +729,7 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
     first, second = (Answer.objects.get(external_id=i) for i in ("stapel-1", "stapel-2"))
     assert (first.min_content_probability, first.multi_part) == (pytest.approx(0.99), False)
     assert (second.min_content_probability, second.multi_part) == (None, True)
+    assert first.min_content_probability is not None
     assert not first.flagged and first.min_content_probability >= first.logprob_threshold
 
     # Answers from before the fields existed: NULL, until the backfill computes them (and
@@ -777,6 +786,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "keine Ursache" in reading and "erfindet" not in reading
     # The association holds, but the cut-off chosen on half of the weeks is not confirmed on
     # the other half: no threshold advised.
+    assert holding.adjusted is not None
     unconfirmed = causes_with(*holding.adjusted.effects, held_out=False)
     reading = similarity_reading(unconfirmed, 0.85)
     assert "erlauben" not in reading and "In den übrigen Wochen bestätigt sich" in reading
@@ -852,7 +862,7 @@ def test_where_no_single_week_decides_the_use_case_page_leads_with_the_pooled_vi
     html = lead.get("/use-cases/auskunft/").content.decode()
     assert html.count('data-week="pooled"') == 1
     assert html.index('data-leads="pooled"') < html.index('data-week="this"')
-    note = text_of(re.search(r'<p class="note pooled-leads-note">(.*?)</p>', html, re.S).group(1))
+    note = text_of(found(r'<p class="note pooled-leads-note">(.*?)</p>', html, re.S).group(1))
     assert note.endswith("die Hauptzahl ist die Sammelsicht über 4 Wochen.")
     # The single-week view chosen by hand: nothing pooled to lead with.
     html = lead.get("/use-cases/auskunft/?pooled=1").content.decode()
@@ -907,13 +917,14 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
         world.answer(external_id, week=world.last_week)
     lead = client_for(world, "lead_a")
     user = world.users["lead_a"]
-    shown = {}
+    shown: dict[int, float | None] = {}
     lights: list[tuple[str, str]] = []
     for pooled in (1, 4, 13):
         row = next(r for r in dashboard_overview.overview_rows(user=user, pooled_weeks=pooled)
                    if r.use_case == world.a)
         page_week = dashboard_figures.use_case_weeks(use_case=world.a, pooled_weeks=pooled)[-2]
         assert row.last_week.pooled_weeks == page_week.pooled_weeks == pooled
+        assert row.last_week.pooled is not None and page_week.pooled is not None
         assert row.last_week.pooled.value == pytest.approx(page_week.pooled.value)
         shown[pooled] = page_week.pooled.value
         # The card's light (and the order of the cards) follows the 4-week view, as the action
@@ -930,7 +941,8 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
     four = dashboard_figures.use_case_weeks(use_case=world.a, pooled_weeks=4)[-2]
     assert lights[0][1] == four.pooled_light
     assert shown[1] == shown[4] == pytest.approx(1.0)  # last week alone, or with empty weeks
-    assert shown[13] < 1.0  # the 0.5s of eight weeks back count too
+    thirteen = shown[13]
+    assert thirteen is not None and thirteen < 1.0  # the 0.5s of eight weeks back count too
     for path in ("/overview/", "/use-cases/auskunft/"):
         for bad in ("2", "x", "", "-4", "13.0", "1e1"):
             response = lead.get(path, {"pooled": bad})

@@ -31,6 +31,7 @@ from dashboard.domain.statistics.cells import Stratum
 from dashboard.selectors.figures import use_case_weeks
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create
+from tests.support.http import bearer
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder
 
@@ -118,14 +119,11 @@ def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     )
 
 
-def as_key(key: str | None) -> dict[str, str]:
-    return {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
-
-
 def as_user(world: World, who: str) -> Client:
     client = Client()
-    if world.users[who] is not None:
-        client.force_login(world.users[who])
+    user = world.users[who]
+    if user is not None:
+        client.force_login(user)
     return client
 
 
@@ -143,7 +141,7 @@ def test_week_figures_are_the_stratified_estimates(world: World, client: Client)
     assert [a.status for a in world.answers.values()] == [
         "judged", "judged", "judged", "judged", "not_sampled", "not_sampled", "not_sampled",
     ]
-    response = client.get(url(**{"from": world.week, "to": world.week}), **as_key(world.key))
+    response = client.get(url(**{"from": world.week, "to": world.week}), **bearer(world.key))
     assert response.status_code == 200, response.content
     data = response.json()
     assert (data["use_case"], data["name"], data["action_threshold"]) == (
@@ -182,7 +180,9 @@ def test_week_figures_are_the_stratified_estimates(world: World, client: Client)
     runs = JudgeRun.objects.filter(answer__use_case=world.use_case)
     # One decomposition and one verification per claim: 3 + 2 + 3 + 2.
     assert (week["judge_runs"], week["judge_calls"]) == (4, 10)
-    cost = sum(run.cost for run in runs)
+    costs = [run.cost for run in runs if run.cost is not None]
+    assert len(costs) == len(runs)
+    cost = sum(costs)
     assert cost > 0
     assert Decimal(week["cost"]) == cost
     assert week["currency"] == "EUR"
@@ -201,7 +201,7 @@ def test_week_figures_are_the_stratified_estimates(world: World, client: Client)
 
 
 def test_figures_match_the_dashboard_selector(world: World, client: Client) -> None:
-    response = client.get(url(), **as_key(world.key))
+    response = client.get(url(), **bearer(world.key))
     assert response.status_code == 200
     weeks = response.json()["weeks"]
     # Default: the 12 weeks up to the current one, oldest first.
@@ -239,7 +239,7 @@ def test_pooled_is_the_week_and_the_three_before_it(
         judged(judge, world.service, world.use_case,
                external_id(world.service, world.use_case, prefix, in_random=True),
                [(f"{prefix} ist belegt.", "GEDECKT")], created_at=first)
-    response = client.get(url(**{"from": world.week, "to": world.week}), **as_key(world.key))
+    response = client.get(url(**{"from": world.week, "to": world.week}), **bearer(world.key))
     [week] = response.json()["weeks"]
     empty = [Stratum(0, [], drawn=False), Stratum(0, [], drawn=True)]
     expected = statistics.pooled_mean([
@@ -261,7 +261,7 @@ def test_pooled_is_the_week_and_the_three_before_it(
 def test_cost_is_unknown_when_a_model_has_no_price(world: World, client: Client) -> None:
     JudgePrice.objects.all().delete()
     JudgeRun.objects.update(cost=None)
-    response = client.get(url(**{"from": world.week, "to": world.week}), **as_key(world.key))
+    response = client.get(url(**{"from": world.week, "to": world.week}), **bearer(world.key))
     [week] = response.json()["weeks"]
     assert (week["cost"], week["currency"], week["unpriced_runs"]) == (None, None, 4)
     assert week["judge_calls"] == 10
@@ -290,23 +290,23 @@ def test_people(world: World, who: str, status: int) -> None:
 
 
 def test_keys(world: World, client: Client) -> None:
-    assert client.get(url(), **as_key(world.key)).status_code == 200
+    assert client.get(url(), **bearer(world.key)).status_code == 200
     # Another tenant's use case reads exactly as one that does not exist.
-    refused = client.get(url(), **as_key(world.other_key))
+    refused = client.get(url(), **bearer(world.other_key))
     assert refused.status_code == 404
-    assert refused.json() == client.get(url("gibt-es-nicht"), **as_key(world.other_key)).json()
-    assert client.get(url("fremd"), **as_key(world.other_key)).status_code == 200
-    unknown = client.get(url("gibt-es-nicht"), **as_key(world.key))
+    assert refused.json() == client.get(url("gibt-es-nicht"), **bearer(world.other_key)).json()
+    assert client.get(url("fremd"), **bearer(world.other_key)).status_code == 200
+    unknown = client.get(url("gibt-es-nicht"), **bearer(world.key))
     assert unknown.status_code == 404
     assert errors_of(unknown) == [{"field": "slug", "message": "no such use case"}]
-    assert client.get(url(), **as_key("treue_not-a-key")).status_code == 401
+    assert client.get(url(), **bearer("treue_not-a-key")).status_code == 401
     Service.objects.filter(pk=world.service.pk).update(active=False)
-    assert client.get(url(), **as_key(world.key)).status_code == 401
+    assert client.get(url(), **bearer(world.key)).status_code == 401
 
 
 def test_a_wrong_key_does_not_hide_a_lead_session(world: World) -> None:
     client = as_user(world, "lead")
-    assert client.get(url(), **as_key("treue_not-a-key")).status_code == 200
+    assert client.get(url(), **bearer("treue_not-a-key")).status_code == 200
 
 
 # --- the weeks asked for ----------------------------------------------------------------------
@@ -326,7 +326,7 @@ def test_a_wrong_key_does_not_hide_a_lead_session(world: World) -> None:
 ])
 def test_bad_weeks(world: World, client: Client, query: dict[str, str], field: str,
                    message: str) -> None:
-    response = client.get(url(**query), **as_key(world.key))
+    response = client.get(url(**query), **bearer(world.key))
     assert response.status_code == 400, response.content
     [error] = errors_of(response)
     assert error["field"] == field
@@ -335,22 +335,22 @@ def test_bad_weeks(world: World, client: Client, query: dict[str, str], field: s
 
 def test_range_limits(world: World, client: Client) -> None:
     # 2020 has 53 ISO weeks: 2020-W01 to 2021-W52 are 105 weeks, 2020-W02 to it 104.
-    full = client.get(url(**{"from": "2020-W02", "to": "2021-W52"}), **as_key(world.key))
+    full = client.get(url(**{"from": "2020-W02", "to": "2021-W52"}), **bearer(world.key))
     assert full.status_code == 200
     weeks = full.json()["weeks"]
     assert len(weeks) == 104
     assert (weeks[0]["week"], weeks[-1]["week"]) == ("2020-W02", "2021-W52")
     assert "2020-W53" in [w["week"] for w in weeks]
-    too_many = client.get(url(**{"from": "2020-W01", "to": "2021-W52"}), **as_key(world.key))
+    too_many = client.get(url(**{"from": "2020-W01", "to": "2021-W52"}), **bearer(world.key))
     assert too_many.status_code == 400
     # Only `to`: the 12 weeks up to it. Only `from`: up to the current week.
-    only_to = client.get(url(to="2021-W52"), **as_key(world.key)).json()["weeks"]
+    only_to = client.get(url(to="2021-W52"), **bearer(world.key)).json()["weeks"]
     assert [w["week"] for w in only_to][0] == "2021-W41" and len(only_to) == 12
-    only_from = client.get(url(**{"from": world.week}), **as_key(world.key)).json()["weeks"]
+    only_from = client.get(url(**{"from": world.week}), **bearer(world.key)).json()["weeks"]
     assert [w["week"] for w in only_from] == [world.week, week_label(timezone.localdate())]
     # A week in the future is a week without answers, not an error.
     ahead = week_label(timezone.localdate() + timedelta(weeks=3))
-    future = client.get(url(to=ahead), **as_key(world.key))
+    future = client.get(url(to=ahead), **bearer(world.key))
     assert future.status_code == 200
     assert future.json()["weeks"][-1]["volume"] == 0
 
@@ -408,6 +408,6 @@ def test_responses_match_the_published_schema(world: World, wsgi_app: Any, query
 def test_an_answer_of_another_use_case_does_not_count(world: World, client: Client) -> None:
     other_service, _ = service_create(name="zweit-bot", use_cases=[world.other])
     ingest(other_service, world.other, "x-1", "Antwort X.")
-    response = client.get(url(), **as_key(world.key))
+    response = client.get(url(), **bearer(world.key))
     assert response.json()["weeks"][-1]["volume"] == 1
     assert Answer.objects.count() == 8

@@ -62,7 +62,7 @@ def shown(html: str) -> list[int]:
 
 def parse_csv(response: Any) -> list[list[str]]:
     assert isinstance(response, StreamingHttpResponse)
-    body = b"".join(response.streaming_content).decode("utf-8")
+    body = response.getvalue().decode("utf-8")  # the streamed content, joined
     return list(csv.reader(io.StringIO(body, newline="")))
 
 
@@ -80,7 +80,7 @@ def parse_xlsx(response: Any) -> Sheet:
     assert response.status_code == 200
     assert isinstance(response, FileResponse)
     assert response["Content-Type"] == XLSX
-    sheet = read_sheet(b"".join(response.streaming_content))
+    sheet = read_sheet(response.getvalue())
     assert sheet.values()[0] == HEADER
     return sheet
 
@@ -135,8 +135,8 @@ def make_answer_row(
     )
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -316,7 +316,8 @@ def test_the_excel_de_export_is_the_same_table_in_german_excels_dialect(
     standard = parse_csv(lead_client.get(export_url()))
     response = lead_client.get(export_url(), {"dialect": "excel-de"})
     assert response.status_code == 200
-    body = b"".join(response.streaming_content).decode("utf-8")
+    assert isinstance(response, StreamingHttpResponse)
+    body = response.getvalue().decode("utf-8")
     assert body.startswith("\ufeff" + ";".join(HEADER))
     german = list(csv.reader(io.StringIO(body[1:], newline=""), delimiter=";"))
     assert len(german) == len(standard) > 2

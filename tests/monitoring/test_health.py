@@ -121,6 +121,7 @@ def _ingest(use_case: UseCase, ext: str, **extra: Any) -> Answer:
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
+    assert result.answer is not None
     return result.answer
 
 

@@ -20,6 +20,7 @@ from django.test import Client
 from ingest.storage import bulk_insert
 from monitoring.models import Answer, Chunk
 from monitoring.services.rollup_rebuild import rollups_check
+from tests.support.http import bearer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -175,7 +176,7 @@ def test_an_id_stored_between_the_lookup_and_a_large_copy_is_a_replay(
     text = "Der Behälter muss alle 5 Jahre geprüft werden. " * 800
     answers = [make_answer(external_id=f"big-{i}", answer=text) for i in range(100)]
     real = bulk_insert
-    calls = []
+    calls: list[int] = []
 
     def racing_bulk_insert(model, rows, *, with_ids):
         if model is Answer and not calls:
@@ -202,7 +203,11 @@ def test_batches_with_the_same_ids_in_opposite_orders_do_not_deadlock(
     for round_ in range(3):
         answers = [make_answer(external_id=f"o{round_}-{i:03d}", answer=text) for i in range(60)]
         bodies = [{"answers": answers}, {"answers": answers[::-1]}]
-        responses = run_together(2, lambda i, bodies=bodies: poster(key, BATCH_URL)(bodies[i]))
+
+        def post_one(i: int, bodies: list[dict[str, Any]] = bodies) -> Any:
+            return poster(key, BATCH_URL)(bodies[i])
+
+        responses = run_together(2, post_one)
         assert [r.status_code for r in responses] == [200, 200], responses[0].content[:300]
         statuses = Counter(
             r["status"] for response in responses for r in response.json()["results"]
@@ -221,7 +226,7 @@ def test_rollups_stay_exact_while_batches_and_single_answers_race_a_rebuild(
 
 
     _, key = service_and_key
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    headers = bearer(key)
     rounds = 10
 
     def work(i: int) -> int:

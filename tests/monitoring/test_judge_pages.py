@@ -32,6 +32,7 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.judged import Judge as ScriptedJudge
+from tests.support.judged import current_run
 from tests.support.world import WorldBuilder
 
 GENERATOR = "gpt-4o-mini"
@@ -77,8 +78,10 @@ def ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
-    assert result.answer.flagged == flagged
-    return result.answer
+    answer = result.answer
+    assert answer is not None
+    assert answer.flagged == flagged
+    return answer
 
 
 def execute_pending(answer: Answer) -> JudgeRun:
@@ -108,6 +111,12 @@ class World:
     other_service: Service
     users: dict[str, User | None]
 
+    def user(self, who: str) -> User:
+        """A signed-in user (not "anonymous")."""
+        user = self.users[who]
+        assert user is not None, who
+        return user
+
 
 @pytest.fixture
 def world(world_builder: WorldBuilder, judge: ScriptedJudge, db: None) -> World:
@@ -133,8 +142,9 @@ def world(world_builder: WorldBuilder, judge: ScriptedJudge, db: None) -> World:
 
 def client_for(world: World, who: str) -> Client:
     client = Client()
-    if world.users[who] is not None:
-        client.force_login(world.users[who])
+    user = world.users[who]
+    if user is not None:
+        client.force_login(user)
     return client
 
 
@@ -177,7 +187,7 @@ def test_detail_shows_claims_badges_score_and_run_facts(world: World, judge: Any
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("0.5"),
                               completion_per_1k=Decimal("2"))
     answer = judged(judge, world.service, world.use_case, "sechs", SIX)
-    run = answer.current_run
+    run = current_run(answer)
     # 1 decomposition + 6 verifications + 1 retry of the unreadable "vielleicht"
     assert (run.status, run.calls, run.unparseable) == ("succeeded", 8, 1)
     # (1 + 1 + 1 + 0.5 + 0) / 5 readable verdicts = 0.7; the unreadable one does not count
@@ -314,6 +324,7 @@ def test_a_lead_retries_every_failed_run_of_a_use_case_at_once(
     assert "3 fehlgeschlagene Prüfläufe werden wiederholt" in response.content.decode()
     for answer in answers:
         newest = answer.judge_runs.order_by("-created_at", "-id").first()
+        assert newest is not None
         assert (newest.status, newest.judge_model) == ("pending", JUDGE)
         answer.refresh_from_db()
         assert answer.status == "queued"
@@ -383,7 +394,7 @@ def test_pending_run_waits_for_the_judge(world: World, judge: Any) -> None:
 
 def test_unsampled_answer_says_it_is_not_judged(world: World, judge: Any) -> None:
     rare = use_case_create(slug="selten", name="Selten", sample_rate=1e-9)
-    rare.team_leads.add(world.users["lead"])
+    rare.team_leads.add(world.user("lead"))
     service, _ = service_create(name="selten-bot", use_cases=[rare])
     answer = ingest(service, rare, "nicht-gezogen", "Der Behälter hält lange.")
     assert not answer.sampled
@@ -405,9 +416,9 @@ def test_history_lists_earlier_runs_and_warns_that_models_differ(
     claims = [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
               ("Die Prüfung kostet 250 Euro.", "UNGEDECKT")]
     answer = judged(judge, world.service, world.use_case, "zweimal", claims)
-    first = answer.current_run
+    first = current_run(answer)
     assert answer.score == 0.5
-    rescoring.answer_rescore(answer=answer, judge_model=OTHER_JUDGE, user=world.users["lead"])
+    rescoring.answer_rescore(answer=answer, judge_model=OTHER_JUDGE, user=world.user("lead"))
     judge.verdicts["Die Prüfung kostet 250 Euro."] = "TEILWEISE"
 
     lead = client_for(world, "lead")
@@ -447,7 +458,7 @@ def test_demo_judge_runs_say_they_are_replayed_human_labels(
     settings.TREUE_JUDGE_MODEL = settings.TREUE_DEMO_JUDGE_MODEL = DEMO_JUDGE_MODEL
     answer = judged(judge, world.service, world.use_case, "demo",
                     [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT")])
-    assert answer.current_run.judge_model == DEMO_JUDGE_MODEL
+    assert current_run(answer).judge_model == DEMO_JUDGE_MODEL
     html = client_for(world, "expert").get(f"/answers/{answer.pk}/").content.decode()
     assert ("Demo: Die Urteile des Demo-Prüfers sind wiedergegebene menschliche Labels "
             "(RAGTruth) und, für Antworten ohne Label (etwa selbst gesendete), ein Wortvergleich "
@@ -531,6 +542,7 @@ def test_who_may_ask_for_a_rescore(
         assert confirmed["Location"] == f"/answers/{scored.pk}/#pruefung"
         assert runs.count() == 2
         new = runs.last()
+        assert new is not None
         assert (new.status, new.trigger, new.judge_model, new.requested_by) == (
             "pending", "rescore", OTHER_JUDGE, world.users[who])
         page = client.get(f"/answers/{scored.pk}/").content.decode()
@@ -554,14 +566,14 @@ def test_only_those_who_may_rescore_see_the_form(
 def test_rescore_endpoints_refuse_get(world: World, scored: Answer) -> None:
     lead = client_for(world, "lead")
     assert lead.get(f"/answers/{scored.pk}/rescore/").status_code == 405
-    run = scored.current_run
+    run = current_run(scored)
     assert lead.get(f"/answers/{scored.pk}/runs/{run.pk}/retry/").status_code == 405
     assert lead.get("/use-cases/pruefung/judge/rescore/").status_code == 405
 
 
 def test_rescore_needs_the_csrf_token(world: World, scored: Answer) -> None:
     client = Client(enforce_csrf_checks=True)
-    client.force_login(world.users["lead"])
+    client.force_login(world.user("lead"))
     response = client.post(f"/answers/{scored.pk}/rescore/",
                            {"judge_model": OTHER_JUDGE, "confirm": "1"})
     assert response.status_code == 403
@@ -602,7 +614,7 @@ def test_confirmation_states_calls_and_cost_of_the_current_run(
 ) -> None:
     JudgePrice.objects.create(judge_model=OTHER_JUDGE, prompt_per_1k=Decimal("1"),
                               completion_per_1k=Decimal("4"), currency="EUR")
-    run = scored.current_run
+    run = current_run(scored)
     html = client_for(world, "lead").post(
         f"/answers/{scored.pk}/rescore/", {"judge_model": OTHER_JUDGE}
     ).content.decode()
@@ -718,7 +730,7 @@ def test_week_rescore_creates_one_run_per_judged_answer_of_the_week(
     assert "Erwartete Aufrufe 8 je Antwort 1 Zerlegung" in text
     assert "1 Antwort stammt von „judge-y“ selbst" in text
     included = [week_world[n] for n in ("monday_early", "wednesday", "sunday_late")]
-    runs = [a.current_run for a in included]
+    runs = [current_run(a) for a in included]
     expected_cost = sum(
         (r.prompt_tokens / r.calls * (1 + r.claims.count()) * 2
          + r.completion_tokens / r.calls * (1 + r.claims.count()) * 8) / 1000
@@ -732,7 +744,7 @@ def test_week_rescore_creates_one_run_per_judged_answer_of_the_week(
     rescores = JudgeRun.objects.filter(trigger="rescore")
     assert sorted(r.answer_id for r in rescores) == sorted(a.pk for a in included)
     assert {(r.judge_model, r.status, r.requested_by_id) for r in rescores} == {
-        (OTHER_JUDGE, "pending", world.users["lead"].pk)}
+        (OTHER_JUDGE, "pending", world.user("lead").pk)}
     page = text_of(lead.get(done["Location"]).content.decode())
     assert "3 Antworten der Woche 2025-W10 werden mit „judge-y“ neu bewertet." in page
 
@@ -937,7 +949,7 @@ def test_usage_marks_runs_without_a_price(world: World, judge: Any, settings: An
     JudgePrice.objects.create(judge_model="judge-p", prompt_per_1k=Decimal("1"),
                               completion_per_1k=Decimal("1"))
     settings.TREUE_JUDGE_MODEL = "judge-p"
-    priced = judged(judge, world.service, world.use_case, "mit-preis", SIX[:1]).current_run
+    priced = current_run(judged(judge, world.service, world.use_case, "mit-preis", SIX[:1]))
     row = usage_rows(lead.get("/use-cases/pruefung/judge/").content.decode())[today]
     cost = Decimal(priced.prompt_tokens + priced.completion_tokens) / 1000
     assert row[:2] == ["2", "5"]
@@ -998,7 +1010,7 @@ def cost_world(world: World, judge: Any) -> list[JudgeRun]:
         answer = judged(judge, world.service, world.use_case, f"kosten-{i}", verdicts,
                         flagged=flagged, created_at=now - timedelta(days=days),
                         text=f"Antwort {i}: Der Behälter wird alle 5 Jahre geprüft.")
-        runs.append(answer.current_run)
+        runs.append(current_run(answer))
     # Older than four weeks: not part of the estimate.
     ingest(world.service, world.use_case, "alt", "Alt.", created_at=now - timedelta(days=40))
     return runs
@@ -1123,7 +1135,7 @@ def test_admin_lists_runs_read_only_with_claims_and_prices(
     admin = User.objects.create_superuser("admin", password="pw-only-for-tests-31c")
     client = Client()
     client.force_login(admin)
-    run = scored.current_run
+    run = current_run(scored)
     assert client.get("/admin/monitoring/judgerun/").status_code == 200
     page = client.get(f"/admin/monitoring/judgerun/{run.pk}/change/")
     assert page.status_code == 200

@@ -90,8 +90,9 @@ def world(world_builder: WorldBuilder, settings: Any, db: None) -> World:
 
 def client_for(world: World, who: str) -> Client:
     client = Client()
-    if world.users[who] is not None:
-        client.force_login(world.users[who])
+    user = world.users[who]
+    if user is not None:
+        client.force_login(user)
     return client
 
 

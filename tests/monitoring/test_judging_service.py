@@ -58,6 +58,7 @@ from monitoring.models import (
 )
 from monitoring.services.use_cases import use_case_create
 from tests.support.openai_server import ScriptedJudge
+from tests.support.text import found
 from treue_site import settings as project
 
 C1 = "Der Behälter wird alle 5 Jahre geprüft."
@@ -587,6 +588,7 @@ def test_an_unavailable_judge_gives_the_run_back_and_raises(judge, api, make_ans
     assert run.status == JudgeRun.Status.PENDING
     assert run.error == "judge error 503" and run.retryable is True
     assert run.lease_token is None and run.lease_expires_at is None
+    assert run.not_before is not None
     assert before <= run.not_before <= timezone.now()
     assert run.attempts == 1
     assert not run.claims.exists() and run.score is None
@@ -625,6 +627,7 @@ def test_retry_after_sets_when_the_run_may_go_again(judge, api, make_answer):
     assert caught.value.retry_after == 30
     run = only_run(answer)
     expected = timezone.now() + timedelta(seconds=30)
+    assert run.not_before is not None
     assert abs((run.not_before - expected).total_seconds()) < 5
     assert run.error == "judge rate limit (429)"
 
@@ -640,6 +643,7 @@ def test_a_huge_retry_after_is_capped_not_a_crash(judge, api, make_answer, setti
 
     run = only_run(answer)
     assert run.status == JudgeRun.Status.PENDING
+    assert run.not_before is not None
     assert run.not_before <= timezone.now() + timedelta(seconds=61)
 
 
@@ -1047,7 +1051,7 @@ def test_under_a_fault_mix_calls_stay_within_1_5_times_a_fault_free_run(
 
     def script(request: dict[str, Any]) -> str:
         text = request["messages"][1]["content"]
-        answer_id = re.search(r"Antwort (\d+)", text).group(1)
+        answer_id = found(r"Antwort (\d+)", text).group(1)
         return ScriptedJudge(claims=claims[f"faults-{answer_id}"])(request)
 
     judge.responder = script

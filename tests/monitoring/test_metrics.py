@@ -5,7 +5,7 @@ counters, and who may scrape."""
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dashboard.selectors.figures import use_case_weeks
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
+from tests.support.http import Environ
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
 from tests.support.world import WorldBuilder
 
@@ -72,7 +73,7 @@ def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     return World(use_case, quiet, retired, service, waiting)
 
 
-def scrape(client: Client, **headers: str) -> Any:
+def scrape(client: Client, **headers: Unpack[Environ]) -> Any:
     return client.get("/metrics", **headers)
 
 
@@ -118,6 +119,7 @@ def test_current_week_figures(world: World, staff: Client) -> None:
         figures.estimate.high)
     # The pooled view over this week and the 3 before it (empty here: the week's own figures),
     # and no experts' scale without reviews (absent, not 0).
+    assert figures.pooled is not None
     assert got["treue_week_faithfulness_pooled", uc("pruefung")] == pytest.approx(
         figures.pooled.value)
     assert got["treue_week_faithfulness_pooled_low", uc("pruefung")] == pytest.approx(

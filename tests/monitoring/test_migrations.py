@@ -60,7 +60,8 @@ def test_token_copies_stored_as_json_survive_packing_and_its_reversal(at_0006, m
     assert Answer.objects.get(pk=without).token_data is None
     # A new answer is stored packed, beside the converted one.
     Answer.objects.filter(pk=without).update(token_data={**COMPACT, "lp": [-0.2, -0.3, -0.4]})
-    assert Answer.objects.get(pk=without).token_data["lp"] == [-0.2, -0.3, -0.4]
+    token_data = Answer.objects.get(pk=without).token_data
+    assert token_data is not None and token_data["lp"] == [-0.2, -0.3, -0.4]
 
     migrate(BEFORE)
     with connection.cursor() as cursor:

@@ -44,6 +44,7 @@ def ingest(service: Service, body: dict[str, Any]) -> Answer:
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
+    assert result.answer is not None
     return result.answer
 
 

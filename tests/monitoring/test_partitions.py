@@ -117,6 +117,7 @@ def test_the_batch_path_routes_by_month_too(world):
     results = services.answer_ingest_batch(service=service, items=items)
     assert [r.outcome for r in results] == [IngestOutcome.CREATED] * 4
     for r in results:
+        assert r.answer is not None
         month = partitions.month_of(r.answer.created_at)
         assert partition_of("monitoring_answer", r.answer.pk) == partitions.partition_name(
             "monitoring_answer", month)

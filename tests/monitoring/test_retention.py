@@ -96,6 +96,7 @@ def _ingest_full(service: Service, use_case: UseCase, ext: str, created_at: date
     result = services.answer_ingest(service=service, payload=AnswerIn.model_validate(body),
                                     raw=body)
     assert result.outcome == IngestOutcome.CREATED, result.errors
+    assert result.answer is not None
     return result.answer
 
 

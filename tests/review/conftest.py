@@ -20,6 +20,7 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
 from review import tasks as review_tasks
+from review.models import ReviewBatch
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -36,6 +37,13 @@ def week_time(week: str, day: int = 2, hour: int = 10) -> datetime:
     moment = datetime.combine(monday + timedelta(days=day - 1), time(hour), tzinfo=zone)
     start = datetime.combine(monday, time(0), tzinfo=zone)
     return max(start, min(moment, timezone.now() - timedelta(seconds=1)))
+
+
+def batch_for(use_case: UseCase, week: str) -> ReviewBatch:
+    """The use case's review batch of the week, made now or before."""
+    batch = review_services.review_batch_create(use_case=use_case, week=week).batch
+    assert batch is not None, f"no batch for {use_case.slug} in {week}"
+    return batch
 
 
 def uncertain_logprobs(text: str) -> dict[str, Any]:
@@ -83,6 +91,7 @@ class ReviewWorld:
         )
         assert result.outcome == IngestOutcome.CREATED, result.errors
         answer = result.answer
+        assert answer is not None
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
         if run is not None:

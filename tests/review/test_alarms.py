@@ -17,7 +17,7 @@ from alarms.models import Alarm
 from common.domain.weeks import shift_week
 from review import services, tasks
 from review.models import ReviewBatch, ReviewItem
-from tests.review.conftest import ReviewWorld
+from tests.review.conftest import ReviewWorld, batch_for
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 # A submit's alarm check runs as its task would, in-process (tests/review/conftest.py).
@@ -38,7 +38,7 @@ def batch_of(world: ReviewWorld, judge: Sequence[Sequence[str]], *, week: str,
                              for k, label in enumerate(labels, 1)])
         for i, labels in enumerate(judge)
     ]
-    batch = services.review_batch_create(use_case=world.use_case, week=week).batch
+    batch = batch_for(use_case=world.use_case, week=week)
     assert batch.items.count() == len(answers)
     by_answer = {item.answer_id: item for item in batch.items.select_related("judge_run")}
     return [by_answer[a.pk] for a in answers]

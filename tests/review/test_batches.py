@@ -20,7 +20,17 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun, UseCase
 from review import services
 from review.models import ReviewBatch, ReviewItem
-from tests.review.conftest import GENERATOR, JUDGE, ReviewWorld, uncertain_logprobs, week_time
+from tests.review.conftest import (
+    GENERATOR,
+    JUDGE,
+    ReviewWorld,
+    batch_for,
+    uncertain_logprobs,
+    week_time,
+)
+
+# (year, month, day, hour, minute)
+DateTuple = tuple[int, int, int, int, int]
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -51,6 +61,7 @@ def ingest(
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
     answer = result.answer
+    assert answer is not None
     assert answer.flagged == flagged
     run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
     if run is not None and judge:
@@ -71,7 +82,8 @@ def external_ids(world: ReviewWorld, prefix: str, count: int, *, in_sample: bool
     """External ids whose hash draw puts them in (or out of) the random sample at the use
     case's rate: the draw is a hash of (service, external id), so it can be chosen here."""
     rate = world.use_case.sample_rate
-    found, i = [], 0
+    found: list[str] = []
+    i = 0
     while len(found) < count:
         eid = f"{prefix}{i}"
         if (random_draw(str(world.service.pk), eid) < rate) == in_sample:
@@ -103,6 +115,7 @@ def test_drawn_only_from_the_judged_answers_of_the_week_before(review_world: Rev
 
     assert result.created
     batch = result.batch
+    assert batch is not None
     assert batch.week == "2026-W49" and batch.source_week == "2026-W48"
     assert sorted(drawn(batch)) == sorted(a.pk for a in good)
     assert batch.available == 4
@@ -138,7 +151,7 @@ def test_random_stratum_preferred_when_it_has_twenty(review_world: ReviewWorld) 
     assert all(not a.in_random_sample and a.status == "judged" for a in flagged_answers)
     assert all(a.status == Answer.Status.NOT_SAMPLED for a in skipped)
 
-    batch = services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+    batch = batch_for(use_case=w.use_case, week="2026-W49")
 
     assert batch.items.count() == 20
     assert batch.available == 30  # judged answers of the week: 22 + 6 + 2
@@ -162,7 +175,7 @@ def test_too_few_random_ones_are_all_taken_and_flagged_ones_fill_up(
         for e in external_ids(w, "f", 18, in_sample=False)
     ]
 
-    batch = services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+    batch = batch_for(use_case=w.use_case, week="2026-W49")
 
     items = list(batch.items.order_by("position"))
     assert len(items) == 20
@@ -191,9 +204,9 @@ def test_draw_is_random_not_the_first_ids(review_world: ReviewWorld) -> None:
         order = sorted(a.pk for a in answers)
         return frozenset(order.index(pk) for pk in drawn(batch))
 
-    b48 = services.review_batch_create(use_case=w.use_case, week="2026-W48").batch
-    b49 = services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
-    b49_other = services.review_batch_create(use_case=w.other, week="2026-W49").batch
+    b48 = batch_for(use_case=w.use_case, week="2026-W48")
+    b49 = batch_for(use_case=w.use_case, week="2026-W49")
+    b49_other = batch_for(use_case=w.other, week="2026-W49")
     for batch, answers in ((b48, w47), (b49, w48), (b49_other, other)):
         assert batch.items.count() == 8
         assert set(drawn(batch)) <= {a.pk for a in answers}
@@ -217,6 +230,7 @@ def test_batch_size_per_use_case_and_fewer_answers_than_the_size(
     results = {r.use_case.slug: r for r in services.review_batches_create(week="2026-W49")}
 
     big, small = results["recht"].batch, results["fremd"].batch
+    assert big is not None and small is not None
     assert (big.items.count(), big.target_size, big.available) == (5, 5, 8)
     assert (small.items.count(), small.target_size, small.available) == (3, 20, 3)
     assert results["recht"].available == 8 and results["fremd"].available == 3
@@ -243,6 +257,7 @@ def test_creating_twice_creates_nothing_new(review_world: ReviewWorld) -> None:
     assert [r.created for r in first] == [False, True]  # fremd (no answers), recht
     assert [r.created for r in second] == [False, False]
     assert ReviewBatch.objects.count() == 1
+    assert second[1].batch is not None and first[1].batch is not None
     assert second[1].batch.pk == first[1].batch.pk
     assert list(ReviewItem.objects.order_by("pk").values_list("pk", "answer_id", "position")) \
         == items
@@ -277,14 +292,15 @@ def test_no_judged_answer_no_batch_until_there_is_one(review_world: ReviewWorld)
     ],
 )
 def test_week_boundaries_are_berlin_midnight(
-    review_world: ReviewWorld, review_week: str, inside: list[tuple], outside: list[tuple]
+    review_world: ReviewWorld, review_week: str,
+    inside: list[DateTuple], outside: list[DateTuple],
 ) -> None:
     w = review_world
     ins = [ingest(w, f"in{i}", created_at=datetime(*t, tzinfo=BERLIN))
            for i, t in enumerate(inside)]
     outs = [ingest(w, f"out{i}", created_at=datetime(*t, tzinfo=BERLIN))
             for i, t in enumerate(outside)]
-    batch = services.review_batch_create(use_case=w.use_case, week=review_week).batch
+    batch = batch_for(use_case=w.use_case, week=review_week)
     assert sorted(drawn(batch)) == sorted(a.pk for a in ins)
     assert not set(drawn(batch)) & {a.pk for a in outs}
     next_monday = week_monday(review_week) + timedelta(weeks=1)

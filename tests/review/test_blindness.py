@@ -20,7 +20,8 @@ from alarms.models import Alarm
 from alarms.services import alarm_raise
 from review import services
 from review.models import ReviewBatch, ReviewItem
-from tests.review.conftest import JUDGE, ReviewWorld, shift_week
+from tests.review.conftest import JUDGE, ReviewWorld, batch_for, shift_week
+from tests.support.judged import current_run
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 SCORE_TEXTS = ("0,00", "0.00", "0,0<", "0.0<")
@@ -88,13 +89,15 @@ def batch(review_world: ReviewWorld) -> ReviewBatch:
             (f"Die Prüfung kostet 80 Euro ({ext}).", U),
         ])
         assert answer.score == 0.0
-        assert answer.current_run.judge_model == JUDGE
-        assert list(answer.current_run.claims.values_list("label", flat=True)) == [U, U]
-    return services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+        assert current_run(answer).judge_model == JUDGE
+        assert list(current_run(answer).claims.values_list("label", flat=True)) == [U, U]
+    return batch_for(use_case=w.use_case, week="2026-W49")
 
 
 def first_item(batch: ReviewBatch) -> ReviewItem:
-    return batch.items.order_by("position").first()
+    item = batch.items.order_by("position").first()
+    assert item is not None
+    return item
 
 
 def test_the_check_itself_finds_a_leak() -> None:
@@ -306,7 +309,7 @@ def test_small_figures_are_withheld_from_a_reader_with_open_items_on_every_page(
     w.answer("open-2", week=last_week)
     for n in range(6):
         w.answer(f"old-{n}", week=before)
-    batch = services.review_batch_create(use_case=w.use_case, week=this_week).batch
+    batch = batch_for(use_case=w.use_case, week=this_week)
     assert batch.items.count() == 2
     both = w.users["lead"]
     w.use_case.experts.add(both)

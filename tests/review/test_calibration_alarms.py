@@ -23,7 +23,7 @@ from review.domain.cusum import CusumParams, cusum_limit, cusum_params_for
 from review.imports import expert_labels_import
 from review.models import ReviewSubmission
 from review.selectors.calibration import calibration_data, drift_cusum, drift_restart
-from tests.review.conftest import ReviewWorld
+from tests.review.conftest import ReviewWorld, batch_for
 from tests.review.test_alarms import alarms, batch_of, review
 from tests.review.test_calibration_page import calibration, dd
 
@@ -273,7 +273,7 @@ def test_flagged_top_ups_are_weighted_in_the_bias_alarm(
     flagged = [w.answer(f"f{i}", week=source, flagged=True, claims=[(f"Aussage f{i}.", U)])
                for i in range(5)]
     Answer.objects.filter(pk__in=[a.pk for a in flagged]).update(in_random_sample=False)
-    batch = services.review_batch_create(use_case=w.use_case, week=week).batch
+    batch = batch_for(use_case=w.use_case, week=week)
     assert sorted(batch.items.values_list("stratum", flat=True)) == ["flagged"] * 5 + ["random"] * 5
     # 35 more unflagged answers of the week were not drawn: the flagged are 5 of 45.
     w.unjudged("u", 35, week=source)

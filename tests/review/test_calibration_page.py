@@ -19,8 +19,9 @@ from monitoring.models import Answer
 from review import services
 from review.domain.cusum import cusum_arl, cusum_params_for
 from review.models import ReviewItem
-from tests.review.conftest import ReviewWorld
+from tests.review.conftest import ReviewWorld, batch_for
 from tests.review.test_alarms import batch_of, review, reviewed
+from tests.support.text import found
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 # Student t, 97.5 % quantile, 5 degrees of freedom (from a table: 2.5706).
@@ -188,8 +189,8 @@ def test_kappa_is_shown_with_enough_claims(
     html = calibration(login(w.users["expert"]))
     shown = dd(html, "kappa")
     assert shown.startswith(f"κ = {de(kappa, 2)} ")
-    low, high = re.search(r"\(95 %: (-?\d,\d\d) … (-?\d,\d\d), n = 20 Aussagen\)",
-                          shown).groups()
+    low, high = found(r"\(95 %: (-?\d,\d\d) … (-?\d,\d\d), n = 20 Aussagen\)",
+                      shown).groups()
     low, high = float(low.replace(",", ".")), float(high.replace(",", "."))
     assert low <= kappa <= high <= 1.0
 
@@ -282,7 +283,7 @@ def test_flagged_top_ups_are_weighted_in_the_weekly_bias(
                for i in range(4)]
     Answer.objects.filter(pk__in=[a.pk for a in flagged]).update(in_random_sample=False)
     w.unjudged("u", 4, week=source)
-    batch = services.review_batch_create(use_case=w.use_case, week=week).batch
+    batch = batch_for(use_case=w.use_case, week=week)
     assert sorted(batch.items.values_list("stratum", flat=True)) == ["flagged"] * 4 + [
         "random"] * 4
     with django_capture_on_commit_callbacks(execute=True):

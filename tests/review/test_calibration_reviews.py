@@ -16,6 +16,7 @@ from review import services
 from review.models import ReviewBatch, ReviewItem
 from tests.review.conftest import JUDGE, ReviewWorld
 from tests.review.test_alarms import batch_of, review
+from tests.support.text import found
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 COMMENT = 'Quelle ist veraltet <script>alert("x")</script> & "zitiert"\nzweite Zeile'
@@ -59,8 +60,8 @@ def claim_rows(html: str) -> list[tuple[str, str, str, str, str | None]]:
     """(agreement, position, text, expert's label, judge's label) per claim row."""
     rows = []
     for row in re.findall(r'<tr class="claim-verdict .*?</tr>', html, re.S):
-        agreement = re.search(r'class="claim-verdict (\w+)"', row)[1]
-        position, text = re.search(r'data-position="(\d+)">([^<]*)', row).groups()
+        agreement = found(r'class="claim-verdict (\w+)"', row)[1]
+        position, text = found(r'data-position="(\d+)">([^<]*)', row).groups()
         labels = re.findall(r'class="badge verdict v-\w+">(\w+)<', row)
         judge = labels[1] if len(labels) > 1 else None
         rows.append((agreement, position, text.strip(), labels[0], judge))
@@ -114,7 +115,7 @@ def test_the_calibration_page_lists_submitted_reviews_newest_first(
     assert "<td>experte</td>" in section and "<td>expertin</td>" in section  # who reviewed
     assert "&lt;script&gt;alert" in section and "<script>alert" not in html
     # Expert 0.75 and judge 0.5, with 2 of the judge's 3 claims labelled differently.
-    row = re.search(rf'data-item="{reviewed["full"].pk}">(.*?)</tr>', section, re.S)[1]
+    row = found(rf'data-item="{reviewed["full"].pk}">(.*?)</tr>', section, re.S)[1]
     cells = re.findall(r'<td class="num">([^<]*)</td>', row)
     assert cells == ["0,75", "0,50", "2 / 3"]
     # All of them fit on this page: no link to more.

@@ -83,6 +83,8 @@ def test_the_experts_scale_leads_once_a_weeks_batch_stands_behind_it(
     this_week = dashboard.use_case_weeks(use_case=review_world.use_case, weeks=1)[-1]
     x = this_week.expert
     assert x is not None and x.n_reviews == MIN_REVIEWS and not x.too_few
+    assert x.value is not None and this_week.pooled is not None
+    assert this_week.pooled.value is not None
     assert x.value < this_week.pooled.value  # the experts are stricter than the judge here
     assert metric(staff, "treue_week_expert_scale_reviews") == MIN_REVIEWS
     assert metric(staff, "treue_week_faithfulness_expert_scale") == pytest.approx(x.value)

@@ -20,6 +20,7 @@ def test_review_flow(review_world: ReviewWorld, login, settings) -> None:
     assert queue.status_code == 200
     assert "0/3" in queue.content.decode()
     item = batch.items.order_by("position").first()
+    assert item is not None
     page = client.get(f"/review/items/{item.pk}/")
     html = page.content.decode()
     assert page.status_code == 200

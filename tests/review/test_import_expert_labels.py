@@ -91,6 +91,7 @@ def test_scores_and_labels_become_imported_submissions(
     assert not selectors.batches_for_expert(user=review_world.users["expert"]).filter(
         imported=True).exists()
     own = services.review_batch_create(use_case=review_world.use_case, week=review_week)
+    assert own.batch is not None
     assert own.created and not own.batch.imported
     assert ReviewBatch.objects.filter(week=review_week).count() == 2
 
@@ -261,6 +262,7 @@ def test_imported_reviews_put_the_week_on_the_experts_scale(
         use_case=review_world.use_case, weeks=4, until=services._week_start(WEEK))]
     expected = expert_scale(strata, [Review(0.5, 1.0, False), Review(0.75, 1.0, False)])
     assert x.value == pytest.approx(expected.value)
+    assert x.value is not None and week.pooled is not None and week.pooled.value is not None
     assert x.value < week.pooled.value  # the experts are stricter than the judge here
     assert x.too_few  # 2 reviews: below a week's batch, the judge's scale stays the headline
     assert not week.headline_on_experts_scale
@@ -291,6 +293,7 @@ def test_an_imported_answer_is_not_drawn_into_the_weeks_own_batch(
 ) -> None:
     run(write(tmp_path, [{"external_id": "a1", "score": 0.5}]))
     own = services.review_batch_create(use_case=review_world.use_case, week=shift_week(WEEK, 1))
+    assert own.batch is not None
     drawn = set(own.batch.items.values_list("answer__external_id", flat=True))
     assert "a1" not in drawn and {"a2", "a3"} <= drawn
 

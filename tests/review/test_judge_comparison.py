@@ -19,6 +19,8 @@ from review.models import JudgeComparison, ShadowRun
 from review.shadow.services import shadow_run_execute
 from tests.review.conftest import ReviewWorld, shift_week
 from tests.review.test_alarms import batch_of, review
+from tests.support.judged import current_run
+from tests.support.text import found
 from tests.support.world import WorldBuilder
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
@@ -98,7 +100,7 @@ def test_cost_shown_before_starting_then_shadow_runs_change_no_score_or_estimate
     assert estimates(client) == before
     assert dict(Answer.objects.values_list("pk", "score")) == scores
     assert JudgeRun.objects.count() == runs
-    assert all(a.current_run.judge_model != CANDIDATE for a in Answer.objects.all())
+    assert all(current_run(a).judge_model != CANDIDATE for a in Answer.objects.all())
     run = ShadowRun.objects.get(pk=shadow[2].pk)
     assert (run.status, run.calls, run.score) == ("succeeded", 1, 0.5)
     assert [v["label"] for v in run.verdicts] == [U, G]
@@ -200,7 +202,7 @@ def test_adopting_makes_the_candidate_the_use_cases_judge(
     # The next answer is judged by the candidate, batched.
     answer = review_world.answer("nach-1", week=services.current_week(),
                                  claims=[("Nachher.", G)])
-    run = answer.current_run
+    run = current_run(answer)
     assert (run.judge_model, run.judge_mode, run.prompt_version) == (
         CANDIDATE, JudgeMode.BATCHED, BATCHED_PROMPT_VERSION)
     page = client.get(f"/review/calibration/recht/judges/{comparison.pk}/").content.decode()
@@ -284,7 +286,7 @@ def test_a_candidate_in_one_call_mode_is_offered_compared_and_adopted(
     def one_call(request: dict[str, Any]) -> str:
         system, user = (m["content"] for m in request["messages"][:2])
         assert system.startswith(SINGLE_SYSTEM_DE), "the one-call prompt, not a batch"
-        answer = re.search(r"Antwort:\n(.*?)\n\nKontext:", user, re.DOTALL).group(1)
+        answer = found(r"Antwort:\n(.*?)\n\nKontext:", user, re.DOTALL).group(1)
         claims = [{"claim": text.upper().rstrip("."), "verdict": label}
                   for text, label in by_answer[answer]]
         claims.append({"claim": "Eine Aussage, die niemand prüfte.", "verdict": U})

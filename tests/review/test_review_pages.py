@@ -13,7 +13,8 @@ from monitoring.models import Answer
 from monitoring.services.use_cases import service_create
 from review import services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
-from tests.review.conftest import ReviewWorld
+from tests.review.conftest import ReviewWorld, batch_for
+from tests.support.text import found
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 QUESTION = "Wie oft muss der Behälter geprüft werden?"
@@ -30,7 +31,7 @@ def batch(review_world: ReviewWorld) -> ReviewBatch:
     w.answer("a0", week="2026-W48", flagged=True, claims=claims_of("a0", G, T))
     w.answer("a1", week="2026-W48", claims=claims_of("a1", G, U))
     w.answer("a2", week="2026-W48", claims=claims_of("a2", U, U))
-    return services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+    return batch_for(use_case=w.use_case, week="2026-W49")
 
 
 def item_of(batch: ReviewBatch, ext: str) -> ReviewItem:
@@ -372,7 +373,7 @@ def test_abstention_scores_one_and_an_added_claim_ends_it(
     w = review_world
     w.answer("leer", week="2026-W48", claims=[])
     w.answer("leer2", week="2026-W48", claims=[])
-    batch = services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+    batch = batch_for(use_case=w.use_case, week="2026-W49")
     client = login(w.users["expert"])
 
     item = item_of(batch, "leer")
@@ -505,6 +506,7 @@ def test_reviewer_and_time_are_recorded(
     item.refresh_from_db()
     sub = item.submissions.get()
     assert item.reviewer == sub.reviewer == w.users["expert2"]  # who submitted it
+    assert item.submitted_at is not None and sub.submitted_at is not None
     assert before <= item.submitted_at == sub.submitted_at <= after
     assert all(before - timedelta(minutes=1) <= v.updated_at <= after
                for v in ReviewVerdict.objects.filter(item=item))
@@ -639,7 +641,7 @@ def test_a_form_made_before_anothers_save_cannot_submit_over_it(
 def other_item(review_world: ReviewWorld) -> ReviewItem:
     w = review_world
     w.answer("f0", week="2026-W48", use_case=w.other, claims=claims_of("f0", G))
-    batch = services.review_batch_create(use_case=w.other, week="2026-W49").batch
+    batch = batch_for(use_case=w.other, week="2026-W49")
     return batch.items.get()
 
 
@@ -731,7 +733,7 @@ def test_post_without_csrf_token_is_refused(
     assert item.status == ReviewItem.Status.OPEN and labels(item) in ([], ["", ""])
     # With the page's token the same request goes through: the check above is the token.
     html = client.get(url(item)).content.decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+    token = found(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
     response = client.post(url(item, "save"), {"claim-1": G, "csrfmiddlewaretoken": token},
                            HTTP_ACCEPT="application/json")
     assert response.status_code == 200
@@ -772,7 +774,7 @@ def test_hostile_text_renders_inert(review_world: ReviewWorld, login: Any) -> No
         claims=[(f"Aussage {SCRIPT}.", G), (f"Bild {IMG}.", U)],
     )
     assert answer.flagged and answer.uncertain_tokens
-    batch = services.review_batch_create(use_case=w.use_case, week="2026-W49").batch
+    batch = batch_for(use_case=w.use_case, week="2026-W49")
     item = batch.items.get()
     client = login(w.users["expert"])
 
@@ -809,6 +811,7 @@ def test_the_judges_evidence_shows_only_after_submission(
     # A batched judge gave evidence for its first claim: the chunk it rests on and why.
     item = item_of(batch, "a0")
     first = item.judge_run.claims.order_by("position").first()
+    assert first is not None
     first.evidence_chunks, first.reason = [1], "Abschnitt 1 nennt das Intervall."
     first.save(update_fields=["evidence_chunks", "reason"])
     client = login(review_world.users["expert"])

@@ -89,8 +89,10 @@ def ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )
     assert result.outcome == IngestOutcome.CREATED, result.errors
-    assert result.answer.flagged == flagged
-    return result.answer
+    answer = result.answer
+    assert answer is not None
+    assert answer.flagged == flagged
+    return answer
 
 
 def judged(
@@ -105,3 +107,10 @@ def judged(
     judge_run_execute(run_id=run.pk)
     answer.refresh_from_db()
     return answer
+
+
+def current_run(answer: Answer) -> JudgeRun:
+    """The run that scored the answer (a judged answer has one)."""
+    run = answer.current_run
+    assert run is not None, f"answer {answer.pk} has no current run"
+    return run

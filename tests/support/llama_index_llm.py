@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import openai
 from llama_index.core.base.llms.types import (
@@ -26,6 +26,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import PrivateAttr
 
 # llama_index/llms/openai/__init__.py of a folder put first on PYTHONPATH (llama_index is a
@@ -60,7 +61,11 @@ class OpenAIChatLLM(CustomLLM):
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 0} if self.logprobs else {}
         completion = self._client.chat.completions.create(
             model=self.model,
-            messages=[{"role": m.role.value, "content": m.content or ""} for m in messages],
+            # llama-index's roles are the API's (system, user, assistant), passed on as they are.
+            messages=[
+                cast(ChatCompletionMessageParam, {"role": m.role.value, "content": m.content or ""})
+                for m in messages
+            ],
             **extra,
         )
         content = completion.choices[0].message.content

@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from ingest import services
 from monitoring.models import Answer, Service, UseCase
 from monitoring.services.use_cases import service_create
+from tests.support.http import Environ
 from tests.traces.conftest import OtlpClient
 from tests.traces.otlp import (
     ANSWER,
@@ -124,7 +125,7 @@ def test_json_as_the_specification_writes_it(otlp: OtlpClient, quiet: None) -> N
     integer and as a name, unknown fields, a content type with parameters."""
     trace = "5B8EFFF798038103D269B633813FC60C"
     spans = []
-    for span_id, parent, attrs in [
+    layout: list[tuple[str, str, dict[str, str | int]]] = [
         ("EEE19B7EC3C1B174", "", {"openinference.span.kind": "CHAIN", "input.value": "Frage?"}),
         ("EEE19B7EC3C1B175", "EEE19B7EC3C1B174", {
             "openinference.span.kind": "RETRIEVER",
@@ -135,7 +136,8 @@ def test_json_as_the_specification_writes_it(otlp: OtlpClient, quiet: None) -> N
             "llm.output_messages.0.message.content": "Antwort.",
             "llm.token_count.prompt": 7,
         }),
-    ]:
+    ]
+    for span_id, parent, attrs in layout:
         spans.append({
             "traceId": trace, "spanId": span_id, "parentSpanId": parent, "name": "s",
             "kind": 1 if parent else "SPAN_KIND_SERVER",
@@ -179,7 +181,7 @@ def test_gzip_body(otlp: OtlpClient, quiet: None, media: str) -> None:
 def test_unsupported_media_is_415_with_a_status_body(
     otlp: OtlpClient, content_type: str, encoding: str
 ) -> None:
-    headers = {"HTTP_CONTENT_ENCODING": encoding} if encoding else {}
+    headers: Environ = {"HTTP_CONTENT_ENCODING": encoding} if encoding else {}
     response = otlp.post(request(rag_spans(trace_id(1))).SerializeToString(),
                          media=content_type, **headers)
     assert response.status_code == 415
@@ -420,7 +422,8 @@ def test_trace_without_rag_spans_is_counted_and_not_stored(
 def test_trace_without_retrieval_or_llm_is_dropped_and_counted(
     otlp: OtlpClient, quiet: None, service_and_key: tuple[Service, str], missing: str
 ) -> None:
-    otlp.post(request(rag_spans(trace_id(21), **{missing: False})))
+    otlp.post(request(rag_spans(trace_id(21), with_retriever=missing != "with_retriever",
+                                with_llm=missing != "with_llm")))
     assert otlp_traces_assemble_due() == 1
     assert not Answer.objects.exists()
     assert not OtlpSpan.objects.exists()

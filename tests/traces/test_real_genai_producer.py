@@ -56,7 +56,9 @@ def genai_loop(provider: TracerProvider, openai_server: FakeOpenAIServer,
     handler = TelemetryHandler(tracer_provider=provider)
     client = OpenAI(base_url=openai_server.base_url, api_key="test")
     with handler.workflow("rag") as workflow:
-        with handler.retrieval(data_source_id="handbuch") as retrieval:
+        # Not `as`: the context manager hands back the base GenAIInvocation's type.
+        retrieval = handler.retrieval(data_source_id="handbuch")
+        with retrieval:
             retrieval.query_text = QUESTION
             retrieval.documents = documents
         client.chat.completions.create(model=MODEL, messages=[

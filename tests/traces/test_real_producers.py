@@ -123,6 +123,7 @@ def test_openinference_openai_loop_becomes_an_answer(
     assert detail["logprobs_status"] == "ok"
     assert detail["warnings"] == []
     answer = Answer.objects.get(external_id=trace_id)
+    assert answer.messages is not None
     assert answer.messages[-1] == {"role": "user", "content": QUESTION}
     assert answer.messages[0]["role"] == "system"
     assert answer.messages[0]["content"].startswith(SYSTEM)

@@ -222,26 +222,30 @@ def test_seed_then_judge_then_import_the_experts_labels(
     reviewed_weeks: Counter[tuple[str, str]] = Counter()
     for submission in imported:
         answer = submission.item.answer
+        assert submission.reviewer is not None
         assert submission.reviewer.username == DEMO_EXPERT
         assert answer.in_random_sample  # drawn from the random sample, as a batch draws
         assert len(lines[answer.external_id].labels or ()) == (
             submission.item.judge_run.claims.count())
         assert submission.manual_score == pytest.approx(
             experts_score(answer.metadata["ragtruth_id"]))
+        assert submission.manual_score is not None and submission.automatic_score is not None
         assert submission.manual_score <= submission.automatic_score
         week = next(w for w in weeks if w.start <= answer.created_at < w.end)
         reviewed_weeks[(answer.use_case.slug, week.label)] += 1
     # The experts see what the judge let pass: some answers score lower with them.
-    assert any(s.manual_score < s.automatic_score for s in imported)
+    # (Both scores are there: the loop above asserted it for each.)
+    assert any(s.manual_score is not None and s.automatic_score is not None
+               and s.manual_score < s.automatic_score for s in imported)
     # Not last week (this week's batch, reviewed in the browser) nor the current one.
     assert {label for _, label in reviewed_weeks} <= {w.label for w in weeks[:-2]}
     assert max(reviewed_weeks.values()) <= 20
 
-    again = StringIO()
+    reimported = StringIO()
     for case in USE_CASES:
         call_command("import_expert_labels", str(tmp_path / f"{case.slug}.jsonl"),
-                     use_case=case.slug, reviewer=DEMO_EXPERT, stdout=again)
-    assert again.getvalue().count(" 0 imported") == len(USE_CASES)
+                     use_case=case.slug, reviewer=DEMO_EXPERT, stdout=reimported)
+    assert reimported.getvalue().count(" 0 imported") == len(USE_CASES)
     assert ReviewSubmission.objects.filter(imported=True).count() == len(lines)
     assert get_user_model().objects.get(username=DEMO_USER).check_password("treue-demo")
 

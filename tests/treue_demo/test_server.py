@@ -109,7 +109,7 @@ def judge_api(demo_judge: DemoJudgeServer) -> Iterator[openai.OpenAI]:
 def ask(api: openai.OpenAI, messages: list[dict[str, str]], **extra: Any) -> Any:
     return api.chat.completions.create(
         model=DEMO_JUDGE_MODEL,
-        messages=messages,  # type: ignore[arg-type]
+        messages=messages,  # type: ignore[arg-type]  # plain message dicts
         temperature=0,
         max_tokens=extra.pop("max_tokens", 1500),
         **extra,
@@ -143,12 +143,13 @@ def test_the_rag_stand_in_answers_from_the_sources(judge_api: openai.OpenAI) -> 
          "Prüfung kostet 250 Euro.\n\nQuestion: Was kostet die Prüfung?"},
     ]
     reply = judge_api.chat.completions.create(
-        model="treue-demo-rag", messages=messages,  # type: ignore[arg-type]
+        model="treue-demo-rag", messages=messages,  # type: ignore[arg-type]  # plain message dicts
         logprobs=True, temperature=0.7, max_tokens=100,
     )
     choice = reply.choices[0]
     assert choice.message.content == "Die Prüfung kostet 250 Euro."
-    tokens = choice.logprobs.content  # type: ignore[union-attr]
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    tokens = choice.logprobs.content
     assert "".join(t.token for t in tokens) == choice.message.content
 
 
@@ -162,9 +163,11 @@ def test_the_variants_judge_with_a_bias_for_the_judge_comparison(
 
     def label(model: str) -> Label:
         reply = judge_api.chat.completions.create(
-            model=model, messages=messages, temperature=0, max_tokens=16,  # type: ignore[arg-type]
+            model=model, messages=messages, temperature=0, max_tokens=16,  # type: ignore[arg-type]  # plain message dicts
         )
-        return parse_verdict(reply.choices[0].message.content)
+        content = reply.choices[0].message.content
+        assert content is not None
+        return parse_verdict(content)
 
     assert label(DEMO_JUDGE_MODEL) == Label.UNGEDECKT
     assert label(f"{DEMO_JUDGE_MODEL}-lenient") == Label.TEILWEISE
@@ -172,10 +175,12 @@ def test_the_variants_judge_with_a_bias_for_the_judge_comparison(
     supported = verify_messages(context=format_context(TRACT["passages"]),
                                 claim=TRACT_SUPPORTED, language="en")
     reply = judge_api.chat.completions.create(
-        model=f"{DEMO_JUDGE_MODEL}-strict", messages=supported,  # type: ignore[arg-type]
+        model=f"{DEMO_JUDGE_MODEL}-strict", messages=supported,  # type: ignore[arg-type]  # plain message dicts
         temperature=0, max_tokens=16,
     )
-    assert parse_verdict(reply.choices[0].message.content) == Label.GEDECKT
+    content = reply.choices[0].message.content
+    assert content is not None
+    assert parse_verdict(content) == Label.GEDECKT
 
 
 def test_listens_on_loopback_only(demo_judge: DemoJudgeServer) -> None:
@@ -356,9 +361,11 @@ def test_ingest_to_score_through_the_pipeline(demo_judge: DemoJudgeServer) -> No
         outcomes = [judge_run_execute(run_id=run.pk) for run in runs]
     assert outcomes == ["scored"] * 16
 
-    scores = dict(
+    stored_scores = dict(
         Answer.objects.filter(use_case=use_case).values_list("external_id", "score")
     )
+    scores = {ext: score for ext, score in stored_scores.items() if score is not None}
+    assert scores == stored_scores  # every answer scored
     below = [b["external_id"] for b in labelled if scores[b["external_id"]] < 1]
     perfect = [b["external_id"] for b in clean if scores[b["external_id"]] == 1.0]
     # Measured: 7 of 8 labelled answers score below 1 (the 8th has only a subtle span, which
@@ -397,7 +404,7 @@ def generate(
 ) -> Any:
     return api.chat.completions.create(
         model=row["model"],
-        messages=messages or demo_messages(row),  # type: ignore[arg-type]
+        messages=messages or demo_messages(row),  # type: ignore[arg-type]  # plain message dicts
         temperature=temperature,
         max_tokens=1500,
         logprobs=logprobs,
@@ -480,7 +487,7 @@ def test_other_messages_are_refused_not_invented(fresh_api: openai.OpenAI) -> No
         generate(fresh_api, TRACT, messages=other)
     with pytest.raises(openai.NotFoundError):
         fresh_api.chat.completions.create(
-            model="gpt-4o", messages=demo_messages(TRACT)  # type: ignore[arg-type]
+            model="gpt-4o", messages=demo_messages(TRACT)  # type: ignore[arg-type]  # plain message dicts
         )
 
 
@@ -759,9 +766,10 @@ def test_the_variants_bias_only_the_verdicts_of_a_one_call_reply(
     messages = single.single_messages(question=TRACT["question"], answer=TRACT["response"],
                                       chunks=TRACT["passages"], language="en")
     reply = judge_api.chat.completions.create(
-        model=f"{DEMO_JUDGE_MODEL}-lenient", messages=messages,  # type: ignore[arg-type]
+        model=f"{DEMO_JUDGE_MODEL}-lenient", messages=messages,  # type: ignore[arg-type]  # plain message dicts
         temperature=0, max_tokens=3000,
     ).choices[0].message.content
+    assert reply is not None
     reading = single.read_single(reply)
     assert reading.claims is not None and TRACT_INVENTED in reading.claims
     assert reading.verdicts[reading.claims.index(TRACT_INVENTED)].label is Label.TEILWEISE

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from tests.support.http import bearer
 from tests.support.world import WorldBuilder
 from tests.treue_site.world import World, build_world
 
@@ -53,7 +54,7 @@ def test_every_page_and_export_with_answers_is_not_stored(world: World) -> None:
 
 def test_the_api_answers_are_not_stored(world: World, make_answer: Any) -> None:
     client = Client()
-    key = {"HTTP_AUTHORIZATION": f"Bearer {world.key_a}"}
+    key = bearer(world.key_a)
     body = make_answer(external_id="cache-1", use_case="recht")
     posted = client.post("/api/v1/answers", json.dumps(body), content_type="application/json",
                          **key)

@@ -124,7 +124,8 @@ _PERCENT = re.compile(
 
 def percent_placeholders(text: str) -> tuple[set[str], list[str], str]:
     """Named conversions (whole, e.g. "%(bias)+.2f"), unnamed ones in order, and what is left."""
-    named, unnamed = set(), []
+    named: set[str] = set()
+    unnamed: list[str] = []
     for match in _PERCENT.finditer(text):
         if match["type"] == "%":
             continue
@@ -145,6 +146,7 @@ def test_the_reader_sees_the_whole_catalogue() -> None:
     assert live_msgids == len(messages()) + 1  # and the header
     assert len(messages()) > 400
     header, _ = catalogue()
+    assert header.msgstr is not None
     assert "Language: en\n" in header.msgstr
     assert "Plural-Forms: nplurals=2; plural=(n != 1);\n" in header.msgstr
 
@@ -231,6 +233,7 @@ def test_the_compiled_catalogue_matches_the_po() -> None:
         compiled = gettext.GNUTranslations(f)
     compiled.add_fallback(_Missing())
     header, entries = catalogue()
+    assert header.msgstr is not None
     assert f"Plural-Forms: {compiled.info()['plural-forms']}\n" in header.msgstr
 
     stale = []

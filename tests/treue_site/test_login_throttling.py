@@ -5,7 +5,7 @@ an admin lifts it (admin or `axes_reset_username`). Limits come from TREUE_LOGIN
 """
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 from axes.models import AccessAttempt
@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
+from tests.support.http import Environ
 from tests.treue_site.test_deploy_check import production_env, run, setting
 
 PASSWORD = "pw-for-throttling-tests-3a9"
@@ -35,7 +36,7 @@ def people(db: None, settings: Any) -> dict[str, User]:
 
 def attempt(
     client: Client, which: str, username: str, password: str, address: str = ATTACKER,
-    **headers: str,
+    **headers: Unpack[Environ],
 ) -> Any:
     url, _ = LOGINS[which]
     return client.post(

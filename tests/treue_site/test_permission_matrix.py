@@ -26,6 +26,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from tests.support.http import Environ, bearer
 from tests.support.world import WorldBuilder
 from tests.support.xlsx import read_sheet
 from tests.treue_site.world import World, build_world
@@ -302,10 +303,10 @@ def world(world_builder: WorldBuilder, db: None) -> World:
     return build_world(world_builder)
 
 
-def client_for(world: World, role: str) -> tuple[Client, dict[str, str]]:
+def client_for(world: World, role: str) -> tuple[Client, Environ]:
     client = Client()
     if role == "service":
-        return client, {"HTTP_AUTHORIZATION": f"Bearer {world.key_a}"}
+        return client, bearer(world.key_a)
     if role != "anonymous":
         client.force_login(world.users[role])
     return client, {}

@@ -145,9 +145,14 @@ def test_a_hanging_redis_costs_one_timeout_not_one_per_request(
         server.listen(64)
         settings.TREUE_API_RATE_LIMIT = 1
         settings.CACHES = _redis_cache(f"redis://127.0.0.1:{server.getsockname()[1]}/0")
-        calls = []
+        calls: list[str] = []
         real_count = ratelimit._count
-        monkeypatch.setattr(ratelimit, "_count", lambda key: calls.append(key) or real_count(key))
+
+        def counting(key: str) -> int:
+            calls.append(key)
+            return real_count(key)
+
+        monkeypatch.setattr(ratelimit, "_count", counting)
         statuses = [post(api, make_answer, n).status_code for n in range(4)]
     assert statuses == [201] * 4
     assert len(calls) == 1  # the breaker kept the other three requests off the cache

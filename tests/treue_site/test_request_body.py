@@ -33,7 +33,7 @@ class Response:
 
 
 def chunked_environ(body: bytes, key: str | None, *, terminated: bool = True) -> dict[str, Any]:
-    environ = RequestFactory()._base_environ(
+    environ = RequestFactory()._base_environ(  # type: ignore[attr-defined]  # not in the stubs
         REQUEST_METHOD="POST", PATH_INFO="/api/v1/answers", CONTENT_TYPE="application/json",
         HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(body)},
     )

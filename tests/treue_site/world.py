@@ -19,7 +19,7 @@ from investigations.models import Investigation
 from monitoring.models import Answer, JudgeRun, Service, UseCase
 from review import services as review_services
 from review.models import ReviewItem
-from tests.review.conftest import ReviewWorld
+from tests.review.conftest import ReviewWorld, batch_for
 from tests.support.openai_server import ScriptedJudge
 from tests.support.world import WorldBuilder
 
@@ -79,12 +79,12 @@ def build_world(builder: WorldBuilder) -> World:
     in_a.answer("last-week-2", week=last_week)
     answer_a = in_a.answer("now-a", week=this_week)
     answer_b = in_b.answer("now-b", week=this_week, use_case=b)
-    batch = review_services.review_batch_create(use_case=a, week=this_week).batch
+    batch = batch_for(use_case=a, week=this_week)
     assert batch.items.filter(answer=blind_a).exists()
     # Last week's batch holds the one answer of the week before, reviewed: the judge said
     # GEDECKT (1.0), the expert UNGEDECKT (0.0), scores apart from the blind answer's 1/7.
     in_a.answer("reviewed-1", week=shift_week(this_week, -2))
-    reviewed_a = review_services.review_batch_create(use_case=a, week=last_week).batch.items.get()
+    reviewed_a = batch_for(use_case=a, week=last_week).items.get()
     review_services.review_item_save(item=reviewed_a, user=users["expert_a"],
                                      data=review_services.ItemInput(
                                          labels={1: "UNGEDECKT"},
@@ -95,9 +95,11 @@ def build_world(builder: WorldBuilder) -> World:
         generator_model="gpt-4o-mini",
     )
     investigation = investigation_services.investigation_start(plan=plan, user=users["lead_a"])
+    item_a = batch.items.order_by("pk").first()
+    assert item_a is not None
     return World(
         a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
         answer_a=answer_a, answer_b=answer_b, blind_a=blind_a, run_a=answer_a.judge_runs.get(),
-        item_a=batch.items.order_by("pk").first(), reviewed_a=reviewed_a,
+        item_a=item_a, reviewed_a=reviewed_a,
         investigation_a=investigation, users=users,
     )
