@@ -34,6 +34,7 @@ from ingest.domain.content_probability import min_content_probability
 from investigations.domain.consistency import compare as consistency_compare
 from investigations.domain.consistency import prompt as consistency_prompt
 from investigations.domain.consistency import values as consistency_values
+from investigations.domain.consistency import vocabulary as consistency_vocabulary
 from judging.domain import judge_parse
 from judging.domain import judgement as judging
 from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
@@ -534,5 +535,5 @@ def test_deeply_nested_decomposition_is_unparseable_not_an_error():
 
 def test_long_number_word_is_not_an_error():
     # "hundert" read as a number nests once per repetition.
-    assert consistency_values.number("hundert" * 2000, "de") is None
-    assert consistency_values.number("hunderttausend", "de") == 100_000
+    assert consistency_vocabulary.number("hundert" * 2000, "de") is None
+    assert consistency_vocabulary.number("hunderttausend", "de") == 100_000

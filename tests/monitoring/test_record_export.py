@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from common.domain.weeks import shift_week, week_monday
-from dashboard.selectors import answers as answer_selectors
 from investigations.models import Investigation, Question
 from judging.services.execution import judge_run_execute
 from monitoring import extensions
 from monitoring.models import Answer, Service, UseCase
+from monitoring.selectors import access
 from monitoring.services import retention
 from review import services as review_services
 from review.models import ReviewBatch
@@ -252,14 +252,14 @@ def test_monitoring_works_alone_with_nothing_registered_by_review_or_investigati
     answer, batch = reviewed
     expert = review_world.users["expert"]
     assert set(extensions.registry.record_parts) == {"reviews", "investigations"}
-    assert answer_selectors.blind_answer_ids(user=expert) == {answer.pk}
+    assert access.blind_answer_ids(user=expert) == {answer.pk}
     assert retention.answers_anonymise(answer_ids=[answer.pk]) == 0  # held: in an open review
 
     monkeypatch.setattr(extensions, "registry", extensions.Registry())
     data = download(as_user(review_world, "expert"), answer)
     assert "reviews" not in data and "investigations" not in data
     assert data["judge_withheld"] is False and data["judge_runs"]
-    assert answer_selectors.blind_answer_ids(user=expert) == set()
+    assert access.blind_answer_ids(user=expert) == set()
     lead = as_user(review_world, "lead")
     assert lead.get(reverse("monitoring:use_case", args=["recht"])).status_code == 200
     assert lead.get(reverse("monitoring:overview")).status_code == 200

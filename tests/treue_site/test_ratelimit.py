@@ -47,7 +47,7 @@ def test_retry_after_is_the_time_left_in_the_window(
 ) -> None:
     settings.TREUE_API_RATE_LIMIT = 1
     now = 60 * 29_000_000 + 45.5  # 45.5 s into a window: 14.5 s left, rounded up
-    monkeypatch.setattr(ratelimit.time, "time", lambda: now)
+    monkeypatch.setattr(time, "time", lambda: now)  # the module ingest.ratelimit reads
     assert post(api, make_answer, 0).status_code == 201
     response = post(api, make_answer, 1)
     assert response.status_code == 429
