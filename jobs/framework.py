@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -230,14 +231,21 @@ def reconcile(
     return publish_ids(ids) if publish_ids is not None else publish(kind, ids)
 
 
+_IMPORTING_TASKS = threading.Lock()
+
+
 def task_named(name: str) -> Task:
     """The registered task of that name. Outside a worker Celery imports the apps' tasks
-    modules only when asked to; a web process asks on its first publish."""
+    modules only when asked to; a web process asks on its first publish. Threads of one
+    process that publish at once wait for the first one's import: another would find the
+    tasks modules half imported and its task unknown."""
     app = current_app
     try:
         return app.tasks[name]
     except KeyError:
-        app.loader.import_default_modules()
+        with _IMPORTING_TASKS:
+            if name not in app.tasks:
+                app.loader.import_default_modules()
         return app.tasks[name]
 
 

@@ -1,9 +1,12 @@
 """Shared fixtures: use cases, services with keys, users, an API client, the OpenAI server;
 and the suite's markers, which follow the folders (see CONTRIBUTING.md):
 
-- `integration` (tests/integration, tests/bench, and tests that mark themselves because they
-  start Django in processes of their own): real processes — celery workers, gunicorn,
-  redis-server, Django — against the database and the broker;
+- `integration`: the product as a whole or at its limits, which takes seconds a test — real
+  processes (tests/integration, tests/bench, and tests that start Django in processes of their
+  own: celery workers, gunicorn, redis-server) against the database and the broker; a live
+  server (every test that uses `live_server`: the Python client, the trace producers); the
+  adversarial sweeps of tests/hardening; and the modules that mark themselves because they
+  migrate the schema back and forth, seed the whole demo or fuzz the API;
 - `browser` (tests/browser): Chromium driven through Playwright against a live server;
 - `timing` (set by hand): asserts on the wall clock, so such tests take turns
   (tests/support/timing.py).
@@ -22,10 +25,12 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from monitoring.models import Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.http import Environ, bearer
+from tests.support.postgres import HISTORY_KEPT, drop_empty_history_partitions
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
@@ -37,6 +42,9 @@ TESTS = Path(__file__).resolve().parent
 # browser in module-scoped fixtures, so under pytest-xdist (--dist loadgroup) each module
 # stays on one worker instead of starting them again on every worker.
 MARKED_FOLDERS = {"integration": "integration", "bench": "integration", "browser": "browser"}
+# Marked too, without keeping a module on one worker: their cases are many and independent.
+SWEEP_FOLDERS = {"hardening": "integration"}
+LIVE_SERVER_MARKER = "integration"
 FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
 
@@ -52,6 +60,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
             if not item.get_closest_marker("xdist_group"):
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        elif folder in SWEEP_FOLDERS:
+            item.add_marker(SWEEP_FOLDERS[folder])
+        if "live_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(LIVE_SERVER_MARKER)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -161,3 +173,12 @@ def make_answer() -> Callable[..., dict[str, Any]]:
 @pytest.fixture
 def db_vendor(db: None) -> str:
     return connection.vendor
+
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
+    """The test database as migrated, less the empty monthly partitions of answers and chunks
+    older than HISTORY_KEPT_DAYS (tests/support/postgres.py)."""
+    with django_db_blocker.unblock():
+        drop_empty_history_partitions(older_than=timezone.now() - HISTORY_KEPT)

@@ -30,3 +30,10 @@ from treue_site.settings import *  # noqa: E402, F403
 # the test client builds one for every `Client()`, and that walk was 27 ms each, an eighth of
 # the page tests' time. The files served and their headers are the same.
 WHITENOISE_AUTOREFRESH = True
+
+# Each transactional test ends with a flush of every table; on PostgreSQL the tests' backend
+# flushes with DELETE instead of TRUNCATE (tests/support/postgresql_fast_flush), 0.5 s less per
+# test. Everything else is Django's PostgreSQL backend.
+for _database in DATABASES.values():  # noqa: F405
+    if _database["ENGINE"] == "django.db.backends.postgresql":
+        _database["ENGINE"] = "tests.support.postgresql_fast_flush"

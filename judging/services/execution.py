@@ -201,7 +201,15 @@ def _finish_failed(
         done = jobs.fail(JUDGE_RUN, run.pk, token, reason=reason, retryable=retryable, **spent)
         if done:
             _run_ended(run)
+        else:
+            _superseded(run)
     return done
+
+
+def _superseded(run: JudgeRun) -> None:
+    """Another delivery took the run over after this one's lease ran out, and its result
+    counts: what this one stored after the other finished is of no further use."""
+    JudgeProgress.objects.filter(run=run, run__status=JudgeRun.Status.SUCCEEDED).delete()
 
 
 def _run_ended(run: Any) -> None:
@@ -225,9 +233,10 @@ def _release(
     """Give a run back after a transient failure (keeping what its calls cost); its task
     retries after `retry_in` seconds."""
     spent = meter.spent(run, run.judge_model)
-    jobs.release(
+    if not jobs.release(
         JUDGE_RUN, run.pk, token, reason=reason, retry_in=retry_in, retryable=True, **spent
-    )
+    ):
+        _superseded(run)
 
 
 def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
@@ -261,9 +270,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
             verify_path=judgement.path,
         )
         if not done:
-            # Another delivery took the run over after our lease ran out; its result counts.
-            # What this one stored after the other finished is of no further use.
-            JudgeProgress.objects.filter(run=run, run__status=JudgeRun.Status.SUCCEEDED).delete()
+            _superseded(run)
             return False
         rollups.run_ended(run.pk)
         JudgeProgress.objects.filter(run=run).delete()  # the claims hold it now

@@ -10,6 +10,9 @@ from django.test import Client
 
 from alarms.models import Alarm
 
+# It migrates the schema back and forth: seconds, so the fast part leaves it to CI.
+pytestmark = pytest.mark.integration
+
 MONITORING_BEFORE = ("monitoring", "0008_threshold_finite")
 BEFORE = [MONITORING_BEFORE, ("alarms", None)]
 

@@ -28,6 +28,9 @@ from ingest.services import answer_ingest
 from monitoring.models import Answer
 from treue_site.urls import api
 
+# It fuzzes the whole API: seconds a test, so the fast part leaves it to CI.
+pytestmark = pytest.mark.integration
+
 URL = "/api/v1/answers"
 BATCH_URL = "/api/v1/answers/batch"
 

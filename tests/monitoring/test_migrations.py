@@ -10,7 +10,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from monitoring.models import Answer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# It migrates the whole schema back and forth: seconds, so the fast part leaves it to CI.
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 BEFORE = ("monitoring", "0006_retention_heartbeat")
 PACKED = ("monitoring", "0007_answer_token_data_packed")

@@ -48,7 +48,8 @@ from treue_demo.judge import DemoJudge
 from treue_demo.management.commands.seed_demo import DEMO_EXPERT, DEMO_USER
 from treue_demo.server import DemoJudgeServer
 
-pytestmark = pytest.mark.usefixtures("demo_app")
+# It seeds the whole demo: seconds a test, so the fast part leaves it to CI.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("demo_app")]
 
 HEALTHY, DEGRADING, SMALL = USE_CASES
 SCALE = 0.04  # 16, 10 and 2 answers a week: every path, in seconds
