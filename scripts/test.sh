@@ -5,6 +5,8 @@
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Python keeps its compiled bytecode for the many processes the tests start (tests/conftest.py).
+unset PYTHONDONTWRITEBYTECODE
 
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv

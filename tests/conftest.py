@@ -18,6 +18,7 @@ Django on its own (tests/domain/pytest.ini).
 import gc
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,14 @@ from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an aut
 from tests.support.world import WorldBuilder
 
 pytest_plugins = ["tests.support.openai_server", "tests.support.oidc_provider"]
+
+# Compiled bytecode is kept even where PYTHONDONTWRITEBYTECODE is set (this machine sets it):
+# every test process - the pytest-xdist workers, and the celery workers, gunicorn and Django
+# processes that tests start - would otherwise compile Django, the libraries, Treue and rewrite
+# the asserts of every test module anew, 10 s of each worker's start. __pycache__ is ignored by
+# git.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 IN_CI = os.environ.get("CI") == "true"
 TESTS = Path(__file__).resolve().parent
