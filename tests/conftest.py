@@ -5,8 +5,9 @@ and the suite's markers, which follow the folders (see CONTRIBUTING.md):
   processes (tests/integration, tests/bench, and tests that start Django in processes of their
   own: celery workers, gunicorn, redis-server) against the database and the broker; a live
   server (every test that uses `live_server`: the Python client, the trace producers); the
-  adversarial sweeps of tests/hardening; and the modules that mark themselves because they
-  migrate the schema back and forth, seed the whole demo or fuzz the API;
+  adversarial sweeps of tests/hardening; and the modules and tests that mark themselves
+  because they migrate the schema back and forth, seed the whole demo, sweep its whole corpus
+  or fuzz the API;
 - `browser` (tests/browser): Chromium driven through Playwright against a live server;
 - `timing` (set by hand): asserts on the wall clock, so such tests take turns
   (tests/support/timing.py).

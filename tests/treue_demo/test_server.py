@@ -314,6 +314,8 @@ def test_another_model_name_is_refused_as_misconfiguration(demo_judge: DemoJudge
         client.close()
 
 
+# A sweep over the whole corpus: seconds, so the fast part leaves it to CI.
+@pytest.mark.integration
 def test_every_demo_answer_agrees_with_its_labels() -> None:
     """Over all 3,956 answers, without HTTP: an answer without labels gets no claim below
     GEDECKT, nor does one whose only labels are Subtle Baseless Info (the judge is lenient);
@@ -525,6 +527,8 @@ def test_the_judge_answers_the_contradiction_check(
     assert unknown.contradiction is False
 
 
+# A sweep over the whole corpus: seconds, so the fast part leaves it to CI.
+@pytest.mark.integration
 def test_every_labelled_answer_is_inconsistent_and_no_other() -> None:
     """Over the sample (every 12th answer; all 3,956 take 100 s and agree as well), without
     HTTP: the three versions, compared as an investigation compares them (values first, then
