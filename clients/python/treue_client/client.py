@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import logging
 import queue
 import random
@@ -27,6 +26,16 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+
+from treue_client.wire import (
+    Item,
+    batch_body,
+    batch_results,
+    chunk_fields,
+    encode,
+    logprobs_dict,
+    retry_after_seconds,
+)
 
 logger = logging.getLogger("treue_client")
 
@@ -41,7 +50,6 @@ BACKOFF_MAX = 30.0
 RETRY_AFTER_MAX = 60.0
 # Drops are logged once and then every this many, not for every answer of a full queue.
 DROP_LOG_EVERY = 1000
-CHUNK_FIELDS = ("text", "id", "score", "source")
 
 # Put on the queue by flush() and close(): ends the batch being gathered at once.
 _WAKE = object()
@@ -68,7 +76,6 @@ class _AnswerQueue(queue.Queue[Any]):
         return item
 
 # An answer ready to send: its external_id (for the log) and its JSON.
-_Item = tuple[Any, bytes]
 
 
 class TreueClient:
@@ -195,10 +202,10 @@ class TreueClient:
             "question": question,
             "answer": answer,
             "model": model,
-            "chunks": [_chunk(c) for c in chunks or ()],
+            "chunks": [chunk_fields(c) for c in chunks or ()],
         }
         if logprobs is not None:
-            body["logprobs"] = _logprobs(logprobs)
+            body["logprobs"] = logprobs_dict(logprobs)
         if messages is not None:
             body["messages"] = list(messages)
         if created_at is not None:
@@ -329,14 +336,14 @@ class TreueClient:
                 break
             batch.append(item)
 
-    def _encode_each(self, batch: list[dict[str, Any]]) -> list[_Item]:
+    def _encode_each(self, batch: list[dict[str, Any]]) -> list[Item]:
         """Each answer on its own: one that cannot be encoded costs only itself, and is counted
         as rejected and logged. Encoded once, so that every retry sends the same bytes."""
-        items: list[_Item] = []
+        items: list[Item] = []
         for body in batch:
             external_id = body.get("external_id")
             try:
-                items.append((external_id, _encode(body)))
+                items.append((external_id, encode(body)))
             except BaseException as error:
                 # BaseException too: a value's __str__ may raise anything, and there is no one
                 # in this thread it would be meant for.
@@ -344,12 +351,12 @@ class TreueClient:
                 self._log_not_sent(external_id, "it cannot be encoded as JSON", error)
         return items
 
-    def _send(self, items: list[_Item]) -> None:
+    def _send(self, items: list[Item]) -> None:
         attempt = 0
         while items:
             retry_after: float | None = None
             try:
-                response = self._http.post(BATCH_PATH, content=_batch_body(items))
+                response = self._http.post(BATCH_PATH, content=batch_body(items))
             except httpx.HTTPError as error:
                 reason = f"{type(error).__name__}: {error}"
             else:
@@ -366,7 +373,7 @@ class TreueClient:
                     return
                 elif status == 429 or status >= 500:
                     reason = f"HTTP {status}"
-                    retry_after = _retry_after(response.headers.get("Retry-After"))
+                    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
                 else:
                     # 400/401/403/413: the same request would be refused again. Counted before
                     # anything else is done, here and below, so that nothing can come between.
@@ -394,12 +401,12 @@ class TreueClient:
                 return
             self._count("retried", len(items))
 
-    def _settle_results(self, items: list[_Item], response: httpx.Response) -> list[_Item]:
+    def _settle_results(self, items: list[Item], response: httpx.Response) -> list[Item]:
         """Count the batch's per-item results; return the items to retry (5xx and 429).
 
         A 200 means Treue took the batch: what its reply does not make clear (not JSON, not
         the expected shape, no result for an answer) is assumed stored, and logged."""
-        results = _results(response, len(items))
+        results = batch_results(response, len(items))
         if results is None:
             self._settle(len(items), "sent")
             logger.warning(
@@ -408,7 +415,7 @@ class TreueClient:
             )
             return []
         sent = unknown = 0
-        retry: list[_Item] = []
+        retry: list[Item] = []
         refused: list[tuple[str, int, Any]] = []
         # (Not zip(strict=True): the package still runs on Python 3.9; the lengths are equal.)
         for (external_id, data), result in zip(items, results):  # noqa: B905
@@ -457,63 +464,3 @@ class TreueClient:
         except queue.Full:
             pass  # a full queue wakes the thread by itself: its batch fills at once
 
-
-def _chunk(chunk: Any) -> dict[str, Any]:
-    if isinstance(chunk, str):
-        return {"text": chunk}
-    if isinstance(chunk, Mapping):
-        return {k: chunk[k] for k in CHUNK_FIELDS if chunk.get(k) is not None}
-    return {k: getattr(chunk, k) for k in CHUNK_FIELDS if getattr(chunk, k, None) is not None}
-
-
-def _logprobs(logprobs: Any) -> Any:
-    """OpenAI's choice.logprobs as a plain dict (from an SDK object, a dict or a token list)."""
-    if hasattr(logprobs, "model_dump"):
-        logprobs = logprobs.model_dump()
-    if isinstance(logprobs, list):
-        return {"content": logprobs}
-    return logprobs
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """One answer as JSON; raises when it cannot be encoded (ValueError for a circular
-    reference or NaN, RecursionError for deep nesting, UnicodeEncodeError for a lone surrogate,
-    RuntimeError for a dict the caller changes meanwhile, or whatever a value's ``__str__``
-    raises)."""
-    # default=str: a value JSON has no type for (a datetime, a Decimal, a set) inside metadata
-    # or messages becomes text rather than costing the answer. allow_nan=False: NaN and
-    # Infinity are not JSON, and Treue refuses them.
-    return json.dumps(body, default=str, ensure_ascii=False, allow_nan=False).encode()
-
-
-def _batch_body(items: list[_Item]) -> bytes:
-    return b'{"answers":[' + b",".join(data for _, data in items) + b"]}"
-
-
-def _results(response: httpx.Response, n: int) -> list[tuple[int, Any] | None] | None:
-    """(status, errors) of each of the batch's n answers (None for one the reply does not
-    name), or None when the reply is not what Treue sends: it is read, not trusted."""
-    try:
-        results = response.json()["results"]
-    except Exception:
-        return None
-    if not isinstance(results, list):
-        return None
-    by_index: list[tuple[int, Any] | None] = [None] * n
-    for result in results:
-        if not isinstance(result, dict):
-            return None
-        index, status = result.get("index"), result.get("status")
-        if type(index) is not int or not 0 <= index < n or type(status) is not int:
-            return None
-        by_index[index] = (status, result.get("errors"))
-    return by_index
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: rare from Treue, the backoff applies instead
