@@ -37,7 +37,7 @@ from judging.domain.judge_prompt import (
     VERIFY_SYSTEM_EN,
 )
 from judging.domain.single import SINGLE_PROMPT_VERSION
-from judging.services import rescoring
+from judging.services import execution, rescoring
 from judging.services import runs as judging
 from judging.services.execution import (
     BATCH_LINE_TOKENS,
@@ -1032,6 +1032,33 @@ def test_a_run_retried_from_the_page_keeps_what_the_failed_run_received(
     assert asked == ["decompose", C1, C2, C2]
     assert not JudgeProgress.objects.exists()
     assert [c.cached for c in retried.claims.all()] == [True, False]
+
+
+@pytest.mark.parametrize("way_out", ["released", "failed", "finished"])
+def test_a_superseded_worker_leaves_no_progress_behind(judge, api, make_answer, way_out):
+    """A worker whose lease ran out while its call hung stores a verdict that arrives after
+    another worker scored the run, then ends - giving the run back after a failed call, failing
+    it, or finishing its own judgement: none of these counts, and none leaves a row behind (the
+    fault-mix test below found one left by a give-back, under load)."""
+    run = only_run(ingest(api, make_answer))
+    stale = jobs.claim(judging.JUDGE_RUN, run.pk)
+    assert stale is not None
+    JudgeRun.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now())
+    assert execute(run) == "scored"
+    run = fresh(run)
+    JudgeProgress.objects.create(run=run, key="spät", claim="Eine Aussage.", label="GEDECKT")
+    if way_out == "released":
+        execution._release(run, stale, "timeout", retry_in=0, meter=execution.Meter())
+    elif way_out == "failed":
+        assert not execution._finish_failed(run, stale, "kaputt", retryable=True)
+    else:
+        judgement = execution.judge_with(
+            client=execution.judge_client(model=run.judge_model), meter=execution.Meter(),
+            answer=run.answer, mode=run.judge_mode,
+        )
+        assert not execution._finish(run, stale, judgement)
+    assert not JudgeProgress.objects.filter(run=run).exists()
+    assert fresh(run).status == JudgeRun.Status.SUCCEEDED and fresh(run).score == 1.0
 
 
 @pytest.mark.django_db(transaction=True)
