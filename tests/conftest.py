@@ -33,6 +33,7 @@ from monitoring.models import Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.http import Environ, bearer
 from tests.support.postgres import HISTORY_KEPT, drop_empty_history_partitions
+from tests.support.postgresql_fast_flush.creation import keep_as_template
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
@@ -188,7 +189,10 @@ def db_vendor(db: None) -> str:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
-    """The test database as migrated, less the empty monthly partitions of answers and chunks
-    older than HISTORY_KEPT_DAYS (tests/support/postgres.py)."""
+    """The test database as migrated - on PostgreSQL kept as the template that later test
+    databases are copied from (tests/support/postgresql_fast_flush/creation.py) -, less the
+    empty monthly partitions of answers and chunks older than HISTORY_KEPT (tests/support/
+    postgres.py)."""
     with django_db_blocker.unblock():
+        keep_as_template(connection)
         drop_empty_history_partitions(older_than=timezone.now() - HISTORY_KEPT)

@@ -13,6 +13,7 @@ from monitoring.models import Service, UseCase
 from monitoring.services import partitions
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.postgres import HISTORY_KEPT
+from tests.support.postgresql_fast_flush import creation
 
 pytestmark = pytest.mark.postgres
 
@@ -37,3 +38,12 @@ def test_the_recent_months_and_those_ahead_have_partitions_and_older_ones_not() 
     assert partitions.month_of(timezone.now() - HISTORY_KEPT) in months
     assert min(months) >= partitions.month_of(timezone.now() - HISTORY_KEPT)
     assert min(months) < partitions.month_of(timezone.now() - timedelta(days=150))
+
+
+@pytest.mark.django_db
+def test_test_databases_are_copied_from_a_template_of_todays_migrations() -> None:
+    template = creation.template_name()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template])
+        assert cursor.fetchone() is not None
+    assert connection.creation.sql_table_creation_suffix() == f'WITH TEMPLATE "{template}"'

@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend with a faster flush, for the tests' database only.
+"""Django's PostgreSQL backend with a faster flush and test databases made from a template
+(creation.py), for the tests' databases only.
 
 A TransactionTestCase (pytest-django's `transactional_db`, `live_server`) empties every table
 after each test with Django's `flush`, which on PostgreSQL is one `TRUNCATE` of all of them.
@@ -14,6 +15,8 @@ from typing import Any
 
 from django.db.backends.postgresql import base
 from django.db.backends.postgresql.operations import DatabaseOperations as Operations
+
+from tests.support.postgresql_fast_flush.creation import DatabaseCreation
 
 
 class DatabaseOperations(Operations):
@@ -36,3 +39,4 @@ class DatabaseOperations(Operations):
 
 class DatabaseWrapper(base.DatabaseWrapper):
     ops_class = DatabaseOperations
+    creation_class = DatabaseCreation
