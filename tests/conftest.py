@@ -186,7 +186,6 @@ def db_vendor(db: None) -> str:
     return connection.vendor
 
 
-
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> None:
     """The test database as migrated - on PostgreSQL kept as the template that later test

@@ -5,9 +5,9 @@ indexes). The first process that migrates one keeps a copy as a template databas
 digest of every migration file, Django's version and the current month (migration 0024 lays out
 partitions around the month it runs in); later processes, and later runs, create their test
 database from it (`CREATE DATABASE ... WITH TEMPLATE`, where Django puts TEST["TEMPLATE"]) in
-about a second, and `migrate` then finds nothing to do. A new migration, a new Django or a new month
-makes a new digest, so a template never stands for a schema other than the code's; templates of
-other digests are dropped when a new one is made.
+about a second, and `migrate` then finds nothing to do. A new migration, a new Django or a new
+month makes a new digest, so a template never stands for a schema other than the code's;
+templates of other digests are dropped when a new one is made.
 """
 
 from __future__ import annotations
