@@ -34,6 +34,7 @@ from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.http import Environ, bearer
 from tests.support.postgres import HISTORY_KEPT, drop_empty_history_partitions
 from tests.support.postgresql_fast_flush.creation import keep_as_template
+from tests.support.shared_world import FAST_HASHER, shared_world_open
 from tests.support.timing import _timing_tests_take_turns  # noqa: F401  (an autouse fixture)
 from tests.support.world import WorldBuilder
 
@@ -56,7 +57,7 @@ MARKED_FOLDERS = {"integration": "integration", "bench": "integration", "browser
 # Marked too, without keeping a module on one worker: their cases are many and independent.
 SWEEP_FOLDERS = {"hardening": "integration"}
 LIVE_SERVER_MARKER = "integration"
-FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+TRANSACTIONAL_FIXTURES = {"transactional_db", "live_server", "django_db_serialized_rollback"}
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
 
 
@@ -97,6 +98,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if IN_CI:
             pytest.fail("CI must run on PostgreSQL: DATABASE_URL is not a PostgreSQL URL")
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    # A module's shared world (tests/support/shared_world.py) holds a transaction open: a test
+    # that commits for real cannot run inside it.
+    if not TRANSACTIONAL_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) and (
+        shared_world_open()
+    ):
+        pytest.fail("a transactional test in a module whose shared world is still open; "
+                    "move it to a module of its own")
 
 
 @pytest.fixture(autouse=True)

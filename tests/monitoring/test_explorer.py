@@ -10,7 +10,7 @@ import csv
 import io
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from pathlib import Path
@@ -19,6 +19,7 @@ from unittest import mock
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db.models import F
@@ -32,6 +33,7 @@ from dashboard.domain import xlsx_export
 from dashboard.domain.csv_export import csv_text
 from monitoring.models import Answer, RollupDay, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
+from tests.support.shared_world import built_once, no_server
 from tests.support.world import WorldBuilder
 from tests.support.xlsx import HOSTILE, HOSTILE_IDS, Cell, Sheet, read_sheet
 
@@ -139,17 +141,13 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> date
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
-@pytest.fixture
-def lead(db: None) -> User:
-    return User.objects.create_user("teamleitung")
-
-
-@pytest.fixture
-def world(world_builder: WorldBuilder, lead: User) -> dict[str, Answer]:
-    """Seven answers the lead may see (in "a", which they lead, and "b", where they are expert)
-    and one in "fremd", which they may not. 2025-W10 runs from Monday 3 March to Sunday 9 March.
-    Multi-part: "good" and "queued" (and "foreign"); "bad" is single-part; the rest undetected.
+def build(world_builder: WorldBuilder) -> tuple[User, dict[str, Answer]]:
+    """The lead, seven answers the lead may see (in "a", which they lead, and "b", where they
+    are expert) and one in "fremd", which they may not. 2025-W10 runs from Monday 3 March to
+    Sunday 9 March. Multi-part: "good" and "queued" (and "foreign"); "bad" is single-part; the
+    rest undetected.
     """
+    lead = User.objects.create_user("teamleitung")
     a = world_builder.use_case("a", "A")
     b = world_builder.use_case("b", "B")
     fremd = world_builder.use_case("fremd", "Fremd")
@@ -166,7 +164,7 @@ def world(world_builder: WorldBuilder, lead: User) -> dict[str, Answer]:
         answer.save()
         return answer
 
-    return {
+    return lead, {
         "good": add("good", a, utc(2025, 3, 3, 8), score=0.95, chunk_count=3,
                     best_chunk_score=0.8, multi_part=True),
         "bad": add("bad", a, utc(2025, 3, 5, 8), score=0.2, chunk_count=12,
@@ -191,6 +189,33 @@ def world(world_builder: WorldBuilder, lead: User) -> dict[str, Answer]:
         "foreign": add("foreign", fremd, utc(2025, 3, 4, 9), score=0.1, chunk_count=0,
                        best_chunk_score=None, multi_part=True, **flagged),
     }
+
+
+@pytest.fixture(scope="module")
+def built(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[int, dict[str, int]]]:
+    """The world, built once for the module (tests/support/shared_world.py): the lead's and
+    the answers' keys."""
+
+    def build_rows() -> tuple[int, dict[str, int]]:
+        lead, answers = build(WorldBuilder(settings, server=no_server))
+        return lead.pk, {name: answer.pk for name, answer in answers.items()}
+
+    with built_once(django_db_blocker, build_rows) as keys:
+        yield keys
+
+
+@pytest.fixture(autouse=True)
+def lead(built: tuple[int, dict[str, int]], db: None) -> User:
+    """Every test here runs on the module's world (whether or not it asks for it), so that none
+    sees other rows for having run after another."""
+    return User.objects.get(pk=built[0])
+
+
+@pytest.fixture
+def world(built: tuple[int, dict[str, int]], lead: User) -> dict[str, Answer]:
+    """The world's answers, read again for this test."""
+    answers = Answer.objects.in_bulk(built[1].values())
+    return {name: answers[pk] for name, pk in built[1].items()}
 
 
 @pytest.fixture

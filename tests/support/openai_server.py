@@ -18,6 +18,7 @@ Load it with ``pytest_plugins = ["tests.support.openai_server"]`` in the top-lev
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -168,6 +169,14 @@ class ScriptedJudge:
         self.single_reply = single_reply
         self.seen: list[tuple[str, str | None, int]] = []
         self._lock = threading.Lock()
+
+    def copy(self) -> ScriptedJudge:
+        """An independent copy (its own scripts and record), for a test on a shared world."""
+        twin = copy.copy(self)
+        twin.evidence, twin.reasons = dict(self.evidence), dict(self.reasons)
+        twin.claims, twin.verdicts, twin.seen = list(self.claims), dict(self.verdicts), []
+        twin._lock = threading.Lock()
+        return twin
 
     def __call__(self, request: dict[str, Any]) -> str:
         messages = request.get("messages") or []
