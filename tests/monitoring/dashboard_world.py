@@ -19,7 +19,6 @@ Flagged share 20 %. Judge calls: a decomposition plus one call per claim, 5·2 +
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -73,15 +72,6 @@ class DashWorld:
     judge: ScriptedJudge
     users: dict[str, User]
     weeks: list[Week] = field(default_factory=lambda: iso_weeks(weeks=dashboard_weeks.WEEKS))
-
-    def fresh(self, judge: ScriptedJudge) -> DashWorld:
-        """This world as a test of a shared world gets it: its rows read again and `judge`, so
-        that what the test changes dies with it."""
-        return dataclasses.replace(
-            self, a=UseCase.objects.get(pk=self.a.pk), b=UseCase.objects.get(pk=self.b.pk),
-            service=Service.objects.get(pk=self.service.pk), judge=judge,
-            users={who: User.objects.get(pk=user.pk) for who, user in self.users.items()},
-        )
 
     @property
     def this_week(self) -> Week:

@@ -47,7 +47,7 @@ from tests.monitoring.dashboard_world import (
     weekly_table,
 )
 from tests.support.openai_server import FakeOpenAIServer
-from tests.support.shared_world import built_once
+from tests.support.shared_world import built_once, read_again
 from tests.support.text import found
 from tests.support.world import WorldBuilder
 
@@ -70,7 +70,7 @@ def built(
 @pytest.fixture
 def scenario(built: DashWorld, world_builder: WorldBuilder, db: None) -> DashWorld:
     """Last week's scenario and a good current week in A."""
-    return built.fresh(world_builder.judge(built.judge.copy()))
+    return read_again(built, judge=world_builder.judge(built.judge.copy()))
 
 
 # --- the numbers -------------------------------------------------------------------------------

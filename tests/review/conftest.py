@@ -121,6 +121,11 @@ class ReviewWorld:
 
 @pytest.fixture
 def review_world(world_builder: WorldBuilder, db: None) -> ReviewWorld:
+    return build_review_world(world_builder)
+
+
+def build_review_world(world_builder: WorldBuilder) -> ReviewWorld:
+    """Two use cases that sample every answer, a service for both, and users of every role."""
     judge = world_builder.judge(ScriptedJudge())
     use_case = world_builder.use_case("recht", "Rechtsauskunft", sample_rate=1.0)
     other = world_builder.use_case("fremd", "Fremd", sample_rate=1.0)

@@ -2,10 +2,12 @@
 after submission; who may open them; and hostile text rendered inert."""
 
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
@@ -13,8 +15,11 @@ from monitoring.models import Answer
 from monitoring.services.use_cases import service_create
 from review import services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
-from tests.review.conftest import ReviewWorld, batch_for
+from tests.review.conftest import ReviewWorld, batch_for, build_review_world
+from tests.support.openai_server import FakeOpenAIServer
+from tests.support.shared_world import built_once, read_again
 from tests.support.text import found
+from tests.support.world import WorldBuilder
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 QUESTION = "Wie oft muss der Behälter geprüft werden?"
@@ -24,14 +29,41 @@ def claims_of(ext: str, *labels: str) -> list[tuple[str, str]]:
     return [(f"Aussage {k} der Antwort {ext}.", label) for k, label in enumerate(labels, 1)]
 
 
-@pytest.fixture
-def batch(review_world: ReviewWorld) -> ReviewBatch:
+def build_batch(w: ReviewWorld) -> ReviewBatch:
     """2026-W49's batch of three answers from 2026-W48, two claims each; a0 is flagged."""
-    w = review_world
     w.answer("a0", week="2026-W48", flagged=True, claims=claims_of("a0", G, T))
     w.answer("a1", week="2026-W48", claims=claims_of("a1", G, U))
     w.answer("a2", week="2026-W48", claims=claims_of("a2", U, U))
     return batch_for(use_case=w.use_case, week="2026-W49")
+
+
+@pytest.fixture(scope="module")
+def built(
+    django_db_setup: None, django_db_blocker: Any,
+    _openai_server_of_this_process: FakeOpenAIServer,
+) -> Iterator[tuple[ReviewWorld, int]]:
+    """The review world and its batch, built once for the module (tests/support/shared_world.py);
+    every test here runs on it."""
+
+    def build() -> tuple[ReviewWorld, int]:
+        world = build_review_world(WorldBuilder(settings, lambda: _openai_server_of_this_process))
+        return world, build_batch(world).pk
+
+    with built_once(django_db_blocker, build) as world_and_batch:
+        yield world_and_batch
+
+
+@pytest.fixture(autouse=True)
+def review_world(
+    built: tuple[ReviewWorld, int], world_builder: WorldBuilder, db: None
+) -> ReviewWorld:
+    world, _ = built
+    return read_again(world, judge=world_builder.judge(world.judge.copy()))
+
+
+@pytest.fixture
+def batch(built: tuple[ReviewWorld, int], review_world: ReviewWorld) -> ReviewBatch:
+    return ReviewBatch.objects.get(pk=built[1])
 
 
 def item_of(batch: ReviewBatch, ext: str) -> ReviewItem:
@@ -370,10 +402,11 @@ def test_added_claim_counts_in_the_manual_score(
 def test_abstention_scores_one_and_an_added_claim_ends_it(
     review_world: ReviewWorld, login: Any
 ) -> None:
+    # A week of its own: the module's batch is 2026-W49's.
     w = review_world
-    w.answer("leer", week="2026-W48", claims=[])
-    w.answer("leer2", week="2026-W48", claims=[])
-    batch = batch_for(use_case=w.use_case, week="2026-W49")
+    w.answer("leer", week="2026-W46", claims=[])
+    w.answer("leer2", week="2026-W46", claims=[])
+    batch = batch_for(use_case=w.use_case, week="2026-W47")
     client = login(w.users["expert"])
 
     item = item_of(batch, "leer")
@@ -766,15 +799,16 @@ def assert_inert(html: str) -> None:
 
 
 def test_hostile_text_renders_inert(review_world: ReviewWorld, login: Any) -> None:
+    # A week of its own: the module's batch is 2026-W49's.
     w = review_world
     answer = w.answer(
-        "boese", week="2026-W48", flagged=True,
+        "boese", week="2026-W46", flagged=True,
         question=f"Frage {SCRIPT} und {IMG}?",
         text=f"Antwort {SCRIPT} Der Behälter {IMG} wird geprüft.",
         claims=[(f"Aussage {SCRIPT}.", G), (f"Bild {IMG}.", U)],
     )
     assert answer.flagged and answer.uncertain_tokens
-    batch = batch_for(use_case=w.use_case, week="2026-W49")
+    batch = batch_for(use_case=w.use_case, week="2026-W47")
     item = batch.items.get()
     client = login(w.users["expert"])
 

@@ -14,24 +14,30 @@ starts from the same rows: pytest-django's `db` fixture opens the test's atomic 
 
     @pytest.fixture
     def world(built, db):
-        return built.fresh()  # model instances read again: a test's changes die with it
+        return read_again(built)  # model instances read again: a test's changes die with it
 
-What lives in memory is not rolled back: a test must get model instances read again (`fresh`)
-and its own copy of anything it changes. A test on `transactional_db` or a live server must not
-run while such a transaction is open (it would commit nothing); `assert_no_shared_world` in
+What lives in memory is not rolled back: a test must get model instances read again
+(`read_again`) and its own copy of anything else it changes. A test on `transactional_db` or a
+live server must not run while such a transaction is open (it would commit nothing):
 tests/conftest.py fails such a test instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from django.db import connection, transaction
+from django.db.models import Model
 from django.test.utils import override_settings
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+W = TypeVar("W", bound="DataclassInstance")
 FAST_HASHER = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
@@ -42,7 +48,7 @@ def built_once(django_db_blocker: Any, build: Callable[[], T], **overrides: Any)
     with django_db_blocker.unblock():
         outer = transaction.atomic()
         # Marked like Django's own TestCase blocks: durable blocks may open inside it.
-        outer._from_testcase = True
+        setattr(outer, "_from_testcase", True)  # noqa: B010 (Django's private flag, untyped)
         outer.__enter__()
         try:
             with override_settings(PASSWORD_HASHERS=FAST_HASHER, **overrides):
@@ -57,6 +63,28 @@ def built_once(django_db_blocker: Any, build: Callable[[], T], **overrides: Any)
         with django_db_blocker.unblock():
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
+
+
+def read_again(world: W, **changes: Any) -> W:
+    """`world` (a dataclass) as a test gets it: every model instance among its fields (also in
+    a dict or list) read again from the database, so that what the test changes in memory dies
+    with it as its rows do; `changes` replace fields (a copy of the judge, say)."""
+
+    def again(value: Any) -> Any:
+        if isinstance(value, Model):
+            return type(value)._default_manager.get(pk=value.pk)
+        if isinstance(value, dict):
+            return {key: again(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [again(item) for item in value]
+        return value
+
+    kept = {
+        field.name: again(getattr(world, field.name))
+        for field in dataclasses.fields(world)
+        if field.init and field.name not in changes
+    }
+    return dataclasses.replace(world, **kept, **changes)
 
 
 def shared_world_open() -> bool:
