@@ -98,13 +98,22 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if IN_CI:
             pytest.fail("CI must run on PostgreSQL: DATABASE_URL is not a PostgreSQL URL")
         pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+
+
+def _transactional(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    return not TRANSACTIONAL_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
     # A module's shared world (tests/support/shared_world.py) holds a transaction open: a test
-    # that commits for real cannot run inside it.
-    if not TRANSACTIONAL_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) and (
-        shared_world_open()
-    ):
-        pytest.fail("a transactional test in a module whose shared world is still open; "
-                    "move it to a module of its own")
+    # that commits for real (and other threads that read what it committed) cannot run in it.
+    if _transactional(item) and shared_world_open():
+        pytest.fail("a transactional test runs inside a module's shared world, whose "
+                    "transaction is open: move it to a module of its own")
 
 
 @pytest.fixture(autouse=True)

