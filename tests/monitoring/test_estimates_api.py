@@ -6,6 +6,7 @@ sample and the naive mean over them is not the estimate: the test would notice i
 returned it.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
@@ -33,6 +35,8 @@ from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create
 from tests.support.http import bearer
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
+from tests.support.openai_server import FakeOpenAIServer
+from tests.support.shared_world import built_once, read_again
 from tests.support.world import WorldBuilder
 
 PASSWORD = "pw-only-for-tests-5d1"
@@ -67,8 +71,28 @@ def judge(world_builder: WorldBuilder) -> Judge:
     return world_builder.judge(Judge())
 
 
-@pytest.fixture
-def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
+@pytest.fixture(scope="module")
+def built(
+    django_db_setup: None, django_db_blocker: Any,
+    _openai_server_of_this_process: FakeOpenAIServer,
+) -> Iterator[World]:
+    """The world, built once for the module (tests/support/shared_world.py)."""
+
+    def build_world() -> World:
+        builder = WorldBuilder(settings, lambda: _openai_server_of_this_process)
+        return build(builder, builder.judge(Judge()))
+
+    with built_once(django_db_blocker, build_world) as world:
+        yield world
+
+
+@pytest.fixture(autouse=True)
+def world(built: World, judge: Judge, db: None) -> World:
+    """Every test here runs on the module's world, read again for it."""
+    return read_again(built)
+
+
+def build(world_builder: WorldBuilder, judge: Judge) -> World:
     """Last week: 2 flagged answers (scores 0.5 and 0), 4 unflagged of which the random sample
     took 2 (scores 1 and 0.5). This week: one answer, not sampled."""
     use_case = world_builder.use_case("pruefung", "Prüfung", sample_rate=0.5)

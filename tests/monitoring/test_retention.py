@@ -4,12 +4,14 @@ are the dashboard selectors' and the estimates API's, before and after.
 """
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
@@ -32,6 +34,8 @@ from review import services as review_services
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
 from review.selectors.calibration import calibration_data
 from tests.support.judged import JUDGE, Judge, external_id, ingest, judged
+from tests.support.openai_server import FakeOpenAIServer
+from tests.support.shared_world import built_once, read_again
 from tests.support.world import WorldBuilder
 from treue_site.celery import app as celery_app
 
@@ -115,8 +119,28 @@ def _submit_all(batch: ReviewBatch, expert: User, *, comment: str = "") -> None:
         review_services.review_item_submit(item=item, user=expert)
 
 
-@pytest.fixture
-def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
+@pytest.fixture(scope="module")
+def built(
+    django_db_setup: None, django_db_blocker: Any,
+    _openai_server_of_this_process: FakeOpenAIServer,
+) -> Iterator[World]:
+    """The world, built once for the module (tests/support/shared_world.py)."""
+
+    def build_world() -> World:
+        builder = WorldBuilder(settings, lambda: _openai_server_of_this_process)
+        return build(builder, builder.judge(Judge()))
+
+    with built_once(django_db_blocker, build_world) as world:
+        yield world
+
+
+@pytest.fixture(autouse=True)
+def world(built: World, judge: Judge, db: None) -> World:
+    """Every test here runs on the module's world, read again for it."""
+    return read_again(built)
+
+
+def build(world_builder: WorldBuilder, judge: Judge) -> World:
     """Six weeks ago (old): judged answers, all in a review batch that was finished, a full
     answer with messages and metadata, an unsampled one, one still queued for the judge. Five
     weeks ago (old): a judged answer in a batch nobody finished. Last week (recent): judged
