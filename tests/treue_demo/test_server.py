@@ -414,9 +414,10 @@ def generate(
 
 
 @pytest.fixture
-def fresh_api() -> Iterator[openai.OpenAI]:
-    """A server of its own: the generator counts identical requests, so tests must not share."""
-    server = DemoJudgeServer(port=0).start()
+def fresh_api(demo_judge: DemoJudgeServer) -> Iterator[openai.OpenAI]:
+    """A server of its own: the generator counts identical requests, so tests must not share.
+    Its judge (the demo answers, read once) is the module's: it keeps no state of requests."""
+    server = DemoJudgeServer(port=0, judge=demo_judge.judge).start()
     api = openai.OpenAI(base_url=server.base_url, api_key="demo", max_retries=0, timeout=10)
     try:
         yield api
@@ -552,7 +553,7 @@ def test_every_labelled_answer_is_inconsistent_and_no_other() -> None:
 
 @pytest.mark.django_db
 def test_an_investigation_over_demo_answers(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, demo_judge: DemoJudgeServer,
 ) -> None:
     """Demo answers ingested as the demo does, an investigation started and each question
     executed as the worker does, against one demo server as generator and judge: inconsistent
@@ -575,7 +576,7 @@ def test_an_investigation_over_demo_answers(
     assert [r.outcome for r in results] == [IngestOutcome.CREATED] * len(results)
     lead = User.objects.create_user("lead")
     use_case.team_leads.add(lead)
-    server = DemoJudgeServer(port=0).start()
+    server = DemoJudgeServer(port=0, judge=demo_judge.judge).start()
     try:
         with override_settings(
             TREUE_GENERATOR_BASE_URL=server.base_url, TREUE_GENERATOR_API_KEY="demo",
