@@ -32,7 +32,8 @@ from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgeRun
 from review import services as review_services
 from tests.browser.test_dashboard_browser import DRAW_TIMEOUT_MS, artifacts_dir, drawn, log_in
-from tests.monitoring.test_dashboard_pages import DashWorld, G, logprobs, world  # noqa: F401
+from tests.monitoring.dashboard_world import DashWorld, G, logprobs
+from tests.monitoring.test_dashboard_pages import world  # noqa: F401  (the fixture)
 from tests.review.conftest import ReviewWorld, review_world  # noqa: F401
 from tests.review.test_alarms import batch_of, review
 

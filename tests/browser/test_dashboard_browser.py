@@ -23,7 +23,8 @@ from playwright.sync_api import Locator, Page, expect
 from dashboard.selectors import weeks as dashboard
 from monitoring.models import SettingChange
 from monitoring.services import tuning
-from tests.monitoring.test_dashboard_pages import OTHER_JUDGE, DashWorld, world  # noqa: F401
+from tests.monitoring.dashboard_world import OTHER_JUDGE, DashWorld
+from tests.monitoring.test_dashboard_pages import world  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

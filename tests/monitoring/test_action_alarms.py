@@ -19,15 +19,8 @@ from alarms.services import alarm_raise
 from dashboard.selectors import figures as dashboard
 from dashboard.services.action import action_alarms_check
 from dashboard.tasks import check_action_alarms
-from tests.monitoring.test_dashboard_pages import (  # noqa: F401
-    DashWorld,
-    G,
-    U,
-    client_for,
-    de,
-    text_of,
-    world,
-)
+from tests.monitoring.dashboard_world import DashWorld, G, U, client_for, de, text_of
+from tests.monitoring.test_dashboard_pages import world  # noqa: F401  (the fixture)
 
 
 def check(capture: Any) -> int:

@@ -15,13 +15,8 @@ from django.test import Client, RequestFactory
 
 from monitoring.models import SettingChange, UseCase
 from monitoring.services import tuning
-from tests.monitoring.test_dashboard_pages import (  # noqa: F401
-    DashWorld,
-    client_for,
-    figure,
-    text_of,
-    world,
-)
+from tests.monitoring.dashboard_world import DashWorld, client_for, figure, text_of
+from tests.monitoring.test_dashboard_pages import world  # noqa: F401  (the fixture)
 
 URL = "/use-cases/auskunft/settings/"
 PAGE = "/use-cases/auskunft/"
