@@ -6,8 +6,9 @@ and the suite's markers, which follow the folders (see CONTRIBUTING.md):
   own: celery workers, gunicorn, redis-server) against the database and the broker; a live
   server (every test that uses `live_server`: the Python client, the trace producers); the
   adversarial sweeps of tests/hardening; and the modules and tests that mark themselves
-  because they migrate the schema back and forth, seed the whole demo, sweep its whole corpus
-  or fuzz the API;
+  because they migrate the schema back and forth, seed the whole demo, sweep its whole corpus,
+  fuzz the API, start Django or a script in processes of their own, sign in against a real
+  OpenID provider or race committed transactions in threads;
 - `browser` (tests/browser): Chromium driven through Playwright against a live server;
 - `timing` (set by hand): asserts on the wall clock, so such tests take turns
   (tests/support/timing.py).

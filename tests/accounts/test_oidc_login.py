@@ -13,7 +13,8 @@ from django.test import Client
 from accounts.models import OidcIdentity
 from monitoring.services.use_cases import use_case_create
 
-pytestmark = pytest.mark.django_db
+# integration: the whole sign-in against a real OpenID provider served in a thread.
+pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 
 
 @pytest.fixture

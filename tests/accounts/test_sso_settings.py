@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# integration: each case starts Django in a process of its own.
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOW = (
     "import django, json; django.setup(); from django.conf import settings as s;"

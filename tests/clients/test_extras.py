@@ -6,6 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+# integration: each check imports the package in a fresh Python process.
+pytestmark = pytest.mark.integration
+
 CHECK = """
 import sys
 import treue_client

@@ -22,7 +22,9 @@ from monitoring.models import Answer, Chunk
 from monitoring.services.rollup_rebuild import rollups_check
 from tests.support.http import bearer
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+# integration: committed transactions racing in threads, the product at its limits.
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True),
+              pytest.mark.integration]
 
 URL = "/api/v1/answers"
 BATCH_URL = "/api/v1/answers/batch"

@@ -8,6 +8,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+# integration: scripts/supervise.sh and its commands run as real processes.
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 SUPERVISE = ROOT / "scripts" / "supervise.sh"
 FLAGS = "--without-gossip --without-mingle --without-heartbeat"
