@@ -1,6 +1,7 @@
 """The weekly estimates of a use case (`GET /use-cases/{slug}/estimates`), for a service key
 allowed on it or a team lead logged in to the pages: the dashboard's figures of each week."""
 
+import dataclasses
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -13,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from common.domain.weeks import WeekError as BadWeek
 from common.domain.weeks import parse_week
+from dashboard.domain.headline import Headline
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import blind
 from dashboard.selectors import figures as dashboard_figures
@@ -66,6 +68,23 @@ class ExpertScaleOut(BaseModel):
     weeks_pooled: int = Field(
         description="weeks pooled: the week and up to 3 before it, none before a drift alarm"
     )
+
+
+class HeadlineOut(BaseModel):
+    scale: str = Field(description="experts (the experts' scale leads: a week's batch of "
+                       "reviews stands behind it) or judge")
+    view: str = Field(description="week (the week alone) or pooled (the week and the ones "
+                      "before it)")
+    week: str = Field(description="the ISO week it speaks for (the last of the pooled ones)")
+    weeks: int = Field(description="weeks it spans")
+    running: bool = Field(description="the week is not over yet (it leads only where even its "
+                          "stricter interval for hourly looks lies below the threshold)")
+    value: float | None
+    low: float | None = Field(description="lower end of the 95 % interval")
+    high: float | None = Field(description="upper end of the 95 % interval")
+    n: int = Field(description="reviews (experts) or judged answers (judge) behind it")
+    light: str = Field(description="red, amber, green or grey, as `light`: the overview card's "
+                       "light, its place in the order and the action alarm read it")
 
 
 class JudgeOut(BaseModel):
@@ -143,6 +162,11 @@ class WeekOut(BaseModel):
         description="faithfulness on the experts' scale over the pooled weeks; null without "
         "any review of their answers"
     )
+    headline: HeadlineOut | None = Field(
+        description="the figure a complete week is judged by: the experts' scale where it "
+        "leads, else the judge's week where its light decides, else the judge's pooled view; "
+        "null for the running week (see the answer's `headline`)"
+    )
 
 
 class EstimatesOut(BaseModel):
@@ -152,6 +176,11 @@ class EstimatesOut(BaseModel):
     leaves_unreviewed: bool = Field(
         description="answers leave the company unreviewed: they need a human release, "
         "whatever the estimate"
+    )
+    headline: HeadlineOut | None = Field(
+        description="the use case's headline as of the last week asked for: that week's, or "
+        "for a running week the week before's until the running one decides; null without "
+        "weeks"
     )
     weeks: list[WeekOut] = Field(description="oldest first")
 
@@ -242,6 +271,7 @@ def _week_out(
         "pooled": _estimate_out(figures.pooled),
         "pooled_weeks": figures.pooled_weeks,
         "pooled_light": figures.pooled_light,
+        "headline": None if figures.current else _headline_out(figures.complete_headline),
         "expert_scale": None if figures.expert is None else {
             "value": figures.expert.value,
             "low": figures.expert.low,
@@ -250,6 +280,10 @@ def _week_out(
             "weeks_pooled": figures.expert.weeks_pooled,
         },
     }
+
+
+def _headline_out(headline: Headline) -> dict[str, Any]:
+    return dataclasses.asdict(headline)
 
 
 def _may_read(caller: Service | User, use_case: UseCase) -> bool:
@@ -316,5 +350,7 @@ def get_estimates(
         "name": use_case.name,
         "action_threshold": use_case.action_threshold,
         "leaves_unreviewed": use_case.leaves_unreviewed,
+        "headline": _headline_out(dashboard_figures.use_case_headline(figures)) if figures
+        else None,
         "weeks": [_week_out(f, currencies, changes) for f in figures],
     }

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dashboard.domain.headline import JUDGE, WEEK, Figure, Headline, running_week_decides
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.precision import traffic_light
 
 INTERVAL_BELOW = "interval_below"
 POOLED_BELOW = "pooled_below"
 TWO_WEEKS_BELOW = "two_weeks_below"
+# The running week's strict interval already below (dashboard.domain.headline).
+RUNNING_BELOW = "running_below"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +62,32 @@ def action_decision(
     if light in ("amber", "red") and before in ("amber", "red"):
         return ActionDecision(True, TWO_WEEKS_BELOW, False, light)
     return ActionDecision(False, None, light == "green", light)
+
+
+def headline_decision(
+    *, current: Headline, previous: Headline | None, action_threshold: float,
+    pooled: Figure | None = None,
+) -> ActionDecision:
+    """The decision for a complete week on its headline, the figure the pages lead with (the
+    experts' scale where it leads): the rules above, read on that figure. ``pooled``: the
+    judge's pooled view of the week, asked only where the headline is the judge's week."""
+    asked = pooled if current.scale == JUDGE and current.view == WEEK else None
+    return action_decision(
+        current=_estimate(current), previous=None if previous is None else _estimate(previous),
+        action_threshold=action_threshold, pooled=None if asked is None else _estimate(asked),
+    )
+
+
+def running_decision(strict: Figure | None) -> ActionDecision:
+    """The decision for the running week, looked at every hour, on its strict interval alone:
+    an alarm where it lies below the threshold, recovery where it is green; else undecided (its
+    light here grey), and it never counts toward two weeks."""
+    if strict is not None and running_week_decides(strict):
+        return ActionDecision(True, RUNNING_BELOW, False, "red")
+    if strict is not None and not strict.too_few and strict.light == "green":
+        return ActionDecision(False, None, True, "green")
+    return ActionDecision(False, None, False, "grey")
+
+
+def _estimate(figure: Headline | Figure) -> Estimate:
+    return Estimate(figure.value, figure.low, figure.high, figure.n, 0, (), figure.too_few)

@@ -76,6 +76,8 @@ def _lights(old: Any, new: Any) -> Any:
         grey["pooled_light"] = "grey"
     if new.expert is not old.expert:
         grey["expert_light"] = "grey"
-    if small(old.standard_pooled_n):
+    if small(old.standard_pooled_n) or new.standard_pooled is not old.standard_pooled:
         grey["standard_pooled_light"] = "grey"
+    if new.strict is not old.strict:
+        grey["strict_light"] = "grey"
     return dataclasses.replace(new, **grey) if grey else new

@@ -5,6 +5,7 @@ weeks before it, the experts' scale and the judge's usage. The statistics live i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -15,6 +16,8 @@ from django.utils import timezone
 from common.db_router import reads_from_replica
 from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
 from dashboard.domain.expert_scale import ExpertScale, Review, expert_scale, pooling_weeks
+from dashboard.domain.headline import RUNNING_CONFIDENCE, Figure, Headline, complete_week_headline
+from dashboard.domain.headline import headline as headline_now
 from dashboard.domain.statistics import counts as statistics_counts
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
@@ -79,6 +82,33 @@ class WeekFigures:
     # reviews of those weeks, none before a drift restart); None without any review there.
     expert: ExpertScale | None = None
     expert_light: str = "grey"
+    # The 4-week pooled view itself (the light above reads it) and the weeks it spans.
+    standard_pooled: Estimate | None = None
+    standard_pooled_weeks: int = 1
+    # The running week only: its estimate at headline.RUNNING_CONFIDENCE, for the hourly
+    # looks (None for a complete week), and that estimate's light.
+    strict: Estimate | None = None
+    strict_light: str = "grey"
+
+    @property
+    def complete_headline(self) -> Headline:
+        """The headline of this week as a complete week (dashboard.domain.headline)."""
+        expert = self.expert
+        return complete_week_headline(
+            week=self.label,
+            experts=None if expert is None else Figure(
+                expert.value, expert.low, expert.high, expert.n_reviews, expert.too_few,
+                self.expert_light, expert.weeks_pooled),
+            judge_week=_figure(self.estimate, self.light, 1),
+            judge_pooled=_figure(self.standard_pooled, self.standard_pooled_light,
+                                 self.standard_pooled_weeks)
+            if self.standard_pooled is not None else _figure(self.estimate, self.light, 1),
+        )
+
+    @property
+    def running_strict(self) -> Figure | None:
+        """The running week's strict estimate as the headline reads it (None: complete)."""
+        return None if self.strict is None else _figure(self.strict, self.strict_light, 1)
 
     @property
     def judge_labels(self) -> list[tuple[str, str, str]]:
@@ -107,6 +137,27 @@ class WeekFigures:
     @property
     def flagged_percent(self) -> float | None:
         return self.flagged / self.volume * 100 if self.volume else None
+
+
+def _figure(estimate: Estimate, light: str, weeks: int) -> Figure:
+    return Figure(estimate.value, estimate.low, estimate.high, estimate.n, estimate.too_few,
+                  light, weeks)
+
+
+def use_case_headline(weeks: Sequence[WeekFigures]) -> Headline:
+    """The use case's headline now (dashboard.domain.headline): the running week where its
+    strict estimate already decides it red, else the last complete week's headline. `weeks`
+    oldest first, as the selectors give them."""
+    last = weeks[-1]
+    if not last.current:
+        return last.complete_headline
+    # A span of the running week alone: its own figures stand in for the complete week's.
+    complete = weeks[-2].complete_headline if len(weeks) > 1 else dataclasses.replace(
+        last.complete_headline, running=True)
+    return headline_now(
+        complete=complete, running_week=last.label,
+        running=_figure(last.estimate, last.light, 1), running_strict=last.running_strict,
+    )
 
 
 def _sums(
@@ -219,6 +270,7 @@ def week_figures(
             judged=week_judged, strata=strata, shares=shares, threshold=threshold,
             usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
             pooled_weeks=len(window), standard_pooled=standard,
+            standard_pooled_weeks=min(POOLED_WEEKS, i + 1),
             expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
         )
         out.append(figures)
@@ -234,9 +286,12 @@ def _figures(
     *, week: Week, current: bool, volume: int, flagged: int, judged: WeekJudged,
     strata: list[StratumSums], shares: _Shares, threshold: float, usage: Usage,
     before: set[tuple[str, str]], pooled: Estimate, pooled_weeks: int, standard_pooled: Estimate,
-    expert: ExpertScale | None,
+    standard_pooled_weeks: int, expert: ExpertScale | None,
 ) -> WeekFigures:
     estimate = statistics_estimates.mean_from_sums(strata)
+    # The running week is looked at every hour: the headline reads it at a stricter level.
+    strict = statistics_estimates.mean_from_sums(strata, confidence=RUNNING_CONFIDENCE) \
+        if current else None
     judges = tuple(sorted(usage.judges))
     judged_flagged, judged_unflagged = judged.flagged.n, judged.unflagged.n
     return WeekFigures(
@@ -269,6 +324,11 @@ def _figures(
         ),
         expert=expert,
         expert_light=_expert_light(expert, threshold),
+        standard_pooled=standard_pooled,
+        standard_pooled_weeks=standard_pooled_weeks,
+        strict=strict,
+        strict_light="grey" if strict is None else statistics_precision.traffic_light(
+            strict, threshold),
     )
 
 

@@ -16,7 +16,8 @@ from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
 from common.db_router import reads_from_replica
-from dashboard.selectors.figures import WeekFigures, use_cases_weeks
+from dashboard.domain.headline import Headline
+from dashboard.selectors.figures import WeekFigures, use_case_headline, use_cases_weeks
 from judging.selectors.prices import price_currencies
 from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
 from monitoring.models.rollups import rollups_ready
@@ -42,17 +43,27 @@ def active_use_cases() -> list[UseCase]:
     return list(UseCase.objects.filter(active=True).order_by("slug"))
 
 
+@dataclass(frozen=True)
+class CurrentWeek:
+    """A use case's current ISO week and its headline now (which may be last week's)."""
+
+    use_case: UseCase
+    figures: WeekFigures
+    headline: Headline
+
+
 @reads_from_replica
-def current_week_figures(*, use_cases: Iterable[UseCase]) -> list[tuple[UseCase, WeekFigures]]:
-    """This ISO week's figures per use case.
+def current_week_figures(*, use_cases: Iterable[UseCase]) -> list[CurrentWeek]:
+    """This ISO week's figures per use case, and the headline the pages lead with.
 
     The weekly figures' own selector for all use cases at once (`use_cases_weeks`: each table
     read once), so the numbers are the pages' numbers by construction. Without the claim-level
-    share, which /metrics does not export (its query is a third of the cost).
+    share, which /metrics does not export (its query is a third of the cost). Two weeks: the
+    headline of a running week is last week's until the running one decides.
     """
     chosen = list(use_cases)
-    weeks = use_cases_weeks(use_cases=chosen, weeks=1)
-    return [(u, weeks[u.pk][-1]) for u in chosen]
+    weeks = use_cases_weeks(use_cases=chosen, weeks=2)
+    return [CurrentWeek(u, weeks[u.pk][-1], use_case_headline(weeks[u.pk])) for u in chosen]
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,15 @@ from django.db.models import QuerySet
 from alarms.models import Alarm
 from common.db_router import reads_from_replica
 from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
+from dashboard.domain.headline import EXPERTS, Headline
 from dashboard.domain.statistics import precision as statistics
-from dashboard.selectors.figures import WeekFigures, week_figures, weekly_inputs, weekly_usage
+from dashboard.selectors.figures import (
+    WeekFigures,
+    use_case_headline,
+    week_figures,
+    weekly_inputs,
+    weekly_usage,
+)
 from dashboard.selectors.reads import drift_restarts, read_reviews
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
 from judging.selectors.prices import price_currencies
@@ -108,10 +115,16 @@ class OverviewRow:
         return statistics.trend(self.this_week.estimate, self.last_week.estimate)
 
     @property
+    def headline(self) -> Headline:
+        """The figure the use case is judged by (dashboard.domain.headline): the card's light
+        and its place in the order read it, as the page and the action alarm do."""
+        return use_case_headline(self.weeks)
+
+    @property
     def experts_lead(self) -> bool:
-        """The experts' scale heads the card once a week's batch of reviews stands behind it
-        in either week; before that it sits below the judge's figure."""
-        return self.this_week.headline_on_experts_scale or self.last_week.headline_on_experts_scale
+        """The experts' scale heads the card where it is the headline (a week's batch of
+        reviews stands behind it); before that it sits below the judge's figure."""
+        return self.headline.scale == EXPERTS
 
     @property
     def experts_follow(self) -> bool:
@@ -121,13 +134,8 @@ class OverviewRow:
 
     @property
     def light(self) -> str:
-        """The more alarming light of the two weeks; where neither week can decide (both grey:
-        a small use case), the 4-week pooled view up to last week decides instead (the one the
-        action alarm reads, whichever pooled view the page shows)."""
-        weekly = min(self.this_week.light, self.last_week.light, key=_LIGHT_ORDER.__getitem__)
-        if self.this_week.light == self.last_week.light == "grey":
-            return self.last_week.standard_pooled_light
-        return weekly
+        """The headline's light (whichever pooled view the page shows)."""
+        return self.headline.light
 
 
 def overview_order(row: OverviewRow) -> tuple[int, int, str]:

@@ -24,7 +24,8 @@ from alarms.models import Alarm
 from alarms.services import alarm_clear, alarm_raise
 from alarms.text import Part, number
 from dashboard.domain import alarms
-from dashboard.selectors.figures import WeekFigures, use_case_weeks
+from dashboard.domain.headline import EXPERTS, POOLED, Figure, Headline
+from dashboard.selectors.figures import WeekFigures, use_case_headline, use_case_weeks
 from monitoring.models import UseCase
 
 
@@ -34,25 +35,39 @@ class ActionCheck:
     cleared: int  # open alarms cleared because the use case recovered
 
 
-def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part]:
-    estimate = week.estimate
-    parts: list[Part] = [(
-        gettext_noop(
+def _measured(week: WeekFigures, headline: Headline) -> Part:
+    """Which figure the alarm read: its scale, its weeks and what stands behind it."""
+    if headline.scale == EXPERTS:
+        return (gettext_noop(
+            "Gemessen auf der Skala der Fachexperten, Sammelsicht über %(weeks)s Wochen bis "
+            "%(week)s, mit %(n)s begutachteten Antworten."
+        ), {"weeks": headline.weeks, "week": headline.week, "n": headline.n})
+    if headline.view == POOLED:
+        return (gettext_noop(
+            "Gemessen laut Prüfmodell, Sammelsicht über %(weeks)s Wochen bis %(week)s, an "
+            "%(n)s geprüften Antworten."
+        ), {"weeks": headline.weeks, "week": headline.week, "n": headline.n})
+    return (gettext_noop("Gemessen laut Prüfmodell an %(n)s geprüften von %(volume)s Antworten."),
+            {"n": headline.n, "volume": week.volume})
+
+
+def _text(
+    use_case: UseCase, week: WeekFigures, headline: Headline, reason: str | None
+) -> list[Part]:
+    parts: list[Part] = [
+        (gettext_noop(
             "Woche %(week)s: Die geschätzte Treue von „%(name)s“ liegt bei %(value)s "
-            "(95-%%-Intervall %(low)s–%(high)s, %(n)s geprüfte von %(volume)s Antworten), unter "
-            "der Handlungsschwelle von %(threshold)s."
-        ),
-        {
+            "(95-%%-Intervall %(low)s–%(high)s), unter der Handlungsschwelle von %(threshold)s."
+        ), {
             "week": week.label,
             "name": use_case.name,
-            "value": number(estimate.value or 0),
-            "low": number(estimate.low or 0),
-            "high": number(estimate.high or 0),
-            "n": estimate.n,
-            "volume": estimate.population,
+            "value": number(headline.value or 0),
+            "low": number(headline.low or 0),
+            "high": number(headline.high or 0),
             "threshold": number(use_case.action_threshold),
-        },
-    )]
+        }),
+        _measured(week, headline),
+    ]
     parts.append({
         alarms.INTERVAL_BELOW: (gettext_noop("Das ganze Intervall liegt unter der Schwelle."), {}),
         alarms.POOLED_BELOW: (gettext_noop(
@@ -60,10 +75,14 @@ def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part
             "%(weeks)s Wochen liegt mit ihrem ganzen Intervall unter der Schwelle "
             "(%(low)s–%(high)s)."
         ), {
-            "weeks": week.pooled_weeks,
-            "low": number(week.pooled.low or 0) if week.pooled else "–",
-            "high": number(week.pooled.high or 0) if week.pooled else "–",
+            "weeks": week.standard_pooled_weeks,
+            "low": number(week.standard_pooled.low or 0) if week.standard_pooled else "–",
+            "high": number(week.standard_pooled.high or 0) if week.standard_pooled else "–",
         }),
+        alarms.RUNNING_BELOW: (gettext_noop(
+            "Die Woche läuft noch, aber schon jetzt liegt auch das strengere Intervall der "
+            "stündlichen Prüfung ganz unter der Schwelle."
+        ), {}),
     }.get(reason or "", (gettext_noop("Die zweite Woche in Folge unter der Schwelle."), {})))
     if use_case.leaves_unreviewed:
         parts.append((gettext_noop(
@@ -77,42 +96,60 @@ def _text(use_case: UseCase, week: WeekFigures, reason: str | None) -> list[Part
     return parts
 
 
+def _decide(before: WeekFigures, week: WeekFigures, threshold: float
+            ) -> tuple[Headline, alarms.ActionDecision]:
+    """A week's decision on the figure the pages lead with: a complete week's headline (and
+    the week before's), or the running week's own estimate on its strict rule."""
+    if week.current:
+        running = use_case_headline([before, week])
+        return running, alarms.running_decision(week.running_strict)
+    headline = week.complete_headline
+    pooled = week.standard_pooled
+    return headline, alarms.headline_decision(
+        current=headline, previous=before.complete_headline, action_threshold=threshold,
+        pooled=None if pooled is None else Figure(
+            pooled.value, pooled.low, pooled.high, pooled.n, pooled.too_few,
+            week.standard_pooled_light, week.standard_pooled_weeks),
+    )
+
+
 def action_alarms_check(*, use_case: UseCase, now: datetime | None = None) -> ActionCheck:
-    """Raise or clear the use case's action alarms from last week and this week."""
+    """Raise or clear the use case's action alarms from last week and this week, on the figure
+    the pages lead with (dashboard.domain.headline)."""
     # The week before last only as the previous week of last week's decision.
     weeks = use_case_weeks(use_case=use_case, weeks=3, until=now, claims=False)
     threshold = use_case.action_threshold
     decisions = [
-        (week, alarms.action_decision(
-            current=week.estimate, previous=before.estimate, action_threshold=threshold,
-            pooled=week.pooled))
+        (week, *_decide(before, week, threshold))
         for before, week in zip(weeks, weeks[1:], strict=False)
     ]
-    decided = [(w, d) for w, d in decisions if d.light != "grey"]
+    decided = [(w, d) for w, _, d in decisions if d.light != "grey"]
     if decided and decided[-1][1].recovered:
         return ActionCheck(
             raised=[], cleared=alarm_clear(use_case=use_case, kind=Alarm.Kind.ACTION)
         )
     raised = []
-    for week, decision in decisions:
+    for week, headline, decision in decisions:
         if not decision.alarm:
             continue
-        estimate = week.estimate
         alarm = alarm_raise(
             use_case=use_case,
             kind=Alarm.Kind.ACTION,
             key=week.label,
-            text=_text(use_case, week, decision.reason),
+            text=_text(use_case, week, headline, decision.reason),
             details={
                 "week": week.label,
-                "estimate": estimate.value,
-                "low": estimate.low,
-                "high": estimate.high,
-                "n": estimate.n,
-                "population": estimate.population,
+                "estimate": headline.value,
+                "low": headline.low,
+                "high": headline.high,
+                "n": headline.n,
+                "population": week.volume,
                 "threshold": threshold,
-                "light": week.light,
+                "light": headline.light,
                 "reason": decision.reason,
+                "scale": headline.scale,
+                "view": headline.view,
+                "weeks": headline.weeks,
             },
         )
         if alarm is not None:

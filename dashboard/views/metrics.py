@@ -27,15 +27,18 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
 
 from dashboard.domain.expert_scale import ExpertScale
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import metrics as metric_selectors
-from dashboard.selectors.figures import WeekFigures
-from dashboard.selectors.metrics import QueueFigures
+from dashboard.selectors.metrics import CurrentWeek, QueueFigures
 from monitoring import extensions
-from monitoring.models import UseCase
 
 
 def _estimate_families(
@@ -59,19 +62,50 @@ class TreueCollector:
     """Yields the figures read before the registry asks; collecting does no query."""
 
     def __init__(
-        self, weeks: Sequence[tuple[UseCase, WeekFigures]], queue: QueueFigures,
+        self, current: Sequence[CurrentWeek], queue: QueueFigures,
         currencies: dict[str, str], parts: Sequence[Metric] = (),
     ) -> None:
-        self.weeks = weeks
+        self.weeks = [(c.use_case, c.figures) for c in current]
+        self.headlines = [(c.use_case, c.headline) for c in current]
         self.queue = queue
         self.currencies = currencies
         # Other apps' families (monitoring/extensions.py), read like the rest before collecting.
         self.parts = parts
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._headline()
         yield from self._week()
         yield from self._judge()
         yield from self.parts
+
+    def _headline(self) -> Iterator[Metric]:
+        """The figure each use case is judged by, as the overview's card and the action alarm
+        read it: its value and interval labelled with its scale and view, and its light."""
+        for suffix, part, attr in (
+            ("", "", "value"), ("_low", ", lower end of the 95 % interval", "low"),
+            ("_high", ", upper end of the 95 % interval", "high"),
+        ):
+            family = GaugeMetricFamily(
+                f"treue_headline_faithfulness{suffix}",
+                "The faithfulness a use case is judged by (its overview card and action alarm): "
+                "the experts' scale where it leads (scale=experts), else the judge's last "
+                f"week or pooled weeks (view=week|pooled){part}",
+                labels=["use_case", "scale", "view"],
+            )
+            for use_case, headline in self.headlines:
+                value = getattr(headline, attr)
+                if value is not None:
+                    family.add_metric([use_case.slug, headline.scale, headline.view], value)
+            yield family
+        light = StateSetMetricFamily(
+            "treue_headline_light", "The headline's light (red, amber, green or grey)",
+            labels=["use_case"],
+        )
+        for use_case, headline in self.headlines:
+            light.add_metric([use_case.slug], {
+                state: headline.light == state for state in ("red", "amber", "green", "grey")
+            })
+        yield light
 
     def _week(self) -> Iterator[Metric]:
         weeks = self.weeks
@@ -246,14 +280,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
     refused = _access(request)
     if refused is not None:
         return refused
-    weeks = metric_selectors.current_week_figures(
+    current = metric_selectors.current_week_figures(
         use_cases=metric_selectors.active_use_cases()
     )
     collector = TreueCollector(
-        weeks,
+        current,
         metric_selectors.queue_figures(),
         metric_selectors.judge_currencies(
-            models={model for _, f in weeks for model, _ in f.judges}
+            models={model for c in current for model, _ in c.figures.judges}
         ),
         [family for part in extensions.registry.metrics_parts.values() for family in part()],
     )

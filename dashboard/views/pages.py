@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from common.http import AuthenticatedRequest
+from dashboard.domain.headline import JUDGE, POOLED
 from dashboard.domain.statistics import precision as statistics
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.forms import TuningForm
@@ -31,7 +32,7 @@ from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors import overview as dashboard_overview
 from dashboard.selectors import page as dashboard_page
 from dashboard.selectors import weeks as dashboard_weeks
-from dashboard.selectors.figures import WeekFigures
+from dashboard.selectors.figures import WeekFigures, use_case_headline
 from dashboard.selectors.overview import overview_order
 from dashboard.views.answers import answer_list
 from dashboard.views.readings import (
@@ -239,6 +240,7 @@ def _use_case_page(
         user=request.user, use_case_id=use_case.pk,
     )
     threshold = use_case.action_threshold
+    headline = use_case_headline(page.weeks)
     diagnosis = page.diagnosis
     causes = diagnosis.causes
     weeks = page.weeks
@@ -279,8 +281,10 @@ def _use_case_page(
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": dashboard_weeks.POOLED_CHOICES,
-        # Where neither this week nor last can decide (both grey), the pooled view leads.
-        "pooled_leads": pooled_weeks > 1 and weeks[-1].light == weeks[-2].light == "grey",
+        # The one figure the use case is judged by (as on the overview and in the alarms).
+        "headline": headline,
+        # Where no single week can decide, the judge's pooled view is the headline.
+        "pooled_leads": headline.scale == JUDGE and headline.view == POOLED,
         "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
         "diagnosis": diagnosis,
         "causes": causes,

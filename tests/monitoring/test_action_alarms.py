@@ -45,8 +45,8 @@ def test_alarm_is_raised_and_mailed_once(
     assert (alarm.details["n"], alarm.details["threshold"]) == (20, 0.9)
     assert alarm.message.startswith(
         f"Woche {world.last_week.label}: Die geschätzte Treue von „Auskunft“ liegt bei 0,85 "
-        f"(95-%-Intervall {de(estimate.low)}–{de(estimate.high)}, 20 geprüfte von 50 "
-        "Antworten), unter der Handlungsschwelle von 0,90."
+        f"(95-%-Intervall {de(estimate.low)}–{de(estimate.high)}), unter der Handlungsschwelle "
+        "von 0,90. Gemessen laut Prüfmodell an 20 geprüften von 50 Antworten."
     )
     assert "nicht die Wahrheit" in alarm.message
     assert "menschliche Freigabe" not in alarm.message

@@ -301,7 +301,12 @@ def test_overview_this_week_and_last(scenario: DashWorld) -> None:
     assert f"{de(float(weeks[-2].cost))} EUR (55 Aufrufe)" in card
     assert "menschliche Freigabe erforderlich" in card
     lights = re.findall(r'data-light="(\w+)"', html)
-    assert lights[1:3] == [weeks[-1].light, weeks[-2].light]
+    # The card's light is its headline's (last week's, by the judge), then this week and last.
+    headline = dashboard_figures.use_case_headline(weeks)
+    assert (headline.scale, headline.view, headline.week) == ("judge", "week",
+                                                             scenario.last_week.label)
+    assert lights[:2] == [headline.light, headline.light] == [weeks[-2].light] * 2
+    assert lights[2:4] == [weeks[-1].light, weeks[-2].light]
     assert weeks[-2].light == statistics_precision.traffic_light(weeks[-2].estimate, 0.9)
     trend = statistics_precision.trend(weeks[-1].estimate, weeks[-2].estimate)
     assert re.findall(r'data-trend="(\w+)"', html) == [trend] == ["up"]
@@ -331,11 +336,19 @@ def test_where_no_single_week_decides_the_pooled_view_sets_the_overview_light(
 ) -> None:
     weeks = dashboard_figures.use_case_weeks(
         use_case=scenario.a, weeks=dashboard_weeks.OVERVIEW_WEEKS)
-    undecided = [dataclasses.replace(w, light="grey", pooled_light="red") for w in weeks]
-    assert dashboard_overview.OverviewRow(scenario.a, undecided, []).light == "red"
-    # One decided week: the weeks themselves speak (the more alarming of the two).
-    one = [*undecided[:-1], dataclasses.replace(undecided[-1], light="amber")]
-    assert dashboard_overview.OverviewRow(scenario.a, one, []).light == "amber"
+    undecided = [dataclasses.replace(w, light="grey", standard_pooled_light="red")
+                 for w in weeks]
+    row = dashboard_overview.OverviewRow(scenario.a, undecided, [])
+    assert (row.light, row.headline.view, row.headline.week) == (
+        "red", "pooled", scenario.last_week.label)
+    # The running week decides only on its strict interval: amber at 95 % does not.
+    running = [*undecided[:-1], dataclasses.replace(undecided[-1], light="amber")]
+    assert dashboard_overview.OverviewRow(scenario.a, running, []).light == "red"
+    # Last week decided: it is the headline, whatever the pool says.
+    decided = [*undecided[:-2], dataclasses.replace(undecided[-2], light="amber"),
+               undecided[-1]]
+    row = dashboard_overview.OverviewRow(scenario.a, decided, [])
+    assert (row.light, row.headline.view) == ("amber", "week")
 
 
 
