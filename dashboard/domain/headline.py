@@ -16,7 +16,9 @@ Which figure, for a complete week:
 The running week is looked at every hour, so its own estimate decides only on stronger
 evidence: its interval at `RUNNING_CONFIDENCE` wholly below the action threshold (on enough
 judged answers). A union bound over `RUNNING_LOOKS` looks keeps the chance that a healthy week
-is ever called red that way below `RUNNING_FALSE_ALARM`. Until then the headline is last week's.
+is ever called red that way below `RUNNING_FALSE_ALARM`; the looks share most of their answers,
+and `bench/statistics.py --only running` measures at most 0.2 % (the 95 % interval at any look:
+up to 3.8 %). Until then the headline is last week's.
 
 Plain values in, plain values out (no Django): the selectors hand in each candidate's figures.
 """

@@ -133,3 +133,24 @@ def test_shortfall_on_each_scale(bench) -> None:
                             np.array([0.5, 0.3, 0.2]))
     assert bench._shortfall(stratum) == pytest.approx(0.4)
     assert bench._shortfall(stratum, "expert") == pytest.approx((0.3 * 0.5 + 0.2 * 0.2) / 0.5)
+
+
+def test_the_running_week_is_seen_cumulatively_at_each_of_168_looks(bench) -> None:
+    from dashboard.domain.headline import RUNNING_LOOKS
+
+    case = bench.use_case(5, flagged_share=0.2, expert_mean=0.9, judge="strict", bias=0.0)
+    looks = bench._running_sums(np.random.default_rng(3), case, 2_000)
+    assert len(looks) == RUNNING_LOOKS == len(bench._ARRIVAL)
+    assert bench._ARRIVAL.sum() == pytest.approx(1.0)
+    for h in (0, 1):
+        sizes = [look[h].size for look in looks]
+        judged = [look[h].n for look in looks]
+        assert sizes == sorted(sizes) and judged == sorted(judged)
+        assert all(n <= size for n, size in zip(judged, sizes, strict=True))
+        assert all(look[h].drawn == (h == 1) for look in looks)
+    # Monday's office hours (8-18 h) bring more answers than the night before them.
+    assert looks[17][1].size - looks[7][1].size > looks[7][1].size
+    flagged, unflagged = looks[-1]
+    assert flagged.n >= 0.9 * flagged.size  # judged in full, but for failed runs
+    assert unflagged.n == pytest.approx(bench.SAMPLE_RATE * unflagged.size, rel=0.5)
+    assert 0 < unflagged.total <= unflagged.n
