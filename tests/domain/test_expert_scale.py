@@ -181,7 +181,8 @@ def test_the_covariance_never_takes_more_than_cauchy_schwarz_allows():
     week = [Stratum(0, [], drawn=False), Stratum(1000, [0.8] * 20)]
     sums = (ReviewSums(0, 0.0, 0.0), ReviewSums(20, 2.0, 1.8, 16.0, -10.0))
     got = expert_scale([week], sums)
-    fit = fit_pooled([week])
+    # The judge part as expert_scale takes it.
+    fit = fit_pooled([week], prior=SCORE_PRIOR, pooled=False)
     fix = rectifier((0, 1000), sums)
     assert fit is not None and fix.variance is not None and fix.value is not None
     floor = fit.variance + fix.variance - 1.8 * math.sqrt(fit.variance * fix.variance)

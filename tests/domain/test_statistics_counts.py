@@ -268,7 +268,7 @@ def exact_claim_cell(histogram, *, size, drawn):
         exact(lambda a, m: (a - a_mean) ** 2),
         exact(lambda a, m: (m - m_mean) ** 2),
         exact(lambda a, m: (a - a_mean) * (m - m_mean)),
-        drawn,
+        drawn, lost=0.5,  # a share's half degree of freedom (cells.SHARE_LOST)
     )
 
 

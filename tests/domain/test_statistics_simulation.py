@@ -97,7 +97,9 @@ def run(estimator, sim: dict, values: np.ndarray) -> tuple[np.ndarray, np.ndarra
     sizes, groups = per_week_strata(sim, values)
     out = np.full((WEEKS, 3), np.nan)
     for w in range(WEEKS):
-        strata = [Stratum(int(sizes[w, h]), groups[2 * w + h].tolist()) for h in (0, 1)]
+        # As the product builds them (`week_strata`): the flagged stratum is judged in full.
+        strata = [Stratum(int(sizes[w, h]), groups[2 * w + h].tolist(), drawn=h == 1)
+                  for h in (0, 1)]
         e = estimator(strata)
         if e.value is not None:
             out[w] = e.value, e.low, e.high

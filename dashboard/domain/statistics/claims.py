@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
-from dashboard.domain.statistics.cells import Cell, Estimate, check_size, estimate_cells
+from dashboard.domain.statistics.cells import (
+    SHARE_LOST,
+    Cell,
+    Estimate,
+    check_size,
+    estimate_cells,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,5 +61,5 @@ def _claim_cell(s: ClaimStratum) -> Cell:
         math.fsum([(a - a_mean) ** 2 for a in points]),
         math.fsum([(m - m_mean) ** 2 for m in claims]),
         math.fsum([(a - a_mean) * (m - m_mean) for a, m in zip(points, claims, strict=True)]),
-        s.drawn,
+        s.drawn, lost=SHARE_LOST,
     )

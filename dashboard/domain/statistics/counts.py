@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 from dashboard.domain.statistics.cells import (
+    SHARE_LOST,
     Cell,
     Estimate,
     StratumSums,
@@ -103,7 +104,7 @@ def _claim_cell_from_counts(s: ClaimCounts) -> Cell:
         math.fsum(_terms([((a - a_mean) ** 2, k) for a, _, k in items])),
         math.fsum(_terms([((m - m_mean) ** 2, k) for _, m, k in items])),
         math.fsum(_terms([((a - a_mean) * (m - m_mean), k) for a, m, k in items])),
-        s.drawn,
+        s.drawn, lost=SHARE_LOST,
     )
 
 

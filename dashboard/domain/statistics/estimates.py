@@ -71,6 +71,7 @@ from dataclasses import replace
 
 from dashboard.domain.statistics.cells import (
     MIN_JUDGED,
+    SHARE_LOST,
     SHARE_PRIOR,
     Cell,
     Estimate,
@@ -93,6 +94,15 @@ SCORE_PRIOR = 0.2
 # a lenient judge leaves most scores at 1.0 it was 1.5 times the spread: the pooled interval
 # covered 96.9-97.1 % at 500 answers a week. Measured in bench/statistics.py.
 POOLED_PRIOR = 0.03
+# A week: its spread over its degrees of freedom too, n_h − 1 of them (WEEK_LOST), with a
+# pseudo-answer of WEEK_PRIOR. Over n_h + SCORE_PRIOR, a week of four random answers took 0.8
+# of the spread they show, and at 50 answers a week (one or two random ones) the interval held
+# the week's truth in 92.0-95.1 % of weeks, missing above. Over n_h − 1 + 0.05: 97-98 % there
+# (a week of one or two random answers can only be wide), 94.2-96.7 % at 150-2,000 a week;
+# a pseudo-answer of 0.2 over n_h − 1 covered 97-98 % at 150 a week, 0.03 93.2 % at 500
+# (bench/statistics.py, `--only small`).
+WEEK_PRIOR = 0.05
+WEEK_LOST = 1.0
 
 
 def stratified_mean(strata: Sequence[Stratum], *, confidence: float = 0.95) -> Estimate:
@@ -107,13 +117,18 @@ def stratified_mean(strata: Sequence[Stratum], *, confidence: float = 0.95) -> E
 
 def mean_from_sums(strata: Sequence[StratumSums], *, confidence: float = 0.95) -> Estimate:
     """`stratified_mean` from each stratum's sufficient statistics."""
-    return estimate_cells([mean_cell(s, SCORE_PRIOR) for s in strata], confidence)
+    return estimate_cells([week_cell(s) for s in strata], confidence)
 
 
 def share_from_sums(strata: Sequence[StratumSums], *, confidence: float = 0.95) -> Estimate:
     """`stratified_share` from each stratum's sufficient statistics (of 0/1 values, unchecked:
     Σy² = Σy is the caller's promise)."""
-    return estimate_cells([mean_cell(s, SHARE_PRIOR) for s in strata], confidence)
+    return estimate_cells([mean_cell(s, SHARE_PRIOR, SHARE_LOST) for s in strata], confidence)
+
+
+def week_cell(s: StratumSums) -> Cell:
+    """A stratum of one week's mean as the estimator takes it (WEEK_PRIOR, WEEK_LOST)."""
+    return mean_cell(s, WEEK_PRIOR, WEEK_LOST)
 
 
 def stratified_share(strata: Sequence[Stratum], *, confidence: float = 0.95) -> Estimate:
@@ -217,7 +232,7 @@ def _pooled_cells(
         if any(c.size > 0 and c.n == 0 for c in stratum):
             stratum = [merge_cells(stratum)]
         if pooled and sum(c.size > 0 for c in stratum) < 2:
-            stratum = [replace(c, prior=SCORE_PRIOR) for c in stratum]
+            stratum = [replace(c, prior=WEEK_PRIOR, lost=WEEK_LOST) for c in stratum]
         n = sum(c.n for c in stratum)
         cells += stratum
         size = sum(c.size for c in stratum)
@@ -230,7 +245,7 @@ def fit_mean(
     strata: Sequence[Stratum] | Sequence[StratumSums], *, confidence: float = 0.95
 ) -> tuple[Estimate, Fit | None]:
     """The estimate of the mean and the working parts behind it (None when it is unknown)."""
-    cells = [mean_cell(as_sums(s), SCORE_PRIOR) for s in strata]
+    cells = [week_cell(as_sums(s)) for s in strata]
     return estimate_cells(cells, confidence), fit_cells(cells, ratio=False)
 
 
