@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from dashboard.domain.statistics.cells import Estimate
+from dashboard.domain.statistics.precision import MAX_WEEKS_TO_DECIDE, Precision
 from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors.figures import WeekFigures
 
@@ -36,7 +38,25 @@ def precision_reading(week: WeekFigures) -> str | None:
     if p.pooled_half_width is not None and p.pooled_weeks > 1:
         parts.append(_("Die %(weeks)s-Wochen-Sicht ergibt ±%(half)s.") % {
             "weeks": p.pooled_weeks, "half": _num(p.pooled_half_width)})
-    return " ".join(parts)
+    parts.append(_weeks_to_decide_reading(p))
+    return " ".join(part for part in parts if part)
+
+
+def _weeks_to_decide_reading(p: Precision) -> str | None:
+    weeks = p.weeks_to_decide
+    if weeks is None:
+        return None
+    if weeks > MAX_WEEKS_TO_DECIDE:
+        return _("Bei diesem Volumen und dieser Stichprobenrate entschiede erst eine Sicht über "
+                 "mehr als ein Jahr: eine höhere Stichprobenrate hilft hier mehr als Warten.")
+    if p.pooled_half_width is not None and weeks <= p.pooled_weeks:
+        return ngettext("Sie entscheidet schon ab etwa %(weeks)s Woche.",
+                        "Sie entscheidet schon ab etwa %(weeks)s Wochen.", weeks) % {"weeks": weeks}
+    return ngettext(
+        "Bleiben Volumen und Treue, wie sie sind, entscheidet eine Sammelsicht über etwa "
+        "%(weeks)s Woche.",
+        "Bleiben Volumen und Treue, wie sie sind, entscheidet eine Sammelsicht über etwa "
+        "%(weeks)s Wochen.", weeks) % {"weeks": weeks}
 
 
 def _num(value: float | None, digits: int = 2) -> str:

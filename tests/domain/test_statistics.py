@@ -41,6 +41,7 @@ from dashboard.domain.statistics.precision import (
     traffic_light,
     trend,
     week_precision,
+    weeks_to_decide,
 )
 
 approx = pytest.approx
@@ -815,3 +816,25 @@ def test_week_precision():
     assert undecided.target_half_width == DECISIVE_HALF_WIDTH
     alone = week_precision(strata, action_threshold=0.90)
     assert alone.pooled_half_width is None
+    # The pooled view (±0.02 over 4 weeks, at 0.95) decides against 0.90: reach
+    # max(0.05, 0.05) = 0.05, 4·(0.02/0.05)² = 0.64 → 1 week would do.
+    assert undecided.weeks_to_decide == 1
+    # Alone, the week (±0.0582 about 0.9475) needs 1·(0.0582/0.05)² = 1.355 → 2 weeks.
+    assert alone.weeks_to_decide == 2
+
+
+def test_weeks_to_decide_by_hand():
+    # ±0.10 over 4 weeks, 0.02 from the line: the reach is DECISIVE_HALF_WIDTH (0.05), as the
+    # light decides a narrow interval by its point: 4·(0.10/0.05)² = 16 weeks.
+    wide = Estimate(0.88, 0.78, 0.98, 40, 200, (10, 30), False)
+    assert weeks_to_decide(wide, 4, 0.86) == 16
+    # 0.15 from the line: 4·(0.10/0.15)² = 1.78 → 2 weeks.
+    assert weeks_to_decide(wide, 4, 0.73) == 2
+    # ±0.30 about a week's 0.70, 0.01 from the line: 1·(0.30/0.05)² = 36 weeks.
+    thin = Estimate(0.70, 0.40, 1.0, 3, 50, (1, 2), True)
+    assert weeks_to_decide(thin, 1, 0.71) == 36
+    # Over 4 weeks the same width would need 144: more than a year, said as 53.
+    assert weeks_to_decide(thin, 4, 0.71) == 53
+    # Nothing to scale: no value, or no weeks.
+    assert weeks_to_decide(Estimate(None, None, None, 0, 50, (0, 0), True), 4, 0.85) is None
+    assert weeks_to_decide(wide, 0, 0.85) is None

@@ -4,6 +4,7 @@ in test_dashboard_last_week.py).
 """
 
 import dataclasses
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -120,10 +121,25 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     assert float(rate.group(1).replace(",", ".")) == pytest.approx(100 * p.sample_rate, abs=0.05)
     assert float(rate.group(2).replace(",", ".")) == pytest.approx(100 * p.current_rate, abs=0.05)
     assert p.sample_rate > p.current_rate  # deciding it takes more than was judged
-    pooled = re.search(r"Die 4-Wochen-Sicht ergibt ±(\d,\d\d)\.$", note)
+    pooled = re.search(r"Die 4-Wochen-Sicht ergibt ±(\d,\d\d)\. ", note)
     assert pooled is not None, note
     assert float(pooled.group(1).replace(",", ".")) == pytest.approx(p.pooled_half_width,
                                                                     abs=0.005)
+    # And how many weeks a pooled view needs to decide, if things stay as they are: the
+    # pooled interval's half-width h over k = 4 weeks against the reach max(|value − 0.9|,
+    # 0.05), k·(h/reach)² weeks.
+    assert this.pooled.value is not None and p.pooled_half_width is not None
+    reach = max(abs(this.pooled.value - 0.9), 0.05)
+    weeks = math.ceil(4 * (p.pooled_half_width / reach) ** 2)
+    assert p.weeks_to_decide == (max(1, weeks) if weeks <= 52 else 53)
+    if weeks > 52:
+        assert note.endswith("entschiede erst eine Sicht über mehr als ein Jahr: eine höhere "
+                             "Stichprobenrate hilft hier mehr als Warten."), note
+    elif weeks <= 4:
+        assert note.endswith(f"Sie entscheidet schon ab etwa {weeks} Wochen."), note
+    else:
+        assert note.endswith("Bleiben Volumen und Treue, wie sie sind, entscheidet eine "
+                             f"Sammelsicht über etwa {weeks} Wochen."), note
     # The overview's card says the same under the use case's figures.
     overview = client_for(world, "lead_a").get("/overview/").content.decode()
     card = overview[overview.index('data-use-case="auskunft"'):]

@@ -11,6 +11,7 @@ week `week_precision` says, in numbers, what would decide it: the sample rate th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
@@ -113,6 +114,8 @@ class Precision:
     current_rate: float | None  # the share of the drawn strata that was judged
     pooled_half_width: float | None  # the pooled view's (high − low)/2, when given
     pooled_weeks: int
+    # About how many weeks a pooled view needs to decide (`weeks_to_decide`); None: unknown.
+    weeks_to_decide: int | None = None
 
 
 def sample_rate_for(
@@ -180,7 +183,35 @@ def week_precision(
         current_rate=current,
         pooled_half_width=_half(pooled) if pooled is not None else None,
         pooled_weeks=pooled_weeks,
+        weeks_to_decide=weeks_to_decide(
+            pooled if pooled is not None and pooled.value is not None else estimate,
+            pooled_weeks if pooled is not None and pooled.value is not None else 1,
+            action_threshold,
+        ),
     )
+
+
+# Beyond a year of weeks a pooled view says nothing about the week it is meant to describe.
+MAX_WEEKS_TO_DECIDE = 52
+
+
+def weeks_to_decide(estimate: Estimate, weeks: int, action_threshold: float) -> int | None:
+    """About how many weeks a pooled view needs before its light is no longer grey, if the
+    use case's volume, sample rate and faithfulness stay as ``estimate`` (over ``weeks``
+    weeks) shows them: the interval's half-width h shrinks as 1/√k with k weeks, and the
+    light decides once h ≤ max(|value − line|, DECISIVE_HALF_WIDTH) (`traffic_light`). So
+    k = ⌈weeks·(h / max(|value − line|, DECISIVE_HALF_WIDTH))²⌉, at least 1; None for an
+    estimate without a value, MAX_WEEKS_TO_DECIDE + 1 for "more than a year". A normal
+    approximation: the Wilson interval near 1 is a little narrower above and wider below.
+    """
+    half = _half(estimate)
+    if half is None or estimate.value is None or weeks < 1:
+        return None
+    reach = max(abs(estimate.value - action_threshold), DECISIVE_HALF_WIDTH)
+    needed = weeks * (half / reach) ** 2
+    if needed > MAX_WEEKS_TO_DECIDE:
+        return MAX_WEEKS_TO_DECIDE + 1
+    return max(1, math.ceil(needed - 1e-9))
 
 
 def _half(estimate: Estimate) -> float | None:
