@@ -904,7 +904,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="300 replications, a smoke run")
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
-    parser.add_argument("--only", choices=("coverage", "action", "running", "drift",
+    parser.add_argument("--only", choices=("coverage", "small", "action", "running", "drift",
                                             "expert-drift", "bias"), default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
@@ -928,6 +928,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                  verdict.smallest_over)):
             if listed:
                 print(f"{label}: " + "; ".join(listed))
+
+    def small() -> None:
+        from bench.small_sim import small_table
+
+        missed.extend(small_table(rng, max(reps // 2, 100), args.seed))
 
     def action() -> None:
         worst = action_table(rng, reps, args.seed)
@@ -955,7 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worst > 0.01:
             missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
 
-    run = {"coverage": coverage, "action": action, "running": running, "drift": drift,
+    run = {"coverage": coverage, "small": small, "action": action, "running": running, "drift": drift,
            "expert-drift": expert_drift, "bias": bias}
     for name, step in run.items():
         if args.only in (None, name):
