@@ -960,8 +960,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worst > 0.01:
             missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
 
-    run = {"coverage": coverage, "small": small, "action": action, "running": running, "drift": drift,
-           "expert-drift": expert_drift, "bias": bias}
+    run = {"coverage": coverage, "small": small, "action": action, "running": running,
+           "drift": drift, "expert-drift": expert_drift, "bias": bias}
     for name, step in run.items():
         if args.only in (None, name):
             step()
