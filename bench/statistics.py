@@ -904,8 +904,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="300 replications, a smoke run")
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
-    parser.add_argument("--only", choices=("coverage", "small", "action", "running", "drift",
-                                            "expert-drift", "bias"), default=None)
+    parser.add_argument("--only", choices=("coverage", "small", "trend", "action", "running",
+                                            "drift", "expert-drift", "bias"), default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -934,6 +934,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         missed.extend(small_table(rng, max(reps // 2, 100), args.seed))
 
+    def trend() -> None:
+        from bench.trend_sim import trend_table
+
+        missed.extend(trend_table(rng, max(reps // 4, 100), args.seed))
+
     def action() -> None:
         worst = action_table(rng, reps, args.seed)
         if worst > 0.02:
@@ -960,7 +965,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worst > 0.01:
             missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
 
-    run = {"coverage": coverage, "small": small, "action": action, "running": running,
+    run = {"coverage": coverage, "small": small, "trend": trend, "action": action,
+           "running": running,
            "drift": drift, "expert-drift": expert_drift, "bias": bias}
     for name, step in run.items():
         if args.only in (None, name):
