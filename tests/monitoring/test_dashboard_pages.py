@@ -286,7 +286,8 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
 
 @translation.override("de")  # the readings' words; a test before may have left English on
 def test_advice_only_where_the_adjusted_association_holds() -> None:
-    from dashboard.domain.causes import Adjusted, Bucket, Effect
+    from dashboard.domain.adjusted import Adjusted, Effect
+    from dashboard.domain.causes import Bucket
 
     def est(value: float) -> Any:
         return Estimate(
