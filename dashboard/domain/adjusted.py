@@ -316,17 +316,17 @@ def adjusted_effects_from_moments(
             local = layout.local(b)
             exps, index = [e for e, _ in local], [i for _, i in local]
             coef = beta[index]
-            for a, ea in enumerate(exps):
-                total[index[a]] += w * (sum_of(m, ea, y=1)
-                                        - sum(coef[q] * sum_of(m, eq, ea)
-                                              for q, eq in enumerate(exps)))
-                for e, eb in enumerate(exps):
+            for ia, ea in enumerate(exps):
+                total[index[ia]] += w * (sum_of(m, ea, y=1)
+                                         - sum(coef[q] * sum_of(m, eq, ea)
+                                               for q, eq in enumerate(exps)))
+                for ib, eb in enumerate(exps):
                     value = sum_of(m, ea, eb, y=2)
                     for q, eq in enumerate(exps):
                         value -= 2 * coef[q] * sum_of(m, eq, ea, eb, y=1)
                         for r, er in enumerate(exps):
                             value += coef[q] * coef[r] * sum_of(m, eq, er, ea, eb)
-                    cross[index[a], index[e]] += w * w * value
+                    cross[index[ia], index[ib]] += w * w * value
         meat += judged[h] / (judged[h] - 1) * (cross - np.outer(total, total) / judged[h])
     mean_s = {}
     for b in per_bucket:

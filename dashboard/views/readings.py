@@ -78,6 +78,7 @@ def _similarity_range(index: int) -> str:
     low = edges[index - 1] if index else None
     high = edges[index] if index < len(edges) else None
     if low is None:
+        assert high is not None  # an index has an edge on at least one side
         return f"< {formats.number_format(high)}"
     if high is None:
         return f"≥ {formats.number_format(low)}"

@@ -16,7 +16,7 @@ from dashboard.domain.adjusted import (
     holm,
 )
 from dashboard.domain.causes import chunk_count_buckets
-from monitoring.domain.moments import DEFAULT_SIMILARITY_EDGES, NO_MOMENTS, moments_of
+from monitoring.domain.moments import DEFAULT_SIMILARITY_EDGES, NO_MOMENTS, Moments, moments_of
 
 
 def test_holm_by_hand():
@@ -58,20 +58,19 @@ def _weighted_lstsq(rows, sizes):
     weighted mean similarity/0.1 per bucket)."""
     counts = [sum(1 for r in rows if r[3]), sum(1 for r in rows if not r[3])]
     buckets = sorted({bisect_right(DEFAULT_SIMILARITY_EDGES, r[0]) for r in rows})
-    names, x, w, y = [], [], [], []
+    levels: list[tuple[str, int]] = []
     for b in buckets:
-        names += [("level", b), ("slope", b)]
-    names += ["chunks", "multi"]
+        levels += [("level", b), ("slope", b)]
+    names: list[object] = [*levels, "chunks", "multi"]
+    design, weight, score_of = [], [], []
     for s, c, m, flagged, score in rows:
         b = bisect_right(DEFAULT_SIMILARITY_EDGES, s)
-        row = []
-        for kind, of in names[:-2]:
-            row.append(0.0 if of != b else (1.0 if kind == "level" else s / 0.1))
-        x.append(row + [c / 10, float(m)])
+        row = [0.0 if of != b else (1.0 if kind == "level" else s / 0.1) for kind, of in levels]
+        design.append([*row, c / 10, float(m)])
         h = 0 if flagged else 1
-        w.append(sizes[h] / counts[h])
-        y.append(score)
-    x, w, y = np.array(x), np.array(w), np.array(y)
+        weight.append(sizes[h] / counts[h])
+        score_of.append(score)
+    x, w, y = np.array(design), np.array(weight), np.array(score_of)
     root = np.sqrt(w)
     beta = np.linalg.lstsq(x * root[:, None], y * root, rcond=None)[0]
     means = {}
@@ -238,7 +237,7 @@ def test_adjusted_effects_refuse_nonsense(rows):
 def _moments_and_sizes(rows):
     """Per-(stratum, bucket) moments of the judged answers with a similarity, and the strata's
     sizes."""
-    parts = {}
+    parts: dict[tuple[int, int], Moments] = {}
     sizes = [0, 0]
     for s, c, m, flagged, y in rows:
         h = 0 if flagged else 1
