@@ -899,13 +899,23 @@ def _delay_row(label: str, delays: list[float], tested: float | None) -> None:
           + f" | {median:>6.0f} | {test} |")
 
 
+def causes_scenarios(rng: np.random.Generator, reps: int) -> list[str]:
+    """Causes with curved similarity (issue 39, point 6): how often the adjusted regression
+    advises a reranker or blames multi-part questions when only similarity acts, as a line, a
+    step or an S-curve (bench/causes_sim.py). Returns the targets missed."""
+    from bench.causes_sim import causes_table
+
+    return causes_table(rng, reps)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="300 replications, a smoke run")
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--only", choices=("coverage", "small", "trend", "action", "running",
-                                            "drift", "expert-drift", "bias"), default=None)
+                                            "drift", "expert-drift", "bias", "causes"),
+                        default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -965,9 +975,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if worst > 0.01:
             missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
 
+    def causes() -> None:
+        missed.extend(causes_scenarios(rng, max(reps // 4, 100)))
+
     run = {"coverage": coverage, "small": small, "trend": trend, "action": action,
-           "running": running,
-           "drift": drift, "expert-drift": expert_drift, "bias": bias}
+           "running": running, "drift": drift, "expert-drift": expert_drift, "bias": bias,
+           "causes": causes}
     for name, step in run.items():
         if args.only in (None, name):
             step()

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dashboard.domain.causes import Adjusted
+from dashboard.domain.adjusted import Adjusted
 from dashboard.domain.expert_scale import ExpertScale
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.lift import Lift

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from django.db.models import Count
 
+from dashboard.domain import adjusted as causes_adjusted
 from dashboard.domain import causes, tuner
 from dashboard.domain.statistics import counts as statistics_counts
 from dashboard.domain.statistics import estimates as statistics_estimates
@@ -61,12 +62,12 @@ class Causes:
     unclassified: int  # answers stored before the multi-part detector existed
     # Each cause's association with the score, the others held fixed (weighted regression,
     # multiplicity-corrected): what a piece of advice must rest on, not a bucket's dip.
-    adjusted: causes.Adjusted | None = None
+    adjusted: causes_adjusted.Adjusted | None = None
     # A cut-off chosen on half of the weeks and confirmed on the other half: a bucket picked
     # for its dip on the same answers it is shown on proves nothing.
     cutoff_held_out: bool = False
 
-    def effect(self, name: str) -> causes.Effect | None:
+    def effect(self, name: str) -> causes_adjusted.Effect | None:
         if self.adjusted is None:
             return None
         return next((e for e in self.adjusted.effects if e.name == name), None)
@@ -152,7 +153,7 @@ class Window:
 
     answers: Mapping[tuple[int, int, Any, bool], int]
     judged: Mapping[tuple[int, int, Any, bool, bool], Mapping[float, int]]
-    adjusted: causes.Adjusted
+    adjusted: causes_adjusted.Adjusted
 
     @functools.cached_property
     def _answers_by_dim(self) -> dict[int, list[tuple[int, Any, bool, int]]]:
@@ -228,7 +229,7 @@ def _window_from_rows(
             judged[dim, wk, bucket, flagged, in_random][r.score] += 1
         if in_random:
             judged[PROBABILITY, wk, r.min_content_probability, flagged, True][r.score] += 1
-    return Window(answers, judged, causes.adjusted_effects(
+    return Window(answers, judged, causes_adjusted.adjusted_effects(
         [(r.best_chunk_score, r.chunk_count, bool(r.multi_part), r.flagged, r.score)
          for r in rows],
         sizes=_sizes(answers),
@@ -237,7 +238,7 @@ def _window_from_rows(
 
 def _window_from_rollups(use_case: UseCase, span: Sequence[Week]) -> Window:
     answers, judged, moments = rollup_reads.causes_from_rollups(use_case.pk, span)
-    return Window(answers, judged, causes.adjusted_effects_from_moments(
+    return Window(answers, judged, causes_adjusted.adjusted_effects_from_moments(
         moments, sizes=_sizes(answers)
     ))
 

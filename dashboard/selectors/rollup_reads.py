@@ -110,10 +110,10 @@ def causes_from_rollups(
     use_case_id: int, weeks: Sequence[Week]
 ) -> tuple[dict[tuple[int, int, Any, bool], int],
            dict[tuple[int, int, Any, bool, bool], Counter[float]],
-           tuple[Moments, Moments]]:
+           dict[tuple[int, int], Moments]]:
     """The diagnosis' window (diagnosis.Window): answers per (dim, week index, bucket,
     flagged), judged scores per (dim, week index, bucket, flagged, in the random sample), and
-    the regression's moments of the flagged and the unflagged stratum."""
+    the regression's moments per (stratum: 0 flagged, 1 unflagged; similarity bucket)."""
     mondays = _mondays(weeks)
     named: dict[tuple[int, int], Any] = {}  # (dim, bucket) → the diagnosis' name of it
 
@@ -135,11 +135,12 @@ def causes_from_rollups(
         .values_list("week", "flagged", "in_random_sample", "dim", "bucket", "score", "answers")
     ):
         judged[dim, mondays[week], name(dim, bucket), flagged, in_random][score] += n
-    moments = [NO_MOMENTS, NO_MOMENTS]
-    for row in RollupMoments.objects.filter(use_case_id=use_case_id, week__in=list(mondays)):
-        h = 0 if row.flagged else 1
-        moments[h] = moments[h] + row.moments
-    return answers, judged, (moments[0], moments[1])
+    moments: dict[tuple[int, int], Moments] = {}
+    for row in RollupMoments.objects.filter(use_case_id=use_case_id, week__in=list(mondays),
+                                            n__gt=0):
+        key = (0 if row.flagged else 1, row.bucket)
+        moments[key] = moments.get(key, NO_MOMENTS) + row.moments
+    return answers, judged, moments
 
 
 _OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])

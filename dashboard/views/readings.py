@@ -5,6 +5,7 @@ week's interval can decide."""
 from __future__ import annotations
 
 from django.template.defaultfilters import floatformat
+from django.utils import formats
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -91,8 +92,38 @@ def _effect_text(causes: dashboard_diagnosis.Causes, name: str, unit: str) -> st
          "estimate": _num(effect.estimate), "low": _num(effect.low), "high": _num(effect.high)}
 
 
+def _similarity_range(index: int) -> str:
+    """A similarity bucket's range as the bucket table writes it ("0,5–0,6", "< 0,5")."""
+    edges = dashboard_diagnosis.SIMILARITY_EDGES
+    low = edges[index - 1] if index else None
+    high = edges[index] if index < len(edges) else None
+    if low is None:
+        assert high is not None  # an index has an edge on at least one side
+        return f"< {formats.number_format(high)}"
+    if high is None:
+        return f"≥ {formats.number_format(low)}"
+    return f"{formats.number_format(low)}–{formats.number_format(high)}"
+
+
+def _similarity_effect_text(causes: dashboard_diagnosis.Causes) -> str | None:
+    """Similarity enters the adjusted comparison by bucket: its effect is the highest bucket's
+    answers against the lowest's, at equal chunk count and question kind."""
+    effect = causes.effect("similarity")
+    ends = causes.adjusted.similarity_buckets if causes.adjusted is not None else None
+    if (effect is None or effect.estimate is None or effect.low is None or effect.high is None
+            or ends is None):
+        return None
+    return _(
+        "Bei gleicher Abschnittszahl und Frageart gehen Antworten mit bester Ähnlichkeit "
+        "%(upper)s gegenüber solchen mit %(lower)s mit %(sign)s%(estimate)s Treue einher "
+        "(korrigiertes 95-%%-Intervall %(low)s bis %(high)s)."
+    ) % {"upper": _similarity_range(ends[1]), "lower": _similarity_range(ends[0]),
+         "sign": "+" if effect.estimate >= 0 else "", "estimate": _num(effect.estimate),
+         "low": _num(effect.low), "high": _num(effect.high)}
+
+
 def similarity_reading(causes: dashboard_diagnosis.Causes, threshold: float) -> str:
-    effect = _effect_text(causes, "similarity", _("je 0,1 mehr an bester Ähnlichkeit"))
+    effect = _similarity_effect_text(causes)
     if causes.cutoff is not None and _usable(causes.no_passing_chunk):
         text = _joined(_(
             "Antworten mit bester Ähnlichkeit unter %(cutoff)s sind zu %(percent)s %% treu."

@@ -210,12 +210,14 @@ class RollupCauseScore(_OfUseCase):
 
 
 class RollupMoments(_OfUseCase):
-    """The power sums of the causes' regression (`Moments`) per use case, week and
-    stratum, over the judged answers with a similarity. A rescore moves the score's sums (a
-    float subtraction: equal to a recount up to rounding, not bit for bit)."""
+    """The power sums of the causes' regression (`Moments`) per use case, week, stratum and
+    similarity bucket (DEFAULT_SIMILARITY_EDGES: similarity enters the regression by bucket),
+    over the judged answers with a similarity. A rescore moves the score's sums (a float
+    subtraction: equal to a recount up to rounding, not bit for bit)."""
 
     week = models.DateField()
     flagged = models.BooleanField()
+    bucket = models.SmallIntegerField(default=0)  # bucket_of(similarity, DEFAULT_SIMILARITY_EDGES)
     n = models.BigIntegerField(default=0)
     s_min = models.FloatField(null=True)
     s_max = models.FloatField(null=True)
@@ -228,12 +230,13 @@ class RollupMoments(_OfUseCase):
         verbose_name = _("Wochensumme der Regression")
         verbose_name_plural = _("Wochensummen der Regression")
         constraints = [
-            models.UniqueConstraint(fields=["use_case", "week", "flagged"],
-                                    name="rollupmoments_key"),
+            models.UniqueConstraint(fields=["use_case", "week", "flagged", "bucket"],
+                                    name="rollupmoments_bucket_key"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.use_case_id} {self.week} {'flagged' if self.flagged else ''}: {self.n}"
+        return (f"{self.use_case_id} {self.week} {'flagged' if self.flagged else ''} "
+                f"similarity bucket {self.bucket}: {self.n}")
 
     @property
     def moments(self) -> Moments:
@@ -299,8 +302,9 @@ class RollupState(models.Model):
 
 # Bumped when what a rollup row means changes: rollups built under another definition are not
 # read until rebuilt. 2: judge usage per week. 3: the diagnosis' causes, tuner and regression.
-# 4: judge usage per day of the runs' end (the judge page).
-DEFINITION = "4"
+# 4: judge usage per day of the runs' end (the judge page). 5: the regression's sums per
+# similarity bucket (similarity enters the causes' regression by bucket, issue 39).
+DEFINITION = "5"
 
 
 def definition() -> str:

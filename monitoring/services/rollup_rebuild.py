@@ -130,7 +130,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
             by_cause[(uc, week, flagged, in_random, dim, bucket, score)] += 1
         if of.in_regression:
             assert of.best_chunk_score is not None
-            regressed[(uc, week, flagged)].append(
+            regressed[(uc, week, flagged, of.similarity_bucket)].append(
                 (of.best_chunk_score, of.chunk_count, bool(of.multi_part), score))
     usage: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for run in (
@@ -187,7 +187,7 @@ def _stored(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
                 rows[tuple(row[:len(fields)])] = plus(rows.get(row[:len(fields)]), values)
         out[name] = rows
     out["moments"] = {
-        (row.use_case_id, row.week, row.flagged): _moment_values(row.moments)
+        (row.use_case_id, row.week, row.flagged, row.bucket): _moment_values(row.moments)
         for row in _rows(RollupMoments, "week", use_case_ids, since) if row.n
     }
     return out
@@ -344,9 +344,9 @@ def _close(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
 
 
 def _moments_row(key: tuple[Any, ...], values: tuple[Any, ...]) -> RollupMoments:
-    use_case_id, week, flagged = key
+    use_case_id, week, flagged, bucket = key
     n, s_min, s_max, c_min, c_max, m_sum, *sums = values
-    return RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged, n=n,
+    return RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged, bucket=bucket, n=n,
                          s_min=s_min, s_max=s_max, c_min=c_min, c_max=c_max, m_sum=m_sum,
                          sums=list(sums))
 

@@ -28,6 +28,7 @@ from typing import Any
 from django.db import connection, models
 
 from monitoring.domain.moments import (
+    DEFAULT_SIMILARITY_EDGES,
     MOMENT_KEYS,
     Moments,
     moments_of,
@@ -49,6 +50,7 @@ from monitoring.models.rollups import (
     USAGE_DAY_SUMS,
     USAGE_SUMS,
     Dim,
+    bucket_of,
     cause_buckets,
     day_of,
     week_of,
@@ -101,12 +103,16 @@ class Traits:
         """The causes' regression counts the answer: it has a similarity."""
         return self.best_chunk_score is not None and not math.isnan(self.best_chunk_score)
 
+    @property
+    def similarity_bucket(self) -> int:
+        """The similarity bucket its regression sums are kept in (DEFAULT_SIMILARITY_EDGES)."""
+        return bucket_of(self.best_chunk_score, DEFAULT_SIMILARITY_EDGES)
+
     def moments(self, score: float) -> Moments | None:
         """The answer's part of its week's regression sums (None: no similarity, left out)."""
         if not self.in_regression or self.best_chunk_score is None:
             return None
-        return moments_of(self.best_chunk_score, self.chunk_count,
-                                 bool(self.multi_part), score)
+        return moments_of(self.best_chunk_score, self.chunk_count, bool(self.multi_part), score)
 
 
 TRAITS = ("best_chunk_score", "chunk_count", "multi_part", "min_content_probability")
@@ -174,26 +180,26 @@ def answer_judged(
     rows_add(RollupScore, _SCORE_KEY, delta)
     rows_add(RollupCauseScore, _CAUSE_SCORE_KEY, {k: v for k, v in by_cause.items() if v})
     _moments_move(
-        (use_case_id, week, flagged),
+        (use_case_id, week, flagged, traits.similarity_bucket),
         add=None if after is None else traits.moments(after.score),
         sub=None if before is None else traits.moments(before.score),
     )
 
 
 def _moments_move(
-    key: tuple[int, date, bool], *, add: Moments | None, sub: Moments | None
+    key: tuple[int, date, bool, int], *, add: Moments | None, sub: Moments | None
 ) -> None:
-    """Add one answer's moments to its week's row and take away those it had (a rescore: the
-    same answer, so the count and the covariates' range stay)."""
+    """Add one answer's moments to its week's (and similarity bucket's) row and take away those
+    it had (a rescore: the same answer, so the count and the covariates' range stay)."""
     if add is None and sub is None:
         return
-    use_case_id, week, flagged = key
+    use_case_id, week, flagged, bucket = key
     RollupMoments.objects.bulk_create(
-        [RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged)],
+        [RollupMoments(use_case_id=use_case_id, week=week, flagged=flagged, bucket=bucket)],
         ignore_conflicts=True,
     )
     row = RollupMoments.objects.select_for_update().get(
-        use_case_id=use_case_id, week=week, flagged=flagged
+        use_case_id=use_case_id, week=week, flagged=flagged, bucket=bucket
     )
     moments = row.moments
     if add is not None:

@@ -3,18 +3,12 @@ estimates, and the similarity cutoff rule."""
 
 import math
 
-import numpy as np
 import pytest
 
 from dashboard.domain.causes import (
-    CAUSES,
-    MIN_FOR_REGRESSION,
     Bucket,
-    adjusted_effects,
-    adjusted_effects_from_moments,
     chunk_count_buckets,
     held_out_cutoff,
-    holm,
     multi_part_split,
     no_passing_chunk,
     similarity_buckets,
@@ -22,7 +16,6 @@ from dashboard.domain.causes import (
 )
 from dashboard.domain.statistics.cells import Estimate, Stratum
 from dashboard.domain.statistics.estimates import stratified_mean
-from monitoring.domain.moments import NO_MOMENTS, moments_of
 
 
 def answers(key, flagged, judged_scores, unjudged=0):
@@ -226,130 +219,6 @@ def test_no_passing_chunk():
         no_passing_chunk(rows, math.nan)
 
 
-# --- causes adjusted for each other ----------------------------------------------------------
-
-
-def test_holm_by_hand():
-    # Sorted 0.01, 0.03, 0.04 → ×3, ×2, ×1 = 0.03, 0.06, 0.04 → step-down max: 0.03, 0.06, 0.06.
-    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    assert holm([]) == []
-
-
-def test_adjusted_effects_recover_an_exact_linear_score():
-    # score = 0.3 + 0.05 per 0.1 similarity − 0.02 per 10 chunks − 0.1 if multi-part, every
-    # answer judged: the fit is exact, the effects are the coefficients.
-    rows = []
-    for s in (0.5, 0.6, 0.7, 0.8, 0.9):
-        for c in (0, 5, 12, 30):
-            for m in (False, True):
-                score = 0.3 + 0.05 * s / 0.1 - 0.02 * c / 10 - 0.1 * m
-                rows.append((s, c, m, m, score))  # the multi-part ones flagged, all judged
-    got = adjusted_effects(rows)
-    assert [e.name for e in got.effects] == list(CAUSES)
-    similarity, chunks, multi = got.effects
-    assert similarity.estimate == pytest.approx(0.05)
-    assert chunks.estimate == pytest.approx(-0.02)
-    assert multi.estimate == pytest.approx(-0.1)
-    assert (got.n, got.too_few) == (40, False)
-    assert all(e.holds for e in got.effects)
-
-
-def test_adjusted_effect_interval_by_hand():
-    # One cause that varies (multi-part), one stratum, every answer judged (weight 1): the
-    # slope is the difference of the two groups' means, and the stratified sandwich variance
-    # with its k/(k − 1) is 30/29 · (Σe²_multi/15² + Σe²_single/15²).
-    rows = ([(0.7, 3, True, False, 1.0)] * 10 + [(0.7, 3, True, False, 0.5)] * 5
-            + [(0.7, 3, False, False, 1.0)] * 14 + [(0.7, 3, False, False, 0.0)])
-    multi_mean, single_mean = 12.5 / 15, 14 / 15
-    sq_multi = 10 * (1 - multi_mean) ** 2 + 5 * (0.5 - multi_mean) ** 2  # 5/6
-    sq_single = 14 * (1 - single_mean) ** 2 + single_mean**2  # 14/15
-    se = math.sqrt(30 / 29 * (sq_multi + sq_single) / 15**2)  # 0.090126
-    t = 2.048407141795244  # t(0.975, 28 = 30 answers − 2 columns); one cause fitted
-    p_value = 0.27666  # 2·P(T₂₈ > 0.1/se)
-
-    adjusted = adjusted_effects(rows)
-
-    similarity, chunks, multi = adjusted.effects
-    assert similarity.estimate is None and chunks.estimate is None  # constant: left out
-    assert multi.estimate == pytest.approx(multi_mean - single_mean)  # −0.1
-    assert (multi.low, multi.high) == pytest.approx((-0.1 - t * se, -0.1 + t * se))
-    assert (multi.low, multi.high) == pytest.approx((-0.28462, 0.08462), abs=1e-5)
-    assert multi.p_value == pytest.approx(p_value, abs=1e-4)
-    assert multi.p_adjusted == multi.p_value and not multi.holds
-    assert adjusted.n == 30 and not adjusted.too_few
-
-
-def test_a_correlated_cause_does_not_take_the_credit():
-    # Similarity alone drives the score; poor retrieval also returns more chunks. Bucketed
-    # alone, many chunks look bad; adjusted for similarity, chunk count has no effect, and
-    # multi-part (unrelated) none either. Flagged answers (all judged) are the poorly
-    # retrieved ones, the others sampled at 30 %: the weights matter.
-    rng = np.random.default_rng(7)
-    rows = []
-    for _ in range(3000):
-        s = float(rng.uniform(0.4, 1.0))
-        c = int(max(0, round(30 * (1 - s) + rng.normal(0, 3))))
-        m = bool(rng.random() < 0.3)
-        score = float(np.clip(0.3 + 0.7 * s + rng.normal(0, 0.1), 0, 1))
-        flagged = s < 0.55
-        judged = flagged or rng.random() < 0.3
-        rows.append((s, c, m, flagged, score if judged else None))
-    buckets = chunk_count_buckets([(c, f, y) for _, c, _, f, y in rows])
-    few, many = buckets[1].estimate, buckets[-2].estimate  # 1–2 chunks vs 11–20
-    assert few.low is not None and many.high is not None
-    assert few.low > many.high  # the raw association is clear
-    similarity, chunks, multi = adjusted_effects(rows).effects
-    assert similarity.holds and similarity.estimate == pytest.approx(0.07, abs=0.01)
-    assert chunks.low is not None and chunks.high is not None
-    assert not chunks.holds and chunks.low < 0 < chunks.high
-    assert not multi.holds
-
-
-def test_causes_that_always_go_together_are_not_told_apart():
-    # Every poorly retrieved answer (similarity 0.45) also has twelve chunks and a two-part
-    # question and scores 0.25; the rest 0.85 / 2 chunks / single / 1.0. The three causes are
-    # one column three times over: no one of them can be credited. (A rounding inverse of the
-    # singular matrix once made "similarity" hold, depending on the rows' order.)
-    rows = [(0.45, 12, True, True, 0.25)] * 10 + [(0.85, 2, False, False, 1.0)] * 22
-    got = adjusted_effects(rows)
-    assert not got.too_few and got.n == 32
-    assert all(e.estimate is None and not e.holds for e in got.effects)
-    # Chunk count and multi-part still together, similarity apart from them: similarity is
-    # estimable (0.05 per 0.1), the other two are not.
-    rows = []
-    for s in (0.5, 0.6, 0.7, 0.8, 0.9):
-        for m in (False, True):
-            rows += [(s, 12 if m else 2, m, False, 0.3 + 0.05 * s / 0.1 - 0.1 * m)] * 4
-    similarity, chunks, multi = adjusted_effects(rows).effects
-    assert similarity.estimate == pytest.approx(0.05) and similarity.holds
-    assert chunks.estimate is None and multi.estimate is None
-    assert not chunks.holds and not multi.holds
-
-
-def test_adjusted_effects_with_too_few_or_a_constant_cause():
-    rows = [(0.5 + 0.01 * i, i % 7, False, False, 0.5 + 0.01 * i) for i in range(40)]
-    got = adjusted_effects(rows[: MIN_FOR_REGRESSION - 1])
-    assert got.too_few and all(e.estimate is None for e in got.effects)
-    # No multi-part question at all: that cause is not fitted, the others are.
-    got = adjusted_effects(rows)
-    assert not got.too_few
-    assert got.effects[2].estimate is None and not got.effects[2].holds
-    assert got.effects[0].estimate == pytest.approx(0.1)
-    # Answers without a similarity or a score do not enter the fit.
-    more = rows + [(None, 3, True, False, 0.2), (0.7, 3, True, False, None)]
-    assert adjusted_effects(more).n == 40
-
-
-@pytest.mark.parametrize(
-    "rows",
-    [[(0.5, -1, False, False, 0.5)], [(0.5, 1, False, False, 1.5)]],
-)
-def test_adjusted_effects_refuse_nonsense(rows):
-    with pytest.raises(ValueError):
-        adjusted_effects(rows * MIN_FOR_REGRESSION)
-
-
 def week_rows(low_score: float) -> list:
     """A week: 20 answers at similarity 0.3 scoring ``low_score`` and 20 at 0.95 scoring 1.0,
     all judged (unflagged, but the whole stratum judged)."""
@@ -373,61 +242,3 @@ def test_held_out_cutoff_drops_a_dip_seen_only_where_it_was_chosen():
     assert not got.holds
     none = held_out_cutoff([week_rows(1.0)] * 4, 0.85)
     assert (none.cutoff, none.test, none.holds) == (None, None, False)
-
-
-def _moments_and_sizes(rows):
-    """Per-stratum moments of the judged answers with a similarity, and the strata's sizes."""
-    parts = [NO_MOMENTS, NO_MOMENTS]
-    sizes = [0, 0]
-    for s, c, m, flagged, y in rows:
-        h = 0 if flagged else 1
-        sizes[h] += 1
-        if y is not None and s is not None:
-            parts[h] = parts[h] + moments_of(s, c, m, y)
-    return (parts[0], parts[1]), (sizes[0], sizes[1])
-
-
-def _same_effects(got, want, rel=1e-7, abs_=1e-12):
-    assert (got.n, got.too_few) == (want.n, want.too_few)
-    for g, w in zip(got.effects, want.effects, strict=True):
-        assert g.name == w.name and g.holds == w.holds
-        for field in ("estimate", "low", "high", "p_value", "p_adjusted"):
-            a, b = getattr(g, field), getattr(w, field)
-            if b is None:
-                assert a is None, (g.name, field)
-            else:
-                assert a == pytest.approx(b, rel=rel, abs=abs_), (g.name, field)
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_regression_from_power_sums_is_the_regression_from_rows(seed):
-    # Simulated answers: similarity drives the score, chunks follow similarity, multi-part
-    # lowers it a little; flagged (poorly retrieved) answers all judged, the rest at 30 %.
-    rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(2000):
-        s = float(rng.uniform(0.3, 1.0))
-        c = int(max(0, round(30 * (1 - s) + rng.normal(0, 3))))
-        m = bool(rng.random() < 0.3)
-        score = float(np.clip(round((0.3 + 0.7 * s - 0.05 * m + rng.normal(0, 0.15)) * 6) / 6,
-                              0, 1))
-        flagged = s < 0.5
-        judged = flagged or rng.random() < 0.3
-        rows.append((s, c, m, flagged, score if judged else None))
-    moments, sizes = _moments_and_sizes(rows)
-    _same_effects(adjusted_effects_from_moments(moments, sizes=sizes), adjusted_effects(rows))
-
-
-def test_power_sums_agree_at_the_edges():
-    # Too few; a cause that does not vary; causes that always go together.
-    few = [(0.5 + 0.01 * i, i % 7, False, False, 0.5) for i in range(MIN_FOR_REGRESSION - 1)]
-    constant = [(0.5 + 0.01 * i, i % 7, False, i % 3 == 0, 0.3 + 0.01 * i + 0.02 * (i * 7 % 5))
-                for i in range(40)]
-    together = [(0.45, 12, True, True, 0.25)] * 10 + [(0.85, 2, False, False, 1.0)] * 22
-    for rows in (few, constant, together):
-        moments, sizes = _moments_and_sizes(rows)
-        _same_effects(adjusted_effects_from_moments(moments, sizes=sizes),
-                      adjusted_effects(rows))
-    moments, sizes = _moments_and_sizes(constant)
-    with pytest.raises(ValueError, match="smaller"):
-        adjusted_effects_from_moments(moments, sizes=(0, 0))

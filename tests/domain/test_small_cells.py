@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from dashboard.domain import small_cells
-from dashboard.domain.causes import Adjusted, Bucket, Effect
+from dashboard.domain.adjusted import Adjusted, Effect
+from dashboard.domain.causes import Bucket
 from dashboard.domain.expert_scale import ExpertScale
 from dashboard.domain.statistics.cells import Estimate, Stratum
 from dashboard.domain.statistics.estimates import stratified_mean

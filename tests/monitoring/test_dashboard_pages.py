@@ -302,7 +302,8 @@ def test_ingest_stores_the_tuner_and_multi_part_figures(world: DashWorld) -> Non
 
 @translation.override("de")  # the readings' words; a test before may have left English on
 def test_advice_only_where_the_adjusted_association_holds() -> None:
-    from dashboard.domain.causes import Adjusted, Bucket, Effect
+    from dashboard.domain.adjusted import Adjusted, Effect
+    from dashboard.domain.causes import Bucket
 
     def est(value: float) -> Any:
         return Estimate(
@@ -312,7 +313,7 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
         return dashboard_diagnosis.Causes(
             similarity=[], cutoff=0.5, similarity_threshold=0.5, chunks=[],
             single=est(0.95), multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
-            adjusted=Adjusted(effects, 200, False), cutoff_held_out=held_out,
+            adjusted=Adjusted(effects, 200, False, (0, 4)), cutoff_held_out=held_out,
         )
 
     holding = causes_with(
@@ -323,11 +324,19 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "„Weiß ich nicht“ erlauben" in similarity_reading(holding, 0.85)
     assert "ein Reranker ist einen Versuch wert" in chunks_reading(holding, 0.85)
     assert "fehlen die Quellen" in multi_part_reading(holding)
-    # Each cause as a difference with its corrected interval, in words that say "associated".
+    # Each cause as a difference with its corrected interval, in words that say "associated";
+    # similarity's between the buckets it compares (by bucket, not per 0.1: issue 39).
     assert (
-        "Bei gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08 Treue "
-        "einher (korrigiertes 95-%-Intervall 0,03 bis 0,13)."
+        "Bei gleicher Abschnittszahl und Frageart gehen Antworten mit bester Ähnlichkeit "
+        "0,8–0,9 gegenüber solchen mit < 0,5 mit +0,08 Treue einher (korrigiertes "
+        "95-%-Intervall 0,03 bis 0,13)."
     ) in similarity_reading(holding, 0.85)
+    assert "je 0,1" not in similarity_reading(holding, 0.85)
+    # No two buckets with enough answers to compare: no similarity difference is written.
+    assert holding.adjusted is not None
+    unpaired = dataclasses.replace(holding, adjusted=dataclasses.replace(
+        holding.adjusted, similarity_buckets=None))
+    assert "gegenüber" not in similarity_reading(unpaired, 0.85)
     reading = multi_part_reading(holding)
     assert (
         "Bei gleicher übriger Lage geht eine mehrteilige statt einer einfachen Frage mit -0,30 "
@@ -350,7 +359,8 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
     assert "Reranker" not in chunks_reading(weak, 0.85)
     assert "fehlen die Quellen" not in multi_part_reading(weak)
     assert "-0,70 bis 0,10" in multi_part_reading(weak)  # shown, advising nothing
-    # No bucket safely below the line, but a slope that holds: said without a contradiction.
+    # No bucket safely below the line, but a difference that holds: said without a
+    # contradiction.
     no_cutoff = dashboard_diagnosis.Causes(
         similarity=[], cutoff=None, similarity_threshold=0.5, chunks=[], single=est(0.95),
         multi=est(0.6), no_passing_chunk=est(0.4), unclassified=0,
@@ -361,7 +371,8 @@ def test_advice_only_where_the_adjusted_association_holds() -> None:
         dataclasses.replace(no_cutoff, similarity=buckets), 0.85)
     assert reading.startswith(
         "Keine Ähnlichkeitsstufe liegt sicher unter der Handlungsschwelle von 0,85. Bei "
-        "gleicher übriger Lage geht je 0,1 mehr an bester Ähnlichkeit mit +0,08")
+        "gleicher Abschnittszahl und Frageart gehen Antworten mit bester Ähnlichkeit 0,8–0,9 "
+        "gegenüber solchen mit < 0,5 mit +0,08")
     assert "nicht als Zusammenhang erkennbar" not in reading
     assert "nicht als Zusammenhang erkennbar" in similarity_reading(
         dataclasses.replace(no_cutoff, similarity=buckets, adjusted=weak.adjusted), 0.85)

@@ -71,3 +71,43 @@ def test_token_copies_stored_as_json_survive_packing_and_its_reversal(at_0006, m
     back = {pk: json.loads(v) if isinstance(v, str) else v for pk, v in rows.items()}
     assert back[with_tokens] == COMPACT
     assert back[without]["lp"] == [-0.2, -0.3, -0.4]
+
+
+BEFORE_BUCKETS = ("monitoring", "0028_setting_change_judge_evidence")
+
+
+@pytest.fixture
+def at_0028():
+    executor = migrate(BEFORE_BUCKETS)
+    yield executor.loader.project_state([BEFORE_BUCKETS]).apps
+    migrate(None)
+
+
+def test_regression_sums_without_a_similarity_bucket_are_dropped_and_rebuilt(at_0028):
+    # Sums kept per (use case, week, stratum) cannot be split by similarity bucket: the
+    # migration drops them, the rollups' definition moved on (the pages read the raw rows), and
+    # the nightly repair rebuilds every week under the new definition.
+    from datetime import UTC, date, datetime
+
+    from django.conf import settings
+
+    from monitoring.models.rollups import rollups_ready
+    from monitoring.services.rollup_rebuild import rollups_repair
+
+    use_case = at_0028.get_model("monitoring", "UseCase").objects.create(
+        slug="kundenservice", name="Kundenservice")
+    at_0028.get_model("monitoring", "RollupMoments").objects.create(
+        use_case=use_case, week=date(2026, 11, 30), flagged=False, n=3, s_min=6.0, s_max=9.0,
+        c_min=0.1, c_max=0.3, m_sum=1, sums=[1.0] * 10)
+    state = at_0028.get_model("monitoring", "RollupState")
+    state.objects.create(definition=f"4:{settings.TIME_ZONE}",
+                         ready_at=datetime(2026, 12, 1, tzinfo=UTC))
+
+    migrate(None)
+
+    from monitoring.models import RollupMoments
+
+    assert not RollupMoments.objects.exists()
+    assert not rollups_ready()
+    assert rollups_repair() == 1  # rebuilt in full
+    assert rollups_ready()

@@ -28,7 +28,15 @@ from judging.selectors.costs import (
 )
 from judging.services import runs as judging
 from judging.services.execution import judge_run_execute, judge_run_give_up, judge_runs_reconcile
-from monitoring.models import Answer, JudgeRun, RollupDay, RollupScore, RollupState, UseCase
+from monitoring.models import (
+    Answer,
+    JudgeRun,
+    RollupDay,
+    RollupMoments,
+    RollupScore,
+    RollupState,
+    UseCase,
+)
 from monitoring.models.rollups import day_of, week_of
 from monitoring.services.rollup_rebuild import rollups_check
 from monitoring.services.use_cases import use_case_create
@@ -442,29 +450,39 @@ def _assert_same_diagnosis(raw: Any, from_rollups: Any) -> None:
         raw.causes, adjusted=None
     )
     a, b = raw.causes.adjusted, from_rollups.causes.adjusted
-    assert (b.n, b.too_few) == (a.n, a.too_few)
+    assert (b.n, b.too_few, b.similarity_buckets) == (a.n, a.too_few, a.similarity_buckets)
     for x, y in zip(a.effects, b.effects, strict=True):
         assert (y.name, y.holds) == (x.name, x.holds)
         for field in ("estimate", "low", "high", "p_value", "p_adjusted"):
+            if getattr(x, field) is None:
+                assert getattr(y, field) is None, (x.name, field)
+                continue
             assert getattr(y, field) == pytest.approx(getattr(x, field), rel=1e-7, abs=1e-9)
 
 
 @pytest.mark.django_db
-def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder):
+def test_the_diagnosis_reads_the_same_from_the_rollups(world_builder, monkeypatch):
     """Causes, worth, tuner and the adjusted regression: from the raw rows and from the rollups
     (kept by ingest and the judge, then rebuilt), also after rescores that change scores."""
+    from dashboard.domain import adjusted
     from judging.services import rescoring  # noqa: F401  (the rescore trigger)
 
+    # The world's few answers: similarity's difference between two buckets of 8 or more, so
+    # that both reads fit it (the product asks for 20).
+    monkeypatch.setattr(adjusted, "MIN_FOR_CONTRAST", 8)
     use_case, judge, answers = _diagnosis_world(world_builder)
     assert rollups_check() == []  # the writers kept every table, moments included
     raw = _diagnosis(use_case)
     judged = [a for a in answers if JudgeRun.objects.filter(answer=a).exists()]
     assert raw.causes.adjusted.n >= 30 and not raw.causes.adjusted.too_few, raw.causes.adjusted
-    assert any(e.estimate is not None for e in raw.causes.adjusted.effects)
+    assert all(e.estimate is not None for e in raw.causes.adjusted.effects)
+    assert raw.causes.adjusted.similarity_buckets is not None
     assert raw.tuner.random_sample > 5 and raw.worth.flagged_n > 5
     assert {b.estimate.n for b in raw.causes.chunks} != {0}
     assert raw.causes.multi.n and raw.causes.single.n
 
+    # The regression's sums per similarity bucket (similarity enters the fit by bucket).
+    assert RollupMoments.objects.filter(use_case=use_case).values("bucket").distinct().count() > 1
     call_command("rebuild_rollups", stdout=StringIO())
     assert rollup_reads.rollups_ready()
     _assert_same_diagnosis(raw, _diagnosis(use_case))
