@@ -70,6 +70,17 @@ class ExpertScaleOut(BaseModel):
     )
 
 
+class TrendOut(BaseModel):
+    slope: float = Field(description="change of the weekly estimates per week")
+    slope_se: float
+    lag: float
+    current: float = Field(description="where the line puts the newest week: the headline's "
+                           "value moved by slope × lag")
+    low: float = Field(description="its 95 % interval (the pool's and the slope's variance)")
+    high: float
+    falling: bool = Field(description="the slope is below 0 at one-sided 90 %")
+
+
 class HeadlineOut(BaseModel):
     scale: str = Field(description="experts (the experts' scale leads: a week's batch of "
                        "reviews stands behind it) or judge")
@@ -85,6 +96,16 @@ class HeadlineOut(BaseModel):
     n: int = Field(description="reviews (experts) or judged answers (judge) behind it")
     light: str = Field(description="red, amber, green or grey, as `light`: the overview card's "
                        "light, its place in the order and the action alarm read it")
+    lag: float | None = Field(
+        default=None, description="a pooled headline only: weeks from the pool's centre (its "
+        "weeks weighted by volume) to the week it speaks for; it is their average, not that "
+        "week's")
+    trend: TrendOut | None = Field(
+        default=None, description="a pooled headline only: the line through its weeks' judge "
+        "estimates; null with fewer than 3 weeks to fit")
+    trend_amber: bool = Field(
+        default=False, description="the pool's weeks fall and the line puts the newest week "
+        "below the threshold: a green light was turned amber")
 
 
 class JudgeOut(BaseModel):

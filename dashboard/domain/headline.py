@@ -13,6 +13,10 @@ Which figure, for a complete week:
 2. else the judge's estimate of the week itself, where its light decides (not grey);
 3. else the judge's pooled view (the week and the 3 before it), where a week alone is too thin.
 
+A pooled headline is the average of its weeks and says so, with its lag (`trend.py`): where its
+weeks fall and the line through them puts the newest week below the action threshold, its
+green light turns amber (`trend_amber`), so a 4-week average cannot hide a falling week.
+
 The running week is looked at every hour, so its own estimate decides only on stronger
 evidence: its interval at `RUNNING_CONFIDENCE` wholly below the action threshold (on enough
 judged answers). A union bound over `RUNNING_LOOKS` looks keeps the chance that a healthy week
@@ -25,7 +29,10 @@ Plain values in, plain values out (no Django): the selectors hand in each candid
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from dashboard.domain.trend import PoolTrend, WeekPoint, pool_lag, pool_trend
 
 EXPERTS = "experts"
 JUDGE = "judge"
@@ -67,19 +74,44 @@ class Headline:
     n: int
     too_few: bool
     light: str
+    # A pooled headline only: the line through its weeks' judge estimates (None: too few weeks
+    # for one), and whether it turned a green light amber (the pool hides a falling week).
+    trend: PoolTrend | None = None
+    trend_amber: bool = False
+    # A pooled headline only: weeks from the pool's centre to the week it speaks for.
+    lag: float | None = None
 
 
 def complete_week_headline(
-    *, week: str, experts: Figure | None, judge_week: Figure, judge_pooled: Figure
+    *, week: str, experts: Figure | None, judge_week: Figure, judge_pooled: Figure,
+    pool_weeks: Sequence[WeekPoint] = (), action_threshold: float | None = None,
 ) -> Headline:
     """The headline of a complete week: the experts' scale where it leads, else the judge's
-    week where its light decides, else the judge's pooled view."""
+    week where its light decides, else the judge's pooled view. ``pool_weeks``: the judge's
+    estimates of the week and the ones before it (oldest first), for the trend check of a
+    pooled headline against ``action_threshold``."""
     if experts is not None and experts.value is not None and not experts.too_few:
-        return _headline(EXPERTS, POOLED, week, experts, running=False)
-    if judge_week.light != "grey":
+        chosen = _headline(EXPERTS, POOLED, week, experts, running=False)
+    elif judge_week.light != "grey":
         return _headline(JUDGE, WEEK, week, judge_week, running=False)
-    return _headline(JUDGE, POOLED if judge_pooled.weeks > 1 else WEEK, week, judge_pooled,
-                     running=False)
+    else:
+        chosen = _headline(JUDGE, POOLED if judge_pooled.weeks > 1 else WEEK, week,
+                           judge_pooled, running=False)
+    if chosen.view != POOLED or action_threshold is None:
+        return chosen
+    return with_trend(chosen, pool_weeks[-chosen.weeks:], action_threshold)
+
+
+def with_trend(
+    headline: Headline, weeks: Sequence[WeekPoint], action_threshold: float
+) -> Headline:
+    """A pooled ``headline`` with the trend of its ``weeks``; a green light turned amber
+    where the pool hides a falling newest week (`PoolTrend.hides_fall`)."""
+    trend = pool_trend(weeks, value=headline.value, low=headline.low, high=headline.high)
+    amber = (trend is not None and headline.light == "green"
+             and trend.hides_fall(action_threshold))
+    return replace(headline, trend=trend, trend_amber=amber, lag=pool_lag(weeks),
+                   light="amber" if amber else headline.light)
 
 
 def running_week_decides(strict: Figure) -> bool:

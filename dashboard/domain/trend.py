@@ -67,9 +67,24 @@ class PoolTrend:
     high: float
     falling: bool  # the slope is below zero at TREND_CONFIDENCE (one-sided)
 
+    @property
+    def fall(self) -> float:
+        """How much the weeks fall a week (the slope's negative: positive when falling)."""
+        return -self.slope
+
     def hides_fall(self, action_threshold: float) -> bool:
         """The pool's weeks fall, and the line puts the newest week below the threshold."""
         return self.falling and self.current < action_threshold
+
+
+def pool_lag(weeks: Sequence[WeekPoint]) -> float:
+    """Weeks from a pool's centre (its weeks weighted by volume, as the pooled estimate
+    weighs them) to its newest week: 1.5 for four weeks of equal volume."""
+    newest = len(weeks) - 1
+    volume = sum(w.volume for w in weeks)
+    if newest < 1 or not volume:
+        return max(0, newest) / 2
+    return newest - sum(x * w.volume for x, w in enumerate(weeks)) / volume
 
 
 def pool_trend(
@@ -106,11 +121,7 @@ def pool_trend(
                          for u, (x, y, _) in zip(weights, points, strict=True))
     scatter = max(1.0, residual / (len(points) - 2))
     slope_se = math.sqrt(scatter / sxx)
-    volume = sum(w.volume for w in weeks)
-    newest = len(weeks) - 1
-    centre = (sum(x * w.volume for x, w in enumerate(weeks)) / volume if volume
-              else newest / 2)
-    lag = newest - centre
+    lag = pool_lag(weeks)
     current = value + slope * lag
     pool_variance = ((high - low) / (2 * z)) ** 2
     half = z * math.sqrt(pool_variance + (lag * slope_se) ** 2)

@@ -23,6 +23,7 @@ from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
 from dashboard.domain.statistics.cells import Estimate, StratumSums
 from dashboard.domain.statistics.precision import Precision
+from dashboard.domain.trend import WeekPoint
 from dashboard.selectors import rollup_reads
 from dashboard.selectors.judged import StratumJudged, WeekJudged, judged_by_week
 from dashboard.selectors.reads import (
@@ -89,6 +90,10 @@ class WeekFigures:
     # looks (None for a complete week), and that estimate's light.
     strict: Estimate | None = None
     strict_light: str = "grey"
+    # The judge's estimates of this week and the ones before it (up to POOLED_WEEKS, oldest
+    # first), for the trend check of a pooled headline, and the threshold it is read against.
+    pool_points: tuple[WeekPoint, ...] = ()
+    action_threshold: float | None = None
 
     @property
     def complete_headline(self) -> Headline:
@@ -103,6 +108,7 @@ class WeekFigures:
             judge_pooled=_figure(self.standard_pooled, self.standard_pooled_light,
                                  self.standard_pooled_weeks)
             if self.standard_pooled is not None else _figure(self.estimate, self.light, 1),
+            pool_weeks=self.pool_points, action_threshold=self.action_threshold,
         )
 
     @property
@@ -273,6 +279,9 @@ def week_figures(
             standard_pooled_weeks=min(POOLED_WEEKS, i + 1),
             expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
         )
+        points = tuple(f.pool_points[-1] for f in out[-(_POOL_SPAN - 1):]) + (WeekPoint(
+            figures.estimate.value, figures.estimate.low, figures.estimate.high, volume),)
+        figures = dataclasses.replace(figures, pool_points=points, action_threshold=threshold)
         out.append(figures)
         if figures.judges:
             before = set(figures.judges)
@@ -280,6 +289,8 @@ def week_figures(
 
 
 _NOTHING_JUDGED = WeekJudged()
+# The weeks a pooled headline can span: the judge's standard view or the experts' scale.
+_POOL_SPAN = max(POOLED_WEEKS, EXPERT_POOLED_WEEKS)
 
 
 def _figures(

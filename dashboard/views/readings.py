@@ -39,8 +39,8 @@ def precision_reading(week: WeekFigures) -> str | None:
     if p.pooled_half_width is not None and p.pooled_weeks > 1:
         parts.append(_("Die %(weeks)s-Wochen-Sicht ergibt ±%(half)s.") % {
             "weeks": p.pooled_weeks, "half": _num(p.pooled_half_width)})
-    parts.append(_weeks_to_decide_reading(p))
-    return " ".join(part for part in parts if part)
+    weeks = _weeks_to_decide_reading(p)
+    return " ".join([*parts, weeks] if weeks else parts)
 
 
 def _weeks_to_decide_reading(p: Precision) -> str | None:

@@ -128,7 +128,8 @@ def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undeci
     # And how many weeks a pooled view needs to decide, if things stay as they are: the
     # pooled interval's half-width h over k = 4 weeks against the reach max(|value − 0.9|,
     # 0.05), k·(h/reach)² weeks.
-    assert this.pooled.value is not None and p.pooled_half_width is not None
+    assert this.pooled is not None and this.pooled.value is not None
+    assert p.pooled_half_width is not None
     reach = max(abs(this.pooled.value - 0.9), 0.05)
     weeks = math.ceil(4 * (p.pooled_half_width / reach) ** 2)
     assert p.weeks_to_decide == (max(1, weeks) if weeks <= 52 else 53)
