@@ -905,7 +905,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--only", choices=("coverage", "action", "running", "drift",
-                                            "expert-drift", "bias"), default=None)
+                                            "expert-drift", "expert", "bias"), default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -950,13 +950,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     def expert_drift() -> None:
         expert_drift_table(rng, max(reps // 2, 100), args.seed)
 
+    def expert() -> None:
+        from bench import expert_sim  # the experts' scale where users live (issue 39, point 3)
+
+        missed.extend(expert_sim.expert_table(sys.modules[__name__], rng,
+                                              max(reps // 2, 100), args.seed))
+
     def bias() -> None:
         worst = bias_table(rng, 5 * reps, args.seed)
         if worst > 0.01:
             missed.append(f"the bias alarm at half the tolerance in {100 * worst:.2f} % of checks")
 
     run = {"coverage": coverage, "action": action, "running": running, "drift": drift,
-           "expert-drift": expert_drift, "bias": bias}
+           "expert-drift": expert_drift, "expert": expert, "bias": bias}
     for name, step in run.items():
         if args.only in (None, name):
             step()

@@ -266,17 +266,21 @@ def expert_scale(
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
     value = min(1.0, max(0.0, fit.value + fix.value))
     variance = _variance(weeks, as_sums(reviews), fit, bare, fix)
-    # Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
-    # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
-    # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
-    shrunk = min(1 - _EDGE, max(_EDGE, fit.ratio + fix.value))
-    if variance > 0:
-        low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
-        low, high = min(low, value), max(high, value)
-    else:  # every answer judged and reviewed: the experts' mean is known, not estimated
-        low = high = value
+    low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
     return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
                        fix.n < MIN_REVIEWS)
+
+
+def experts_interval(value: float, shrunk: float, variance: float, z: float) -> tuple[float, float]:
+    """Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
+    (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
+    (Jeffreys pseudo-answers of the judged strata) plus Δ̂, ``shrunk``, sets the effective
+    size p̃(1 − p̃)/V."""
+    shrunk = min(1 - _EDGE, max(_EDGE, shrunk))
+    if variance <= 0:  # every answer judged and reviewed: the experts' mean is known
+        return value, value
+    low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
+    return min(low, value), max(high, value)
 
 
 def pooling_weeks(
