@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dashboard.domain.expert_scale import ReviewSums, expert_scale
+from dashboard.domain.expert_scale import expert_scale
 from dashboard.domain.expert_weeks import expert_scale_by_week
 
 TAIL = 0.035
@@ -141,11 +141,6 @@ def scenarios() -> list[Scenario]:
     return out
 
 
-def week_reviews(bench: ModuleType, weeks: Any, r: int, w: int) -> tuple[ReviewSums, ReviewSums]:
-    """The reviews of week ``w``'s answers, as `_review_sums` takes them for a span."""
-    return bench._review_sums(weeks, r, range(w, w + 1))  # type: ignore[no-any-return]
-
-
 def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: int) -> list[str]:
     """Print the table; return the product's targets missed."""
     print(f"\n## The experts' scale where users live ({reps} pools a row; truth above/below in "
@@ -180,9 +175,8 @@ def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: i
             old = expert_scale([strata[w] for w in span],
                                bench._review_sums(sim, r, range(span[0], current)))
             today.add(old, _truth(sim, r, span))
-            reviews = [week_reviews(bench, sim, r, w) if w < current else
-                       (ReviewSums(0, 0.0, 0.0), ReviewSums(0, 0.0, 0.0)) for w in mine]
-            new = expert_scale_by_week([strata[w] for w in mine], reviews)
+            new = expert_scale_by_week([strata[w] for w in mine], bench._reviews_by_week(
+                sim, r, mine, range(first, current)))
             product.add(new, _truth(sim, r, mine))
         print(f"| {s.name:<44} | {today.row()} | {product.row()} |")
         bad, near = product.misses()

@@ -80,7 +80,8 @@ from scipy.optimize import brentq
 from scipy.stats import binom
 
 from dashboard.domain.alarms import action_decision, running_decision
-from dashboard.domain.expert_scale import ReviewSums, expert_scale
+from dashboard.domain.expert_scale import ReviewSums
+from dashboard.domain.expert_weeks import expert_scale_by_week
 from dashboard.domain.headline import RUNNING_CONFIDENCE, Figure
 from dashboard.domain.statistics.cells import StratumSums
 from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean, share_from_sums
@@ -330,6 +331,14 @@ def _review_sums(weeks: Weeks, r: int, span: range) -> tuple[ReviewSums, ReviewS
     return out[0], out[1]
 
 
+def _reviews_by_week(weeks: Weeks, r: int, span: range, reviewed: range
+                     ) -> list[tuple[ReviewSums, ReviewSums]]:
+    """Each week's reviews over ``span``, none for a week outside ``reviewed`` (its answers are
+    reviewed the week after)."""
+    none = (ReviewSums(0, 0.0, 0.0), ReviewSums(0, 0.0, 0.0))
+    return [_review_sums(weeks, r, range(w, w + 1)) if w in reviewed else none for w in span]
+
+
 # --- tables ---------------------------------------------------------------------------------
 
 
@@ -554,7 +563,8 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
             pooled.add(p.value, p.low, p.high, weeks.truth_judge[r].sum() / population)
             # The week's own answers are reviewed the week after: the pool's reviews are of
             # its first three weeks.
-            x = expert_scale(strata, _review_sums(weeks, r, range(POOLED - 1)))
+            x = expert_scale_by_week(strata, _reviews_by_week(weeks, r, range(POOLED),
+                                                              range(POOLED - 1)))
             expert.add(x.value, x.low, x.high, weeks.truth_expert[r].sum() / population)
         name = f"{volume:>6}/wk {phi:4.0%} fl {judge[:6]:>7} {bias:.2f}"
         print(f"| {name:<28} | {weekly.row()} | {pooled.row()} | {below.row()} "
@@ -871,8 +881,8 @@ def expert_drift_table(rng: np.random.Generator, reps: int, seed: int) -> None:
             for restart, out in ((None, 0), (known[-1] if known else None, 1)):
                 first = max(current - POOLED + 1, restart if restart is not None else 0)
                 span = range(first, current + 1)
-                x = expert_scale([strata[w] for w in span],
-                                 _review_sums(sim, r, range(first, current)))
+                x = expert_scale_by_week([strata[w] for w in span], _reviews_by_week(
+                    sim, r, span, range(first, current)))
                 truth = sim.truth_expert[r, span].sum() / sim.size[r, span].sum()
                 row = rows[current - start]
                 if x.value is None:
