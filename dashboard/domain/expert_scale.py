@@ -19,7 +19,7 @@ reviewed the week after) is carried by its stratum's reviewed weeks with a width
 (`expert_weeks`, where that estimator lives). Weighting each review alike, as `expert_scale`
 here does, is right only where the weeks' reviews follow their volume and the judge's error
 stays: with four times the volume in two weeks and a judge change in weeks 3-4 it was off by up
-to ±0.03 (bench/statistics.py --only expert). `expert_scale` and `rectifier` remain for one
+to ±0.046 (bench/statistics.py --only expert). `expert_scale` and `rectifier` remain for one
 block of reviews (the calibration page's bias, review/domain/calibration.py) and as the
 bench's comparison; the floor, the covariance and the interval's shape below are the same in
 both.

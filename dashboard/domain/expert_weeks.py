@@ -5,7 +5,7 @@ whatever the volume of the week it came from. The judge's part Ĵ weights each w
 answers. Where the weeks' volumes differ and the judge's error differs from week to week (a
 judge changed, a mix of questions moved), the two parts then describe different averages:
 with four times the volume in two weeks and a judge change in weeks 3-4 the pooled correction
-was off by up to ±0.03 and its interval held the experts' truth in 38-91 % of pools
+was off by up to ±0.046 and its interval held the experts' truth in 23-98 % of pools
 (bench/statistics.py --only expert). Here the correction is estimated per week × stratum cell
 c = (w, h) and weighted like the judge's part:
 
@@ -26,8 +26,9 @@ not stand for its spread alone), a the carrying weights n_c'/n_h, and τ̂_h² t
 stratum's weekly differences between weeks beyond their sampling noise (DerSimonian-Laird's
 moment estimate; 0 with fewer than two reviewed weeks): a carried week can differ from those
 that carry it by that much. Where the reviews follow the volume (equal weeks, a batch a week),
-λ_c' = W_h·n_c'/n_h and V(Δ̂) is the pooled rectifier's: the two agree where the pooled one
-was right.
+λ_c' = W_h·n_c'/n_h and Δ̂ is the pooled rectifier's, V(Δ̂) too but for the finite population
+corrections (a week's reviews are a sample of its own answers): the two agree where the pooled
+one was right.
 
 A change of judge model, judge mode or prompt version (the trend's judge-change mark) restarts
 the pool as a drift alarm does (`expert_scale.pooling_weeks`): reviews before it measured
