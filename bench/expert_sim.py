@@ -150,7 +150,7 @@ def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: i
     missed: list[str] = []
     listed: list[str] = []
     group = None
-    cases: dict[tuple[str, float], Any] = {}
+    cases: dict[tuple[tuple[str, float], float], Any] = {}
     for s in scenarios():
         if s.group != group:
             group = s.group
