@@ -80,7 +80,8 @@ from scipy.optimize import brentq
 from scipy.stats import binom
 
 from dashboard.domain.alarms import action_decision, running_decision
-from dashboard.domain.expert_scale import ReviewSums, expert_scale
+from dashboard.domain.expert_scale import ReviewSums
+from dashboard.domain.expert_weeks import expert_scale_by_week
 from dashboard.domain.headline import RUNNING_CONFIDENCE, Figure
 from dashboard.domain.statistics.cells import StratumSums
 from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean, share_from_sums
@@ -330,6 +331,14 @@ def _review_sums(weeks: Weeks, r: int, span: range) -> tuple[ReviewSums, ReviewS
     return out[0], out[1]
 
 
+def _reviews_by_week(weeks: Weeks, r: int, span: range, reviewed: range
+                     ) -> list[tuple[ReviewSums, ReviewSums]]:
+    """Each week's reviews over ``span``, none for a week outside ``reviewed`` (its answers are
+    reviewed the week after)."""
+    none = (ReviewSums(0, 0.0, 0.0), ReviewSums(0, 0.0, 0.0))
+    return [_review_sums(weeks, r, range(w, w + 1)) if w in reviewed else none for w in span]
+
+
 # --- tables ---------------------------------------------------------------------------------
 
 
@@ -554,7 +563,8 @@ def coverage_table(rng: np.random.Generator, reps: int, seed: int) -> list[Cover
             pooled.add(p.value, p.low, p.high, weeks.truth_judge[r].sum() / population)
             # The week's own answers are reviewed the week after: the pool's reviews are of
             # its first three weeks.
-            x = expert_scale(strata, _review_sums(weeks, r, range(POOLED - 1)))
+            x = expert_scale_by_week(strata, _reviews_by_week(weeks, r, range(POOLED),
+                                                              range(POOLED - 1)))
             expert.add(x.value, x.low, x.high, weeks.truth_expert[r].sum() / population)
         name = f"{volume:>6}/wk {phi:4.0%} fl {judge[:6]:>7} {bias:.2f}"
         print(f"| {name:<28} | {weekly.row()} | {pooled.row()} | {below.row()} "
@@ -871,8 +881,8 @@ def expert_drift_table(rng: np.random.Generator, reps: int, seed: int) -> None:
             for restart, out in ((None, 0), (known[-1] if known else None, 1)):
                 first = max(current - POOLED + 1, restart if restart is not None else 0)
                 span = range(first, current + 1)
-                x = expert_scale([strata[w] for w in span],
-                                 _review_sums(sim, r, range(first, current)))
+                x = expert_scale_by_week([strata[w] for w in span], _reviews_by_week(
+                    sim, r, span, range(first, current)))
                 truth = sim.truth_expert[r, span].sum() / sim.size[r, span].sum()
                 row = rows[current - start]
                 if x.value is None:
@@ -913,9 +923,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="300 replications, a smoke run")
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
-    parser.add_argument("--only", choices=("coverage", "small", "trend", "action", "running",
-                                            "drift", "expert-drift", "bias", "causes"),
-                        default=None)
+    parser.add_argument("--only", choices=("coverage", "small", "trend", "expert", "action",
+                                            "running", "drift", "expert-drift", "bias",
+                                            "causes"), default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -970,6 +980,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def expert_drift() -> None:
         expert_drift_table(rng, max(reps // 2, 100), args.seed)
 
+    def expert() -> None:
+        from bench import expert_sim  # the experts' scale where users live (issue 39, point 3)
+
+        missed.extend(expert_sim.expert_table(sys.modules[__name__], rng,
+                                              max(reps // 2, 100), args.seed))
+
     def bias() -> None:
         worst = bias_table(rng, 5 * reps, args.seed)
         if worst > 0.01:
@@ -978,9 +994,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def causes() -> None:
         missed.extend(causes_scenarios(rng, max(reps // 4, 100)))
 
-    run = {"coverage": coverage, "small": small, "trend": trend, "action": action,
-           "running": running, "drift": drift, "expert-drift": expert_drift, "bias": bias,
-           "causes": causes}
+    run = {"coverage": coverage, "small": small, "trend": trend, "expert": expert,
+           "action": action, "running": running, "drift": drift, "expert-drift": expert_drift,
+           "bias": bias, "causes": causes}
     for name, step in run.items():
         if args.only in (None, name):
             step()

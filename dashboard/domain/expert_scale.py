@@ -7,12 +7,22 @@ own but enough to measure the judge's error. Prediction-powered inference (Angel
 al., Science 2023) adds that error back:
 
     θ̂ = Ĵ + Δ̂,    Ĵ the judge-scale stratified estimate,
-                  Δ̂ = Σ_h W_h · mean_h(expert − judge) over the reviewed answers,
+                  Δ̂ = Σ_c W_c · mean_c(expert − judge) over the reviewed answers,
     V = V(Ĵ) + V(Δ̂).
 
 Both parts are pooled over the same weeks (the week and the 3 before it by default, fewer
-since a drift alarm restarted the pool: the judge's error after a drift is not the one before),
-so Ĵ and Δ̂ estimate the same population and θ̂ its mean expert score.
+since a drift alarm or a change of judge model, mode or prompt version restarted the pool: the
+judge's error after it is not the one before), so Ĵ and Δ̂ estimate the same population and θ̂
+its mean expert score. The dashboard's Δ̂ is taken per week × stratum cell c and weighted by the
+cell's answers, W_c = N_c/N, as Ĵ is; a cell not yet reviewed (the newest week: its answers are
+reviewed the week after) is carried by its stratum's reviewed weeks with a width of its own
+(`expert_weeks`, where that estimator lives). Weighting each review alike, as `expert_scale`
+here does, is right only where the weeks' reviews follow their volume and the judge's error
+stays: with four times the volume in two weeks and a judge change in weeks 3-4 it was off by up
+to ±0.046 (bench/statistics.py --only expert). `expert_scale` and `rectifier` remain for one
+block of reviews (the calibration page's bias, review/domain/calibration.py) and as the
+bench's comparison; the floor, the covariance and the interval's shape below are the same in
+both.
 
 Which reviewed answers may enter Δ̂: a review batch draws at random from the week's answers
 in the random sample (independent of the flag), and tops up with flagged answers drawn at
@@ -250,7 +260,9 @@ def expert_scale(
     confidence: float = 0.95,
 ) -> ExpertScale:
     """θ̂ = Ĵ + Δ̂ over ``weeks`` (each [flagged, unflagged], as `statistics.week_strata`),
-    with the ``reviews`` of the answers of those weeks (see the module's docstring)."""
+    with the ``reviews`` of the answers of those weeks taken as one sample, each review alike
+    whatever its week (see the module's docstring; the dashboard weights them by week:
+    `expert_weeks.expert_scale_by_week`)."""
     z = z_value(confidence)
     weeks = [[_stratum_sums(s) for s in week] for week in weeks]
     if any(len(week) != 2 for week in weeks):
@@ -266,17 +278,21 @@ def expert_scale(
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
     value = min(1.0, max(0.0, fit.value + fix.value))
     variance = _variance(weeks, as_sums(reviews), fit, bare, fix)
-    # Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
-    # (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
-    # (Jeffreys pseudo-answers of the judged strata) plus Δ̂ sets the effective size.
-    shrunk = min(1 - _EDGE, max(_EDGE, fit.ratio + fix.value))
-    if variance > 0:
-        low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
-        low, high = min(low, value), max(high, value)
-    else:  # every answer judged and reviewed: the experts' mean is known, not estimated
-        low = high = value
+    low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
     return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
                        fix.n < MIN_REVIEWS)
+
+
+def experts_interval(value: float, shrunk: float, variance: float, z: float) -> tuple[float, float]:
+    """Wilson on the experts' scale: the skew near 1 is the experts' scores', not the judge's
+    (a lenient judge can sit at 0.99 while the experts' mean is 0.90). The shrunk value p̃
+    (Jeffreys pseudo-answers of the judged strata) plus Δ̂, ``shrunk``, sets the effective
+    size p̃(1 − p̃)/V."""
+    shrunk = min(1 - _EDGE, max(_EDGE, shrunk))
+    if variance <= 0:  # every answer judged and reviewed: the experts' mean is known
+        return value, value
+    low, high = wilson_interval(value, shrunk * (1 - shrunk) / variance, z)
+    return min(low, value), max(high, value)
 
 
 def pooling_weeks(
@@ -285,8 +301,9 @@ def pooling_weeks(
     """The last ``count`` of ``weeks`` (ISO weeks, oldest first), none before ``restart``.
 
     ``restart`` is the first week of answers after a drift alarm (the source week of the batch
-    whose reviews crossed the CUSUM's limit): reviews before it measured a judge that has
-    since changed. ISO weeks "YYYY-Www" compare as text in calendar order.
+    whose reviews crossed the CUSUM's limit) or a judge change (the week judged by a model or
+    prompt version the week before lacked): reviews before it measured a judge that has since
+    changed. ISO weeks "YYYY-Www" compare as text in calendar order.
     """
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"count must be a positive integer, not {count!r}")

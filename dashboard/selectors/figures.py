@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from common.db_router import reads_from_replica
 from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
-from dashboard.domain.expert_scale import ExpertScale, Review, expert_scale, pooling_weeks
+from dashboard.domain.expert_scale import ExpertScale, Review, pooling_weeks
+from dashboard.domain.expert_weeks import expert_scale_by_week
 from dashboard.domain.headline import RUNNING_CONFIDENCE, Figure, Headline, complete_week_headline
 from dashboard.domain.headline import headline as headline_now
 from dashboard.domain.statistics import counts as statistics_counts
@@ -221,15 +222,19 @@ def _expert(
 ) -> ExpertScale | None:
     """The experts' scale of week `i` (an index into `labels` and `every`): over it and the
     weeks before it (expert_scale.POOLED_WEEKS, whatever the pooled view shows), none before
-    the latest drift restart up to it. Reviews after week `i` never enter, so a later alarm
-    does not change an earlier week's figure."""
+    the latest restart up to it (`restarts`: a drift alarm's or a judge change's week). The
+    correction is taken per week and stratum (`expert_weeks`), so each week's reviews stay
+    with their week. Reviews after week `i` never enter, so a later alarm does not change an
+    earlier week's figure."""
     if reviews is None:
         return None
     restart = max((r for r in restarts if r <= labels[i]), default=None)
     chosen = set(pooling_weeks(labels[: i + 1], restart=restart))
     since = [j for j in range(i + 1) if labels[j] in chosen]
-    reviewed = [r for j in since for r in reviews.get((use_case_id, j), [])]
-    return expert_scale([every[j] for j in since], reviewed) if reviewed else None
+    by_week = [reviews.get((use_case_id, j), []) for j in since]
+    if not any(by_week):
+        return None
+    return expert_scale_by_week([every[j] for j in since], by_week)
 
 
 def week_figures(
@@ -248,7 +253,10 @@ def week_figures(
     """The figures of each week: the shares from week `full_from` on, the claim share from
     week `claims_from` on (None: none; `judged` holds those weeks' claims).
 
-    `judged`: the judged answers by (use case id, week index)."""
+    `judged`: the judged answers by (use case id, week index). `restarts`: the weeks from which
+    the experts' scale pools again (drift alarms'); a week whose judge changed (the trend's
+    mark, `judge_changed`) is added here. Another source of restarts (a new generator model,
+    once issue 40 finds it from the data) joins them the same way."""
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
@@ -257,6 +265,8 @@ def week_figures(
     # The judges of the latest week before that had any: a week with a judge it lacked is a
     # change (a switch back to an earlier model or prompt is one too).
     before: set[tuple[str, str]] = set()
+    # Restarts of the experts' pool: the drift alarms' and the judge changes' seen so far.
+    pool_restarts = list(restarts)
     for i, week in enumerate(weeks):
         volume, flagged = counts.get((use_case.pk, i), (0, 0))
         week_judged = judged.get((use_case.pk, i), _NOTHING_JUDGED)
@@ -267,6 +277,11 @@ def week_figures(
         pooled = statistics_estimates.pooled_mean([every[j] for j in window])
         standard = pooled if pooled_weeks == POOLED_WEEKS else statistics_estimates.pooled_mean(
             every[max(0, i - POOLED_WEEKS + 1):i + 1])
+        week_usage = usage.get((use_case.pk, i), Usage())
+        if judge_changed(before, week_usage.judges):
+            # A new judge model, mode or prompt version (the mode is in the prompt version):
+            # reviews of the judge before it measured another judge's error.
+            pool_restarts.append(week.label)
         shares = _Shares()
         if i >= full_from:
             shares = _shares(sizes, week_judged, threshold,
@@ -274,10 +289,10 @@ def week_figures(
         figures = _figures(
             week=week, current=week.end > now, volume=volume, flagged=flagged,
             judged=week_judged, strata=strata, shares=shares, threshold=threshold,
-            usage=usage.get((use_case.pk, i), Usage()), before=before, pooled=pooled,
+            usage=week_usage, before=before, pooled=pooled,
             pooled_weeks=len(window), standard_pooled=standard,
             standard_pooled_weeks=min(POOLED_WEEKS, i + 1),
-            expert=_expert(use_case.pk, i, labels, every, reviews, restarts),
+            expert=_expert(use_case.pk, i, labels, every, reviews, pool_restarts),
         )
         points = tuple(f.pool_points[-1] for f in out[-(_POOL_SPAN - 1):]) + (WeekPoint(
             figures.estimate.value, figures.estimate.low, figures.estimate.high, volume),)
@@ -291,6 +306,12 @@ def week_figures(
 _NOTHING_JUDGED = WeekJudged()
 # The weeks a pooled headline can span: the judge's standard view or the experts' scale.
 _POOL_SPAN = max(POOLED_WEEKS, EXPERT_POOLED_WEEKS)
+
+
+def judge_changed(before: set[tuple[str, str]], judges: set[tuple[str, str]]) -> bool:
+    """A week judged by a (model, prompt version) that the latest judged week before it lacked:
+    the trend's mark, and a restart of the experts' pool."""
+    return bool(before and set(judges) - before)
 
 
 def _figures(
@@ -324,7 +345,7 @@ def _figures(
         cost=usage.cost,
         unpriced_runs=usage.unpriced_runs,
         judges=judges,
-        judge_changed=bool(before and set(judges) - before),
+        judge_changed=judge_changed(before, usage.judges),
         pooled=pooled,
         pooled_light=statistics_precision.traffic_light(pooled, threshold),
         pooled_weeks=pooled_weeks,

@@ -246,7 +246,8 @@ def test_a_deactivated_reviewer_is_refused(
 def test_imported_reviews_put_the_week_on_the_experts_scale(
     review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, client: Any
 ) -> None:
-    from dashboard.domain.expert_scale import Review, expert_scale
+    from dashboard.domain.expert_scale import Review
+    from dashboard.domain.expert_weeks import expert_scale_by_week
     from dashboard.selectors import figures as dashboard
 
     run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},   # judge 1.0, expert 0.5
@@ -260,7 +261,8 @@ def test_imported_reviews_put_the_week_on_the_experts_scale(
     # The product's own estimator on the same strata and reviews, by hand.
     strata = [statistics_strata(w) for w in dashboard.use_case_weeks(
         use_case=review_world.use_case, weeks=4, until=services._week_start(WEEK))]
-    expected = expert_scale(strata, [Review(0.5, 1.0, False), Review(0.75, 1.0, False)])
+    expected = expert_scale_by_week(
+        strata, [[], [], [], [Review(0.5, 1.0, False), Review(0.75, 1.0, False)]])
     assert x.value == pytest.approx(expected.value)
     assert x.value is not None and week.pooled is not None and week.pooled.value is not None
     assert x.value < week.pooled.value  # the experts are stricter than the judge here
@@ -341,3 +343,26 @@ def test_a_drift_alarm_restarts_the_experts_scale_from_its_source_week_only(
     # A bias alarm says the judge is off, not that it changed: nothing restarts.
     Alarm.objects.filter(kind=Alarm.Kind.DRIFT).update(key=f"bias:{crossed}")
     assert reviews() == {WEEK: 2, later: 3}
+
+
+def test_a_judge_change_restarts_the_experts_scale_from_its_week(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path, settings: Any
+) -> None:
+    from dashboard.selectors import figures as dashboard
+
+    later = shift_week(WEEK, 1)
+    settings.TREUE_JUDGE_MODEL = "anderer-richter"  # a new judge model from the later week on
+    review_world.answer("b1", week=later, claims=[("Fünfte.", G)])
+    run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},
+                         {"external_id": "a3", "score": 0.75},
+                         {"external_id": "b1", "score": 0.5}]))
+    weeks = dashboard.use_case_weeks(use_case=review_world.use_case, weeks=2,
+                                     until=services._week_start(later))
+    assert [(w.label, w.judge_changed) for w in weeks] == [(WEEK, False), (later, True)]
+    # WEEK keeps its figure; the later week pools its own review only (without the change it
+    # pools all three: the drift test above).
+    assert [w.expert.n_reviews if w.expert else None for w in weeks] == [2, 1]
+    later_figure = weeks[1].expert
+    assert later_figure is not None and later_figure.weeks_pooled == 1
+    # Its correction is the later week's own review, 0.5 − 1.0, not the mean of all three.
+    assert later_figure.correction == pytest.approx(-0.5)
