@@ -19,13 +19,14 @@ view agrees (the week and the 3 before it, an interval wholly below the line on 
 answers: the view the pages show where single weeks are thin); otherwise it counts toward the
 two-week rule like an amber week. Its light stays red on the pages.
 
-It clears once a week is green (decided at or above the line). False alarms per healthy week
-and detection are measured in `bench/statistics.py`.
+It clears once a week is green (decided at or above the line), but not on a pooled headline
+whose trend check turned it amber (`trend.py`): that warning raises nothing either. False alarms
+per healthy week and detection are measured in `bench/statistics.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dashboard.domain.headline import JUDGE, WEEK, Figure, Headline, running_week_decides
 from dashboard.domain.statistics.cells import Estimate
@@ -72,10 +73,15 @@ def headline_decision(
     experts' scale where it leads): the rules above, read on that figure. ``pooled``: the
     judge's pooled view of the week, asked only where the headline is the judge's week."""
     asked = pooled if current.scale == JUDGE and current.view == WEEK else None
-    return action_decision(
+    decision = action_decision(
         current=_estimate(current), previous=None if previous is None else _estimate(previous),
         action_threshold=action_threshold, pooled=None if asked is None else _estimate(asked),
     )
+    if current.trend_amber and decision.recovered:
+        # A pool whose weeks fall below the line (`trend.py`) is a warning, not evidence: it
+        # raises nothing, and it keeps an open alarm from clearing on the pool's green.
+        return replace(decision, recovered=False, light="amber")
+    return decision
 
 
 def running_decision(strict: Figure | None) -> ActionDecision:

@@ -124,3 +124,18 @@ def test_only_a_pooled_headline_is_checked():
     h = complete_week_headline(week="2026-W40", experts=experts, judge_week=judge_week,
                                judge_pooled=judge_pooled, pool_weeks=falling)
     assert (h.light, h.trend) == ("green", None)
+
+
+def test_a_trend_amber_raises_no_alarm_and_clears_none():
+    from dashboard.domain.alarms import headline_decision
+
+    falling = [week(v) for v in (0.92, 0.90, 0.88, 0.86)]
+    warned = with_trend(pooled("green"), falling, 0.87)
+    assert warned.trend_amber
+    decision = headline_decision(current=warned, previous=warned, action_threshold=0.87)
+    # The pool (0.87-0.91) is at or above the line: no alarm, even two weeks running; and the
+    # warning keeps an open alarm from clearing.
+    assert (decision.alarm, decision.recovered, decision.light) == (False, False, "amber")
+    calm = headline_decision(current=with_trend(pooled("green"), falling, 0.85), previous=None,
+                             action_threshold=0.85)
+    assert (calm.alarm, calm.recovered, calm.light) == (False, True, "green")
