@@ -924,8 +924,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="replications per setting")
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--only", choices=("coverage", "small", "trend", "expert", "action",
-                                            "running", "drift", "expert-drift", "bias",
-                                            "causes"), default=None)
+                                            "running", "schedule", "drift", "expert-drift",
+                                            "bias", "causes"), default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -994,9 +994,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def causes() -> None:
         missed.extend(causes_scenarios(rng, max(reps // 4, 100)))
 
+    def schedule() -> None:
+        from bench.schedule_sim import schedule_table
+
+        missed.extend(schedule_table(rng, max(reps // 4, 100), args.seed))
+
     run = {"coverage": coverage, "small": small, "trend": trend, "expert": expert,
-           "action": action, "running": running, "drift": drift, "expert-drift": expert_drift,
-           "bias": bias, "causes": causes}
+           "action": action, "running": running, "schedule": schedule, "drift": drift,
+           "expert-drift": expert_drift, "bias": bias, "causes": causes}
     for name, step in run.items():
         if args.only in (None, name):
             step()

@@ -170,6 +170,8 @@ class ExpertScale:
     judge: Estimate  # the judge-scale pooled estimate it corrects
     correction: float | None  # Δ̂ added to the judge's value
     too_few: bool  # fewer than MIN_REVIEWS reviews, or no value
+    # V(Δ̂): what carrying the correction to a week not yet reviewed (the running one) costs.
+    correction_variance: float | None = None
 
 
 def review_sums(reviews: Sequence[Review]) -> tuple[ReviewSums, ReviewSums]:
@@ -280,7 +282,7 @@ def expert_scale(
     variance = _variance(weeks, as_sums(reviews), fit, bare, fix)
     low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
     return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
-                       fix.n < MIN_REVIEWS)
+                       fix.n < MIN_REVIEWS, fix.variance)
 
 
 def experts_interval(value: float, shrunk: float, variance: float, z: float) -> tuple[float, float]:

@@ -187,7 +187,7 @@ def expert_scale_by_week(
     variance = min(full, max(lighter, fit.variance))
     low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
     return ExpertScale(value, low, high, fix.n, len(sums), judge, fix.value,
-                       fix.n < MIN_REVIEWS)
+                       fix.n < MIN_REVIEWS, fix.variance)
 
 
 def covariance(weeks: Sequence[Sequence[StratumSums]], weekly: WeeklyRectifier) -> float:

@@ -19,8 +19,10 @@ green light turns amber (`trend_amber`), so a 4-week average cannot hide a falli
 
 The running week is looked at every hour, so its own estimate decides only on stronger
 evidence: its interval at `RUNNING_CONFIDENCE` wholly below the action threshold (on enough
-judged answers). A union bound over `RUNNING_LOOKS` looks keeps the chance that a healthy week
-is ever called red that way below `RUNNING_FALSE_ALARM`; the looks share most of their answers,
+judged answers), on the experts' scale where the complete weeks' headline is (moved by their
+correction, `Correction`). A union bound over `RUNNING_LOOKS` looks keeps the chance that a
+healthy week is ever called red that way below `RUNNING_FALSE_ALARM`; the looks share most of
+their answers,
 and `bench/statistics.py --only running` measures at most 0.2 % (the 95 % interval at any look:
 up to 3.8 %). Until then the headline is last week's.
 
@@ -29,9 +31,12 @@ Plain values in, plain values out (no Django): the selectors hand in each candid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from dashboard.domain.statistics.cells import Estimate, z_value
+from dashboard.domain.statistics.precision import traffic_light
 from dashboard.domain.trend import PoolTrend, WeekPoint, pool_lag, pool_trend
 
 EXPERTS = "experts"
@@ -123,14 +128,48 @@ def running_week_decides(strict: Figure) -> bool:
 
 def headline(
     *, complete: Headline, running_week: str | None = None, running: Figure | None = None,
-    running_strict: Figure | None = None,
+    running_strict: Figure | None = None, correction: Correction | None = None,
 ) -> Headline:
     """The use case's headline now: the running week's own estimate where its strict interval
-    already lies below the threshold, else the last complete week's headline."""
-    if (running_week is not None and running is not None and running_strict is not None
-            and running_week_decides(running_strict)):
-        return _headline(JUDGE, WEEK, running_week, running, running=True)
+    already lies below the threshold, else the last complete week's headline.
+
+    Where the complete week's headline is on the experts' scale, the running week is read on
+    it too (``correction``: the experts' correction of the last complete week, carried with
+    its variance): a judge strict by 0.05 would otherwise call a healthy use case's running
+    week red on its own scale, against the experts' green headline."""
+    if running_week is None or running is None or running_strict is None:
+        return complete
+    scale = JUDGE
+    if complete.scale == EXPERTS and correction is not None:
+        running = correction.apply(running, z_value(0.95))
+        running_strict = correction.apply(running_strict, z_value(RUNNING_CONFIDENCE))
+        scale = EXPERTS
+    if running_week_decides(running_strict):
+        return _headline(scale, WEEK, running_week, running, running=True)
     return complete
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """The experts' correction Δ̂ of a pool, carried to a week not yet reviewed, and the
+    threshold a carried figure's light is read against."""
+
+    value: float
+    variance: float
+    action_threshold: float
+
+    def apply(self, figure: Figure, z: float) -> Figure:
+        """``figure`` (an interval at the level of ``z``) on the experts' scale: moved by Δ̂,
+        each arm widened by z·√V(Δ̂) in quadrature, and its light read anew."""
+        if figure.value is None or figure.low is None or figure.high is None:
+            return figure
+        value = min(1.0, max(0.0, figure.value + self.value))
+        spread = z * z * self.variance
+        low = max(0.0, value - math.sqrt((figure.value - figure.low) ** 2 + spread))
+        high = min(1.0, value + math.sqrt((figure.high - figure.value) ** 2 + spread))
+        light = traffic_light(Estimate(value, low, high, figure.n, 0, (), figure.too_few),
+                              self.action_threshold)
+        return replace(figure, value=value, low=low, high=high, light=light)
 
 
 def _headline(scale: str, view: str, week: str, figure: Figure, *, running: bool) -> Headline:

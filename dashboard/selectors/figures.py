@@ -17,12 +17,19 @@ from common.db_router import reads_from_replica
 from dashboard.domain.expert_scale import POOLED_WEEKS as EXPERT_POOLED_WEEKS
 from dashboard.domain.expert_scale import ExpertScale, Review, pooling_weeks
 from dashboard.domain.expert_weeks import expert_scale_by_week
-from dashboard.domain.headline import RUNNING_CONFIDENCE, Figure, Headline, complete_week_headline
+from dashboard.domain.headline import (
+    EXPERTS,
+    RUNNING_CONFIDENCE,
+    Correction,
+    Figure,
+    Headline,
+    complete_week_headline,
+)
 from dashboard.domain.headline import headline as headline_now
 from dashboard.domain.statistics import counts as statistics_counts
 from dashboard.domain.statistics import estimates as statistics_estimates
 from dashboard.domain.statistics import precision as statistics_precision
-from dashboard.domain.statistics.cells import Estimate, StratumSums
+from dashboard.domain.statistics.cells import Estimate, StratumSums, z_value
 from dashboard.domain.statistics.precision import Precision
 from dashboard.domain.trend import WeekPoint
 from dashboard.selectors import rollup_reads
@@ -164,7 +171,29 @@ def use_case_headline(weeks: Sequence[WeekFigures]) -> Headline:
     return headline_now(
         complete=complete, running_week=last.label,
         running=_figure(last.estimate, last.light, 1), running_strict=last.running_strict,
+        correction=carried_correction(weeks[-2]) if len(weeks) > 1 else None,
     )
+
+
+def carried_correction(complete: WeekFigures) -> Correction | None:
+    """The experts' correction of a complete week whose headline is on the experts' scale,
+    to read the running week on that scale too; None where the judge's scale leads."""
+    expert = complete.expert
+    if (complete.complete_headline.scale != EXPERTS or expert is None
+            or expert.correction is None or expert.correction_variance is None
+            or complete.action_threshold is None):
+        return None
+    return Correction(expert.correction, expert.correction_variance, complete.action_threshold)
+
+
+def running_strict_on_headline_scale(before: WeekFigures, week: WeekFigures) -> Figure | None:
+    """The running week's strict figure as the headline reads it: on the experts' scale where
+    the complete week before leads on it (`carried_correction`), else the judge's."""
+    strict = week.running_strict
+    correction = carried_correction(before)
+    if strict is None or correction is None:
+        return strict
+    return correction.apply(strict, z_value(RUNNING_CONFIDENCE))
 
 
 def _sums(

@@ -25,7 +25,12 @@ from alarms.services import alarm_clear, alarm_raise
 from alarms.text import Part, number
 from dashboard.domain import alarms
 from dashboard.domain.headline import EXPERTS, POOLED, Figure, Headline
-from dashboard.selectors.figures import WeekFigures, use_case_headline, use_case_weeks
+from dashboard.selectors.figures import (
+    WeekFigures,
+    running_strict_on_headline_scale,
+    use_case_headline,
+    use_case_weeks,
+)
 from monitoring.models import UseCase
 
 
@@ -102,7 +107,7 @@ def _decide(before: WeekFigures, week: WeekFigures, threshold: float
     the week before's), or the running week's own estimate on its strict rule."""
     if week.current:
         running = use_case_headline([before, week])
-        return running, alarms.running_decision(week.running_strict)
+        return running, alarms.running_decision(running_strict_on_headline_scale(before, week))
     headline = week.complete_headline
     pooled = week.standard_pooled
     return headline, alarms.headline_decision(

@@ -1,5 +1,6 @@
 """The trend check of a pooled headline (issue 39, point 2), against values computed by hand."""
 
+import dataclasses
 import math
 
 import pytest
@@ -139,3 +140,36 @@ def test_a_trend_amber_raises_no_alarm_and_clears_none():
     calm = headline_decision(current=with_trend(pooled("green"), falling, 0.85), previous=None,
                              action_threshold=0.85)
     assert (calm.alarm, calm.recovered, calm.light) == (False, True, "green")
+
+
+def test_the_running_week_is_read_on_the_experts_scale_where_it_leads():
+    from dashboard.domain.headline import RUNNING_CONFIDENCE, Correction, headline
+
+    # A judge strict by 0.05: the running week's judge estimate 0.80 (strict interval
+    # 0.78-0.82) lies below the line 0.83 on its own scale; the experts' correction +0.05
+    # (variance 0.0001) moves it to 0.85, each arm widened in quadrature by z·0.01:
+    # √(0.02² + (3.67·0.01)²) = 0.0418 at the strict level, so 0.808-0.892: not red.
+    z = z_value(RUNNING_CONFIDENCE)
+    correction = Correction(0.05, 0.0001, 0.83)
+    strict = Figure(0.80, 0.78, 0.82, 2000, False, "red")
+    moved = correction.apply(strict, z)
+    half = math.sqrt(0.02**2 + (z * 0.01) ** 2)
+    assert (moved.value, moved.low, moved.high) == (
+        pytest.approx(0.85), pytest.approx(0.85 - half), pytest.approx(0.85 + half))
+    assert moved.light == "green"  # 0.084 wide, across the line with the value above it
+    complete = pooled("green", 0.90)
+    running = Figure(0.80, 0.79, 0.81, 2000, False, "red")
+    now = headline(complete=complete, running_week="2026-W41", running=running,
+                   running_strict=strict, correction=correction)
+    assert now is complete
+    # Without the correction (the judge's scale leads) the same week decides red.
+    judge_complete = dataclasses.replace(complete, scale="judge")
+    now = headline(complete=judge_complete, running_week="2026-W41", running=running,
+                   running_strict=strict, correction=correction)
+    assert (now.scale, now.view, now.running, now.light) == ("judge", "week", True, "red")
+    # On the experts' scale a week truly below still decides, and says its scale.
+    low = Figure(0.60, 0.58, 0.62, 2000, False, "red")
+    now = headline(complete=complete, running_week="2026-W41", running=low,
+                   running_strict=low, correction=correction)
+    assert (now.scale, now.running, now.light) == ("experts", True, "red")
+    assert now.value == pytest.approx(0.65)
