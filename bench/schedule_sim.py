@@ -66,14 +66,14 @@ def schedule_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
           f"({reps} runs × {WEEKS - POOLED} complete weeks; {looks} running weeks of 168 looks)"
           "\n")
     print("| answers/wk | flagged | experts' mean | judge         | headline on the experts' "
-          "scale | complete weeks | running looks | either (sum) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "scale | complete weeks | of them two weeks | running looks | either (sum) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     missed = []
     for index, (volume, phi, mean, judge, bias) in enumerate(CASES):
         case = use_case(seed + 700 + index, flagged_share=phi, expert_mean=mean, judge=judge,
                         bias=bias)
         sim = simulate(rng, [case] * WEEKS, volume, reps)
-        complete = weeks = experts_lead = 0
+        complete = weeks = experts_lead = two_weeks = 0
         corrections: list[Correction] = []
         for r in range(reps):
             strata = [_sums(sim, r, w) for w in range(WEEKS)]
@@ -100,6 +100,7 @@ def schedule_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
                                                  pooled=_figure(pool, ACTION, POOLED))
                     weeks += 1
                     complete += decision.alarm
+                    two_weeks += decision.reason == "two_weeks_below"
                     experts_lead += headline.scale == EXPERTS
                 if (headline.scale == EXPERTS and x.correction is not None
                         and x.correction_variance is not None):
@@ -122,6 +123,7 @@ def schedule_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
         either = complete / weeks + running / looks
         print(f"| {volume:>10} | {phi:>7.0%} | {mean:>13.2f} | {judge:>7} {bias:.2f} "
               f"| {100 * experts_lead / weeks:>30.0f}% | {100 * complete / weeks:>13.2f}% "
+              f"| {100 * two_weeks / weeks:>16.2f}% "
               f"| {100 * running / looks:>12.2f}% | {100 * either:>11.2f}% |")
         if either > TARGET:
             missed.append(f"{100 * either:.2f} % of healthy weeks alarmed at {volume}/wk, "
