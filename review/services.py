@@ -26,7 +26,7 @@ from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdi
 from review.selectors.calibration import (
     CUSUM_KEY,
     calibration_data,
-    drift_cusum,
+    drift_alarms_of,
     drift_restart,
 )
 
@@ -366,15 +366,12 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
     # from its last restart on. A crossing in a watched week raises an alarm that records the
     # restart: the next review week. The next drift is measured from there, with the in-control
     # rate estimated anew, so the reviews that raised one alarm cannot raise another.
-    restart = drift_restart(use_case=use_case)
-    while True:  # at most once per watched week: each crossing moves the restart past it
-        drift = drift_cusum(use_case=use_case, data=data, restart=restart)
-        crossing = drift.crossed
-        if crossing is None:
-            break
-        crossed = drift.pairs[crossing].week
-        restart = shift_week(crossed, 1)
-        params = drift.params
+    # At most once per watched week: each crossing moves the restart past it
+    # (`review.domain.drift.drift_alarms`, which the bench replays week after week).
+    for crossing in drift_alarms_of(
+            use_case=use_case, data=data, restart=drift_restart(use_case=use_case)):
+        crossed, restart = crossing.week, crossing.restart
+        params = crossing.run.params
         raised.append(alarm_raise(
             use_case=use_case, kind=Alarm.Kind.DRIFT, key=f"{CUSUM_KEY}{crossed}",
             text=[(gettext_noop(
@@ -384,10 +381,10 @@ def _review_alarms_check(*, use_case: UseCase, now: datetime | None) -> list[Ala
                 "%(p1).0f %%)."
             ), {"week": crossed, "p0": 100 * params.p0, "p1": 100 * params.p1})],
             details={
-                "cusum": drift.result.statistic[crossing], "week": crossed,
+                "cusum": crossing.statistic, "week": crossed,
                 "source_week": shift_week(crossed, -1), "restart": restart,
                 "p0": params.p0, "p1": params.p1, "limit": params.limit,
-                "baseline_reviews": drift.baseline_reviews,
+                "baseline_reviews": crossing.run.baseline_reviews,
             },
         ))
     # A CUSUM alarm stays open while its week is watched (the last 4 weeks).

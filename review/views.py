@@ -25,6 +25,7 @@ from judging.selectors import runs as judging_selectors
 from monitoring.models import JudgeMode, UseCase
 from review import services
 from review.domain import charts
+from review.domain.cusum import DRIFT_COST
 from review.forms import JudgeComparisonForm
 from review.models import ReviewItem
 from review.selectors import reviews as selectors
@@ -260,6 +261,7 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "use_case": use_case,
         "data": data,
         "drift": drift,
+        "drift_cost": DRIFT_COST,
         "weekly_rows": [(week, s, data.weekly_bias[week]) for week, s in
                         reversed(data.weekly.items())],
         "scatter": scatter,

@@ -25,11 +25,11 @@ from review.domain.cusum import (
     REVIEWS_PER_WEEK,
     CusumParams,
     CusumResult,
-    bernoulli_cusum,
     cusum_arl,
     cusum_limit,
     cusum_params_for,
 )
+from review.domain.drift import DriftAlarm, DriftRun, drift_alarms, drift_run
 from review.domain.kappa import LABELS, Kappa, kappa_with_interval
 from review.models import ReviewSubmission
 
@@ -258,29 +258,54 @@ def drift_restart(*, use_case: UseCase) -> str | None:
 def drift_cusum(
     *, use_case: UseCase, data: CalibrationData, restart: str | None = None
 ) -> DriftCusum:
-    """The drift CUSUM over `data`'s pairs from `restart` on (see `drift_restart`).
+    """The drift CUSUM over `data`'s pairs from `restart` on (see `drift_restart`), as
+    `review.domain.drift.drift_run` runs it.
 
     Watched are the last ROLLING_WEEKS review weeks; the in-control rate p0 is estimated from
     the pairs since the restart in the weeks before them (`calibration.cusum_params_for`: a
     Beta prior until there are enough), and the limit is set for CUSUM_TARGET_WEEKS weeks
     between false alarms at 20 reviews a week. TREUE_CUSUM_P0/P1/LIMIT, when set, win over
     the estimates (`cusum_params`)."""
+    weeks, disagreements = _observations(use_case=use_case, data=data)
+    run = drift_run(weeks, disagreements, restart=restart, watched_from=data.rolling_weeks[0],
+                    params_for=_params_for)
+    return _drift_cusum(data, run, restart)
+
+
+def drift_alarms_of(
+    *, use_case: UseCase, data: CalibrationData, restart: str | None
+) -> list[DriftAlarm]:
+    """The drift alarms one check raises from `restart` on
+    (`review.domain.drift.drift_alarms`)."""
+    weeks, disagreements = _observations(use_case=use_case, data=data)
+    return drift_alarms(weeks, disagreements, restart=restart,
+                        watched_from=data.rolling_weeks[0], params_for=_params_for)
+
+
+def _observations(*, use_case: UseCase, data: CalibrationData) -> tuple[list[str], list[bool]]:
     threshold = use_case.action_threshold
-    since = [p for p in data.pairs if restart is None or p.week >= restart]
-    watched = data.rolling_weeks
-    baseline = [p for p in since if p.week < watched[0]]
-    disagreements = sum(calibration.disagrees(p, threshold) for p in baseline)
-    params, estimated = cusum_params(disagreements=disagreements, reviews=len(baseline))
-    result = bernoulli_cusum(
-        [calibration.disagrees(p, threshold) for p in since], params
-    )
+    return ([p.week for p in data.pairs],
+            [calibration.disagrees(p, threshold) for p in data.pairs])
+
+
+def _params_for(disagreements: int, reviews: int) -> CusumParams:
+    return cusum_params(disagreements=disagreements, reviews=reviews)[0]
+
+
+def _drift_cusum(data: CalibrationData, run: DriftRun, restart: str | None) -> DriftCusum:
+    params = run.params
     return DriftCusum(
-        params=params, estimated=estimated, baseline_reviews=len(baseline),
-        baseline_disagreements=disagreements, restart=restart, watched=watched, pairs=since,
-        result=result,
-        false_alarm_weeks=cusum_arl(params, params.p0)
-        / REVIEWS_PER_WEEK,
+        params=params, estimated=_estimated(), baseline_reviews=run.baseline_reviews,
+        baseline_disagreements=run.baseline_disagreements, restart=restart,
+        watched=data.rolling_weeks, pairs=data.pairs[run.start:], result=run.result,
+        false_alarm_weeks=cusum_arl(params, params.p0) / REVIEWS_PER_WEEK,
     )
+
+
+def _estimated() -> bool:
+    """Whether the CUSUM's parameters are estimated: none of TREUE_CUSUM_P0, _P1, _LIMIT set."""
+    return (settings.TREUE_CUSUM_P0 is None and settings.TREUE_CUSUM_P1 is None
+            and settings.TREUE_CUSUM_LIMIT is None)
 
 
 def cusum_params(*, disagreements: int, reviews: int) -> tuple[CusumParams, bool]:
@@ -288,10 +313,10 @@ def cusum_params(*, disagreements: int, reviews: int) -> tuple[CusumParams, bool
     _LIMIT that is set wins over its estimate (p1 then defaults to p0 + CUSUM_SHIFT and the
     limit to the one for CUSUM_TARGET_WEEKS weeks between false alarms at that p0, p1)."""
     estimate = cusum_params_for(disagreements=disagreements, reviews=reviews)
+    if _estimated():
+        return estimate, True
     p0, p1, limit = (settings.TREUE_CUSUM_P0, settings.TREUE_CUSUM_P1,
                      settings.TREUE_CUSUM_LIMIT)
-    if p0 is None and p1 is None and limit is None:
-        return estimate, True
     p0 = estimate.p0 if p0 is None else p0
     if p1 is None:
         # As cusum_params_for sets it for an estimated p0.

@@ -6,6 +6,7 @@ How the drift alarms weigh their evidence is in test_calibration_alarms.py.
 The weeks are relative to today, because the calibration figures look back from now.
 """
 
+import math
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -142,26 +143,27 @@ def test_drift_by_cusum(
     # Every answer on different sides of the action threshold, alternately too strict and too
     # lenient: the mean bias stays near 0, so only the CUSUM can see it. Without reviews
     # before the watched weeks the in-control rate is the prior's cautious p0 = 0.212
-    # (p1 = 0.412, limit 4.19 for 52 weeks): each disagreement adds ln(p1/p0) = 0.664, the
-    # limit is crossed by the 7th (6 x 0.664 = 3.98). (With the fixed p0 = 0.1 of before, the
-    # 6th crossed 6.0.)
+    # (p1 = 0.312, limit 4.24 for 156 weeks): each disagreement adds ln(p1/p0) = 0.38642, the
+    # limit is crossed by the 11th (10 x 0.38642 = 3.86; 11 x = 4.25). (Tuned to + 0.2 for 52
+    # weeks, the 7th crossed 4.19; with the fixed p0 = 0.1 of before, the 6th crossed 6.0.)
     up, down = ((U,), (G,), False), ((G,), (U,), False)
-    specs = [up, down] * 3 + [up]
+    specs = [up, down] * 5 + [up]
     items = batch_of(w, [spec[0] for spec in specs], week=week, prefix="c")
-    # The week had more answers than were reviewed: the mean bias of the 7 (1/7) is then no
+    # The week had more answers than were reviewed: the mean bias of the 11 (1/11) is then no
     # evidence of a bias beyond the tolerance either (reviewing every answer of a week would
     # make their mean exact).
     w.unjudged("cx", 13, week=shift_week(week, -1))
     manual = [spec[1] for spec in specs]
     with django_capture_on_commit_callbacks(execute=True):
-        for item, labels in zip(items[:6], manual[:6], strict=True):
+        for item, labels in zip(items[:10], manual[:10], strict=True):
             review(item, labels, user=w.users["expert"])
         assert alarms(w, Alarm.Kind.DRIFT) == []
-        review(items[6], manual[6], user=w.users["expert2"])
+        review(items[10], manual[10], user=w.users["expert2"])
 
     drift = alarms(w, Alarm.Kind.DRIFT)
     assert [a.key for a in drift] == [f"cusum:{week}"]
-    assert drift[0].details["cusum"] >= drift[0].details["limit"] == 4.19
+    assert drift[0].details["cusum"] == pytest.approx(11 * math.log(0.312 / 0.212), abs=1e-9)
+    assert drift[0].details["limit"] == 4.24
     assert len(mailoutbox) == 1 and "Kalibrierungsdrift" in mailoutbox[0].subject
 
 
@@ -173,18 +175,19 @@ def test_a_second_cusum_crossing_after_a_handled_alarm_raises_again(
     earlier = shift_week(current, -2)
     up, down = ((U,), (G,), False), ((G,), (U,), False)
     w.unjudged("ex", 13, week=shift_week(earlier, -1))
-    reviewed(w, [up, down] * 3 + [up], week=earlier, prefix="e",
+    # Eleven disagreements in a row from the prior cross its limit (as above).
+    reviewed(w, [up, down] * 5 + [up], week=earlier, prefix="e",
              capture=django_capture_on_commit_callbacks)
     first = alarms(w, Alarm.Kind.DRIFT)
     assert [a.key for a in first] == [f"cusum:{earlier}"]
     # The team lead looked into it and cleared it by hand (as in the admin).
     Alarm.objects.filter(pk=first[0].pk).update(cleared_at=timezone.now())
 
-    # Weeks later the judge drifts again: agreement first, then seven disagreements in a row
+    # Weeks later the judge drifts again: agreement first, then eleven disagreements in a row
     # (measured from the restart, the week after the first alarm's, with the prior's p0).
     agree = ((G,), (G,), False)
     w.unjudged("nx", 9, week=shift_week(current, -1))
-    reviewed(w, [agree] * 4 + [up, down] * 3 + [up], week=current, prefix="n",
+    reviewed(w, [agree] * 4 + [up, down] * 5 + [up], week=current, prefix="n",
              capture=django_capture_on_commit_callbacks)
 
     keys = [a.key for a in alarms(w, Alarm.Kind.DRIFT) if a.cleared_at is None]

@@ -8,6 +8,7 @@ to today, because the calibration figures look back from now.
 """
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,15 +91,17 @@ def test_a_steady_rate_of_015_raises_no_drift_alarm_where_the_fixed_p0_010_did(
     pattern(w, week, ".-+-", prefix="d")
     assert ReviewSubmission.objects.filter(imported=True).count() == 44
 
-    # Estimated: p0 is the 80 % quantile of Beta(3 + 3, 17 + 17) = 0.1952, p1 = 0.3952, the
-    # limit 4.22 for 52 weeks. Each disagreement adds ln(p1/p0) = 0.705, each agreement takes
-    # 0.286 off: 3 × 0.705 − 0.286 + 3 × 0.705 = 3.95 < 4.22.
+    # Estimated: p0 is the 80 % quantile of Beta(3 + 3, 17 + 17) = 0.1952, p1 = p0 + 0.1 =
+    # 0.2952, the limit 4.28 for 156 weeks (the chain: 164.7). Each disagreement adds
+    # ln(p1/p0) = 0.4136, each agreement takes 0.1327 off: 3 × 0.4136 − 0.1327 + 3 × 0.4136
+    # = 2.35 < 4.28. (Tuned to a rise of 0.2 for 52 weeks before, the same reviews came to
+    # 3.95, just below that limit's 4.22.)
     assert check(w, django_capture_on_commit_callbacks) == []
     assert drift_keys(w) == []
     html = calibration(login(w.users["lead"]))
     assert dd(html, "cusum") == (
-        "üblich bis 20 %, Alarm bei 40 %; Grenze 4,22, Stand 3,95; ein Fehlalarm im Mittel "
-        "alle 54 Wochen bei 20 Prüfungen pro Woche "
+        "üblich bis 20 %, Alarm bei 30 %; Grenze 4,28, Stand 2,35; ein Fehlalarm im Mittel "
+        "alle 165 Wochen bei 20 Prüfungen pro Woche "
         '<span class="muted">(geschätzt aus 20 Prüfungen vor den letzten 4 Wochen)</span>'
     )
 
@@ -121,12 +124,12 @@ def test_overrides_are_taken_one_by_one(review_world: ReviewWorld, settings: Any
     assert (drift.params, drift.estimated) == (prior, True)
     settings.TREUE_CUSUM_P0 = 0.12
     drift = drift_cusum(use_case=w.use_case, data=data)
-    # p1 = p0 + 0.2 and the limit for 52 weeks at 20 reviews a week, as for an estimated p0.
-    assert drift.params == CusumParams(0.12, 0.32, cusum_limit(0.12, 0.32, arl=52 * 20))
+    # p1 = p0 + 0.1 and the limit for 156 weeks at 20 reviews a week, as for an estimated p0.
+    assert drift.params == CusumParams(0.12, 0.22, cusum_limit(0.12, 0.22, arl=156 * 20))
     assert not drift.estimated
     settings.TREUE_CUSUM_LIMIT = 5.0
     assert drift_cusum(use_case=w.use_case, data=data).params == CusumParams(
-        0.12, 0.32, 5.0)
+        0.12, 0.22, 5.0)
     settings.TREUE_CUSUM_P1 = 0.1  # not above p0: a configuration that cannot work
     with pytest.raises(ImproperlyConfigured, match="TREUE_CUSUM_P0/P1/LIMIT"):
         drift_cusum(use_case=w.use_case, data=data)
@@ -140,21 +143,23 @@ def test_a_clear_drift_still_fires(
     pattern(w, shift_week(week, -5), STEADY, prefix="a")
     pattern(w, shift_week(week, -4), STEADY, prefix="b")
     # This week the judge lands on the other side of the line answer after answer. At
-    # p0 = 0.1873 (as above) six in a row reach 6 × 0.726 = 4.36 ≥ 4.25; five do not.
-    items = batch_of(w, [(U,), (G,)] * 4, week=week, prefix="c")
-    expert_labels = [(G,), (U,)] * 4
+    # p0 = 0.1873 (6 of 40: the 80 % quantile of Beta(9, 51)), p1 = 0.2873, limit 4.25 for 156
+    # weeks, ten in a row reach 10 × 0.42782 = 4.28 ≥ 4.25; nine do not (3.85). The baseline
+    # weeks end on four agreements: S is 0 when this week begins.
+    items = batch_of(w, [(U,), (G,)] * 6, week=week, prefix="c")
+    expert_labels = [(G,), (U,)] * 6
     for n, (item, labels) in enumerate(zip(items, expert_labels, strict=True), 1):
         with django_capture_on_commit_callbacks(execute=True):
             review(item, labels, user=w.users["expert"])
-        assert len(drift_keys(w)) == (n >= 6), n
+        assert len(drift_keys(w)) == (n >= 10), n
     [alarm] = alarms(w, Alarm.Kind.DRIFT)
     assert alarm.key == f"cusum:{week}"
     assert alarm.details["restart"] == shift_week(week, 1)
     assert alarm.details["source_week"] == shift_week(week, -1)
     assert (alarm.details["p0"], alarm.details["p1"], alarm.details["limit"]) == (
-        0.1873, 0.3873, 4.25)
-    assert alarm.details["cusum"] == pytest.approx(6 * 0.72649, abs=1e-4)
-    assert "bis 19 % der geprüften Antworten, gewarnt wird bei 39 %" in alarm.message
+        0.1873, 0.2873, 4.25)
+    assert alarm.details["cusum"] == pytest.approx(10 * math.log(0.2873 / 0.1873), abs=1e-9)
+    assert "bis 19 % der geprüften Antworten, gewarnt wird bei 29 %" in alarm.message
     assert [m.subject for m in mailoutbox] == ["Treue-Alarm: Kalibrierungsdrift – Rechtsauskunft"]
 
 
@@ -164,35 +169,39 @@ def test_after_a_drift_alarm_the_cusum_starts_again(
 ) -> None:
     w = review_world
     week = services.current_week()
-    # A judge that rarely disagrees (1 of 20: p0 = 0.1369, up 0.901, limit 4.32) drifts three
-    # weeks ago: the 5th disagreement in a row crosses (4.50).
+    # A judge that rarely disagrees (1 of 20: p0 = 0.1369, p1 = 0.2369, up 0.54839, down
+    # 0.12314, limit 4.40) drifts three weeks ago: the 9th disagreement in a row crosses
+    # (4.94; eight make 4.39).
     pattern(w, shift_week(week, -5), "....+" + "." * 15, prefix="a")
     drifted = shift_week(week, -3)
-    pattern(w, drifted, "+-+-+-+-", prefix="c")
+    pattern(w, drifted, "+-+-+-+-+-", prefix="c")
     [alarm] = check(w, django_capture_on_commit_callbacks)
     assert alarm.key == f"cusum:{drifted}"
     assert alarm.details["restart"] == shift_week(drifted, 1)
     assert alarm.details["source_week"] == shift_week(drifted, -1)
     assert alarm.details["baseline_reviews"] == 20
-    assert alarm.details["cusum"] == pytest.approx(5 * 0.900535, abs=1e-5)
+    assert alarm.details["cusum"] == pytest.approx(9 * 0.548387, abs=1e-5)
 
-    # Since, 3 of 20 a week, six of them in a row across two weeks. Measured from the restart
-    # (no reviews of its own yet before the watched weeks: the prior's p0 = 0.212, up 0.664,
-    # limit 4.19) that is 3.98, no alarm. Without the restart the old judge's p0 would still
-    # rule (and the three disagreements after the crossing would count too): a second alarm.
-    pattern(w, shift_week(week, -1), "." * 17 + "+-+", prefix="d")
-    pattern(w, week, "-+-", prefix="e")
+    # Since, 6 of 20 a week, ten of them in a row across two weeks. Measured from the restart
+    # (no reviews of its own yet before the watched weeks: the prior's p0 = 0.212, p1 = 0.312,
+    # up 0.38642, limit 4.24) that is 3.86, no alarm. Without the restart the old judge's p0
+    # would still rule (and the disagreement after the crossing would count too): a second
+    # alarm, at the 9th of the ten.
+    pattern(w, shift_week(week, -1), "." * 14 + "+-+-+-", prefix="d")
+    pattern(w, week, "+-+-", prefix="e")
     assert check(w, django_capture_on_commit_callbacks) == []
     data = calibration_data(use_case=w.use_case)
     assert drift_restart(use_case=w.use_case) == shift_week(drifted, 1)
     without = drift_cusum(use_case=w.use_case, data=data)
     assert [without.pairs[i].week for i in without.result.alarms] == [drifted, week]
     html = calibration(login(w.users["lead"]))
-    assert dd(html, "cusum").startswith("üblich bis 21 %, Alarm bei 41 %; Grenze 4,19")
+    assert dd(html, "cusum").startswith("üblich bis 21 %, Alarm bei 31 %; Grenze 4,24, "
+                                        "Stand 3,86")
     assert f"neu ab {shift_week(drifted, 1)} nach einem Drift-Alarm" in dd(
         html, "cusum")
 
-    # A seventh in a row is a new drift, measured from the restart: 4.65 ≥ 4.19.
+    # An eleventh in a row is a new drift, measured from the restart: 11 × 0.38642 = 4.2506
+    # ≥ 4.24.
     pattern(w, week, "+", prefix="f")
     raised = check(w, django_capture_on_commit_callbacks)
     assert [a.key for a in raised] == [f"cusum:{week}"]
