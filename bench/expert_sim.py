@@ -155,7 +155,7 @@ def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: i
         if s.group != group:
             group = s.group
             print(f"| **{group}** | | |")
-        for judge in set(s.judges):
+        for judge in sorted(set(s.judges)):  # a set of str: its order varies by hash seed
             if (judge, s.flagged) not in cases:
                 cases[judge, s.flagged] = bench.use_case(
                     seed + 500 + len(cases), flagged_share=s.flagged,

@@ -223,6 +223,7 @@ class Weeks:
     reviews: np.ndarray  # (R, W, 2) reviewed answers of the week's answers
     review_total: np.ndarray  # Σ (expert − judge)
     review_square: np.ndarray
+    review_cube: np.ndarray  # Σ (expert − judge)³
     review_judge: np.ndarray  # Σ judge score of the reviewed answers
     review_jd: np.ndarray  # Σ judge score × (expert − judge)
     disagreements: np.ndarray  # (R, W) reviewed answers on different sides of ACTION
@@ -250,7 +251,7 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
     arrays = {name: np.zeros(shape) for name in (
         "size", "n", "total", "square", "below", "short", "expert_total", "expert_short",
         "truth_judge", "truth_expert", "truth_below", "reviews", "review_total",
-        "review_square", "review_judge", "review_jd")}
+        "review_square", "review_cube", "review_judge", "review_jd")}
     disagreements = np.zeros((reps, weeks))
     for w, case in enumerate(cases):
         total = rng.poisson(volume, reps)
@@ -293,6 +294,7 @@ def simulate(rng: np.random.Generator, cases: Sequence[UseCase], volume: int, re
             arrays["reviews"][:, w, h] = reviewed[h].sum(axis=1)
             arrays["review_total"][:, w, h] = reviewed[h] @ d
             arrays["review_square"][:, w, h] = reviewed[h] @ (d * d)
+            arrays["review_cube"][:, w, h] = reviewed[h] @ (d**3)
             arrays["review_judge"][:, w, h] = reviewed[h] @ s.judge
             arrays["review_jd"][:, w, h] = reviewed[h] @ (s.judge * d)
             disagree = ((s.expert < ACTION) != (s.judge < ACTION)).astype(float)
@@ -325,9 +327,13 @@ def _review_sums(weeks: Weeks, r: int, span: range) -> tuple[ReviewSums, ReviewS
         sq = max(0.0, square - total * total / n) if n else 0.0
         judged = float(weeks.review_judge[r, span, h].sum())
         cross = float(weeks.review_jd[r, span, h].sum()) - judged * total / n if n else 0.0
-        out.append(ReviewSums(n, max(-n, min(n, total)), min(sq, float(n)),
+        mean = total / n if n else 0.0
+        # Σ(d − d̄)³ = Σd³ − 3d̄·Σd² + 2n·d̄³
+        cube = float(weeks.review_cube[r, span, h].sum()) - 3 * mean * square + 2 * n * mean**3
+        sq = min(sq, float(n))
+        out.append(ReviewSums(n, max(-n, min(n, total)), sq,
                               max(0.0, min(float(n), judged)),
-                              max(-n / 2, min(n / 2, cross))))
+                              max(-n / 2, min(n / 2, cross)), max(-2 * sq, min(2 * sq, cube))))
     return out[0], out[1]
 
 

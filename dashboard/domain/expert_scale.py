@@ -124,13 +124,16 @@ class Review:
 class ReviewSums:
     """The reviews of one stratum by their sufficient statistics: n, Σd and Σ(d − d̄)² of
     d = expert − judge, and (for the covariance with the judge's estimate) Σj of the judge's
-    scores j and Σ(j − j̄)(d − d̄); 0 where unknown, which leaves the covariance out."""
+    scores j and Σ(j − j̄)(d − d̄); 0 where unknown, which leaves the covariance out. ``cube``
+    is Σ(d − d̄)³, the skew of the differences (carried for κ₃(Δ̂), `Rectifier.third`; not yet
+    used by the interval, see bench/README.md); 0 where unknown."""
 
     n: int
     total: float
     sq_dev: float
     judge_total: float = 0.0
     cross: float = 0.0
+    cube: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
@@ -143,6 +146,8 @@ class ReviewSums:
             raise ValueError(f"Σj of {self.n} judge scores cannot be {self.judge_total!r}")
         if not abs(self.cross) <= self.n / 2 + 1e-9:  # |Σ(j − j̄)(d − d̄)| ≤ √(n/4 · n)
             raise ValueError(f"Σ(j − j̄)(d − d̄) of {self.n} reviews cannot be {self.cross!r}")
+        if not abs(self.cube) <= 2 * self.sq_dev + 1e-9:  # |d − d̄| ≤ 2
+            raise ValueError(f"Σ(d − d̄)³ cannot be {self.cube!r} with Σ(d − d̄)² {self.sq_dev!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +161,7 @@ class Rectifier:
     n: int
     n_by_stratum: tuple[int, int]  # (flagged, unflagged)
     degrees_of_freedom: int
+    third: float = 0.0  # κ₃(Δ̂), the third cumulant of Δ̂ (no floor: its pseudo-review is even)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +192,7 @@ def review_sums(reviews: Sequence[Review]) -> tuple[ReviewSums, ReviewSums]:
         out.append(ReviewSums(
             len(d), total, math.fsum([(x - mean) ** 2 for x in d]), judged,
             math.fsum([(y - judge_mean) * (x - mean) for y, x in zip(j, d, strict=True)]),
+            math.fsum([(x - mean) ** 3 for x in d]),
         ))
     return out[0], out[1]
 
@@ -211,7 +218,7 @@ def rectifier(
         return Rectifier(None, None, None, None, n, (flagged.n, unflagged.n), 0)
     everyone = merge_cells(flagged, unflagged)
     offset = pseudo_review_offset(everyone)
-    value = variance = 0.0
+    value = variance = third = 0.0
     for size, own in zip(sizes, (flagged, unflagged), strict=True):
         if size == 0:
             continue
@@ -226,11 +233,12 @@ def rectifier(
         # reviews: a stratum with 3 of 60 reviews gets a twentieth of it, not a whole one.
         spread = (part.sq_dev + offset**2 * part.n / everyone.n) / part.n
         variance += w * w * fpc * spread / part.n
+        third += w**3 * fpc * part.cube / part.n**3
     df = max(1, n - 1)
     variance *= (float(stats.t.ppf(0.5 + confidence / 2, df)) / z) ** 2
     half = z * math.sqrt(variance)
     return Rectifier(value, variance, value - half, value + half, n,
-                     (flagged.n, unflagged.n), df)
+                     (flagged.n, unflagged.n), df, third)
 
 
 def pseudo_review_offset(reviews: ReviewSums) -> float:
@@ -386,9 +394,13 @@ def merge_cells(a: ReviewSums, b: ReviewSums) -> ReviewSums:
     judge_mean = (a.judge_total + b.judge_total) / n
     sq = a.sq_dev + b.sq_dev
     cross = a.cross + b.cross
+    cube = a.cube + b.cube
     for part in (a, b):
         if part.n:
-            sq += part.n * (part.total / part.n - mean) ** 2
-            cross += part.n * (part.judge_total / part.n - judge_mean) * (
-                part.total / part.n - mean)
-    return ReviewSums(n, a.total + b.total, sq, a.judge_total + b.judge_total, cross)
+            shift = part.total / part.n - mean
+            sq += part.n * shift**2
+            cross += part.n * (part.judge_total / part.n - judge_mean) * shift
+            # Σ(d − d̄)³ about the merged mean (Pébay 2008): each part's about its own mean,
+            # moved by its shift δ: + 3δ·Σ(d − d̄_part)² + n_part·δ³.
+            cube += 3 * shift * part.sq_dev + part.n * shift**3
+    return ReviewSums(n, a.total + b.total, sq, a.judge_total + b.judge_total, cross, cube)

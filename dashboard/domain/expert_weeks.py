@@ -30,6 +30,11 @@ that carry it by that much. Where the reviews follow the volume (equal weeks, a 
 corrections (a week's reviews are a sample of its own answers): the two agree where the pooled
 one was right.
 
+The rectifier also carries κ₃(Δ̂) = Σ λ_c³ (1 − n_c/N_c) μ̂₃,h / n_c², from the stratum's third
+central moment over its reviews (`ReviewSums.cube`): the skew a strict or lenient judge gives
+the correction. The interval does not use it yet: no shape tried with it held both a strict
+judge's upper tail and a lenient one's lower tail (bench/README.md, session 26).
+
 A change of judge model, judge mode or prompt version (the trend's judge-change mark) restarts
 the pool as a drift alarm does (`expert_scale.pooling_weeks`): reviews before it measured
 another judge, and no weighting makes them measure this one. Until the new judge's first week
@@ -139,11 +144,16 @@ def weekly_rectifier(
     variance = carry + math.fsum(
         c.load**2 * max(0.0, 1 - c.reviews.n / weeks[c.week][c.stratum].size)
         * spread[c.stratum] / c.reviews.n for c in cells)
+    # κ₃(Δ̂) = Σ λ_c³·(1 − n_c/N_c)·μ₃,h/n_c², μ₃,h the stratum's third central moment over
+    # its reviews in the pool (carried cells' own scatter and τ̂² taken as even).
+    third = math.fsum(
+        c.load**3 * max(0.0, 1 - c.reviews.n / weeks[c.week][c.stratum].size)
+        * strata[c.stratum].cube / strata[c.stratum].n / c.reviews.n**2 for c in cells)
     df = max(1, n - 1)
     variance *= (float(stats.t.ppf(0.5 + confidence / 2, df)) / z) ** 2
     half = z * math.sqrt(variance)
     fix = Rectifier(value, variance, value - half, value + half, n, (strata[0].n, strata[1].n),
-                    df)
+                    df, third)
     return WeeklyRectifier(fix, cells, carried)
 
 

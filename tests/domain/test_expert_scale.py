@@ -17,6 +17,7 @@ from dashboard.domain.expert_scale import (
     Review,
     ReviewSums,
     expert_scale,
+    merge_cells,
     pooling_weeks,
     pseudo_review_offset,
     rectifier,
@@ -323,3 +324,38 @@ def test_pooling_weeks(weeks, restart, count, expected):
 def test_pooling_weeks_refuses_bad_counts(count):
     with pytest.raises(ValueError):
         pooling_weeks(["2026-W01"], count=count)
+
+
+# Four unflagged reviews, d = expert − judge = [0.5, 0, 0, 0]: d̄ = 0.125,
+# Σ(d − d̄)³ = 0.375³ + 3·(−0.125)³ = 0.052734375 − 0.005859375 = 0.046875.
+SKEWED = [(1.0, 0.5)] + [(1.0, 1.0)] * 3
+
+
+def test_review_sums_carry_the_third_central_moment():
+    flagged, unflagged = review_sums(reviews([], SKEWED))
+    assert unflagged.cube == approx(0.046875)
+    assert flagged.cube == 0.0
+    assert ReviewSums(4, 0.5, 0.1875).cube == 0.0  # older callers: unknown, 0
+
+
+def test_merged_cells_move_the_third_moment_to_the_common_mean():
+    # [0.5, 0] (d̄ 0.25, Σ(d − d̄)² 0.125, Σ(d − d̄)³ 0) and [0, 0]: shifts ±0.125 from 0.125 add
+    # 3·0.125·0.125 + 2·0.125³ − 2·0.125³ = 0.046875.
+    a = review_sums(reviews([], SKEWED[:2]))[1]
+    b = review_sums(reviews([], SKEWED[2:]))[1]
+    assert merge_cells(a, b).cube == approx(0.046875)
+    merged, whole = merge_cells(b, a), review_sums(reviews([], SKEWED))[1]
+    assert (merged.n, merged.total, merged.sq_dev, merged.cross, merged.cube) == approx(
+        (whole.n, whole.total, whole.sq_dev, whole.cross, whole.cube))
+
+
+def test_rectifier_third_cumulant():
+    # κ₃(Δ̂) = W³·(1 − n/N)·μ₃/n² with μ₃ = 0.046875/4: 0.96·0.01171875/16.
+    fix = rectifier((0, 100), reviews([], SKEWED))
+    assert fix.third == approx(0.000703125)
+    assert rectifier((0, 100), reviews([], [(1.0, 1.0)] * 4)).third == 0.0
+
+
+def test_a_third_moment_beyond_the_spread_is_refused():
+    with pytest.raises(ValueError):
+        ReviewSums(4, 0.5, 0.1, cube=0.3)  # |Σ(d − d̄)³| ≤ 2·Σ(d − d̄)² as |d − d̄| ≤ 2

@@ -148,3 +148,12 @@ def test_reviews_of_a_week_may_come_as_sums():
     as_sums = [review_sums(r) for r in reviews]
     assert weekly_rectifier(weeks, as_sums) == weekly_rectifier(weeks, reviews)
     assert isinstance(as_sums[1][0], ReviewSums) and as_sums[1][0].n == 0
+
+
+def test_third_cumulant_of_a_carried_pool():
+    # Week 0 reviewed (d = [0.5, 0, 0, 0], Σ(d − d̄)³ = 0.046875), week 1 carried by it: the
+    # cell's load is 0.5 + 0.5 = 1, κ₃(Δ̂) = 1³·(1 − 4/100)·(0.046875/4)/4² = 0.000703125.
+    given = [Review(1.0, 0.5, False)] + [Review(1.0, 1.0, False)] * 3
+    weeks = [week(0, 100), week(0, 100)]
+    fix = weekly_rectifier(weeks, [review_sums(given), []]).rectifier
+    assert fix.third == approx(0.000703125)
