@@ -1017,7 +1017,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def schedule() -> None:
         from bench.schedule_sim import schedule_table
 
-        missed.extend(schedule_table(rng, max(reps // 4, 100), args.seed))
+        missed.extend(schedule_table(rng, max(reps, 100), args.seed))
 
     run = {"coverage": coverage, "small": small, "trend": trend, "expert": expert,
            "action": action, "running": running, "schedule": schedule, "drift": drift,
