@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -303,3 +304,28 @@ def test_the_experts_labels_again_import_nothing_twice(
     for case in USE_CASES:  # the same file, so a re-import of it is idempotent as well
         assert ((tmp_path / "second" / f"{case.slug}.jsonl").read_text("utf-8")
                 == (tmp_path / "third" / f"{case.slug}.jsonl").read_text("utf-8"))
+
+
+@pytest.mark.django_db
+def test_seeding_checks_each_demo_use_cases_alarms(
+    demo_judge: DemoJudgeServer, monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The demo's alarms are checked when it is seeded, not an hour after the start (the
+    checks go to the broker; the worker takes them once it runs)."""
+    from jobs import framework
+
+    published: list[tuple[str, list[int]]] = []
+
+    def publish_each(name: str, items: Iterator[int], **_: object) -> int:
+        published.append((name, list(items)))
+        return 1
+
+    monkeypatch.setattr(framework, "publish_each", publish_each)
+    with django_capture_on_commit_callbacks(execute=True):
+        seed(scale=SCALE)
+    ids = sorted(UseCase.objects.filter(slug__in=[c.slug for c in USE_CASES])
+                 .values_list("pk", flat=True))
+    for task in ("dashboard.tasks.check_use_case_action_alarms",
+                 "review.tasks.check_use_case_review_alarms"):
+        assert sorted(i for name, items in published if name == task for i in items) == ids

@@ -28,6 +28,7 @@ from django.utils import timezone
 from dashboard.selectors.weeks import Week, iso_weeks
 from ingest import services
 from ingest.services import IngestOutcome
+from monitoring import extensions
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from treue_demo.answers import DemoAnswer, expert_labels, expert_score, load_answers
@@ -124,6 +125,10 @@ class Command(BaseCommand):
                         service=service, items=bodies[start:start + BATCH]
                     )
                     created[case.slug] += sum(r.outcome == IngestOutcome.CREATED for r in results)
+        for use_case in use_cases:
+            # Checked now, not at the first hourly check (the worker takes it once it runs): a
+            # restart finds its alarms at once, and the experts' import checks again.
+            extensions.alarms_check_soon(use_case_id=use_case.pk)
         for case, use_case in zip(USE_CASES, use_cases, strict=True):
             self.stdout.write(
                 f"Demo: {created[case.slug]} neue Antworten ({total[case.slug]} insgesamt, "
