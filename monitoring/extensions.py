@@ -8,7 +8,10 @@ about an answer, the OTLP receiver (`traces`) counts traces — so those apps re
 here from their AppConfig.ready(), and monitoring calls what is registered. With nothing
 registered, monitoring works on its own: nothing is held back or scrubbed beyond its own tables,
 the record has only its own parts, no answer is blind, the dashboard has no expert reviews to
-correct by, and /metrics has only monitoring's figures.
+correct by, and /metrics has only monitoring's figures. The alarms raised on a use case belong
+to other apps too (the action alarm to `dashboard`, drift and missed review to `review`): each
+registers how to check its alarms of one use case soon, and a change that can move them (a
+setting, imported reviews) asks for that check; with nothing registered it is checked by nobody.
 
 Parts are registered by name; registering a name again replaces the part (ready() may run more
 than once in a test process).
@@ -110,6 +113,13 @@ class MetricsPart(Protocol):
     def __call__(self) -> Iterable[Any]: ...
 
 
+class AlarmCheck(Protocol):
+    """Has the contributing app's alarms of the use case checked (raised or cleared) once the
+    surrounding transaction commits: a worker's task, never inside the caller's request."""
+
+    def __call__(self, *, use_case_id: int) -> None: ...
+
+
 @dataclass
 class Registry:
     record_parts: dict[str, RecordPart] = field(default_factory=dict)
@@ -120,6 +130,7 @@ class Registry:
     expert_reviews: dict[str, ExpertReviews] = field(default_factory=dict)
     metrics_parts: dict[str, MetricsPart] = field(default_factory=dict)
     drift_restarts: dict[str, DriftRestarts] = field(default_factory=dict)
+    alarm_checks: dict[str, AlarmCheck] = field(default_factory=dict)
 
 
 # The one registry of the process; a test may swap in an empty Registry() to see monitoring
@@ -161,3 +172,16 @@ def drift_restarts_register(*, name: str, restarts: DriftRestarts) -> None:
     """`restarts` tells the dashboard where the experts' scale starts again after a drift alarm
     (dashboard/selectors/reads.py)."""
     registry.drift_restarts[name] = restarts
+
+
+def alarm_check_register(*, name: str, check: AlarmCheck) -> None:
+    """`check` is asked for by `alarms_check_soon`."""
+    registry.alarm_checks[name] = check
+
+
+def alarms_check_soon(*, use_case_id: int) -> None:
+    """After a change that can move the use case's alarms (a setting, imported reviews, seeded
+    answers): every app's alarm check of it, after the commit, so that an alarm is raised or
+    cleared now rather than at the next hourly check."""
+    for check in registry.alarm_checks.values():
+        check(use_case_id=use_case_id)

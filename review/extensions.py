@@ -13,6 +13,7 @@ from review.domain.retention import scrub_submitted_verdicts
 from review.models import ReviewItem, ReviewSubmission, ReviewVerdict, ShadowRun
 from review.selectors import calibration
 from review.selectors import reviews as selectors
+from review.services import review_alarms_check_later
 
 
 def answer_reviews_record(*, answer_id: int, include_judge: bool) -> list[dict[str, Any]]:
@@ -93,3 +94,4 @@ def register() -> None:
     extensions.blind_answers_register(name="review", answers=selectors.blind_answer_ids)
     extensions.expert_reviews_register(name="review", reviews=selectors.expert_reviews_latest)
     extensions.drift_restarts_register(name="review", restarts=calibration.drift_restarts)
+    extensions.alarm_check_register(name="review", check=review_alarms_check_later)

@@ -10,6 +10,9 @@ sample or flagged), so an estimate can weight it by its inclusion probability.
 Every line is its own transaction: a bad line is reported with its number and costs nothing
 else. An answer already reviewed (imported before, or submitted on the page) is left as it is
 and reported, so running a file twice imports nothing twice.
+
+Reviews imported move the use case's experts' scale, calibration and its alarms: they are
+checked once the import is done (`monitoring.extensions.alarms_check_soon`), not an hour later.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from django.utils import timezone
 
 from common.domain.weeks import shift_week, week_monday, week_of
 from judging.domain.scoring import score_labels
+from monitoring import extensions
 from monitoring.models import Answer, JudgeRun, UseCase
 from review.domain.imports import LabelLine, LineError, OverlongLine, parse_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission, ReviewVerdict
@@ -69,6 +73,8 @@ def expert_labels_import(
                                            parsed.external_id))
         else:
             report.imported.append(parsed.line)
+    if report.imported:
+        extensions.alarms_check_soon(use_case_id=use_case.pk)
     return report
 
 

@@ -18,6 +18,7 @@ the alarm fired in 12-21 % of healthy weeks; this rule fires in at most 2 % of t
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.utils.translation import gettext_noop
 
 from alarms.models import Alarm
@@ -31,7 +32,11 @@ from dashboard.selectors.figures import (
     use_case_headline,
     use_case_weeks,
 )
+from jobs import framework as jobs
 from monitoring.models import UseCase
+
+# The task that checks one use case's action alarms (dashboard/tasks.py), published by name.
+ACTION_ALARMS_TASK = "dashboard.tasks.check_use_case_action_alarms"
 
 
 @dataclass(frozen=True)
@@ -167,4 +172,21 @@ def action_alarms_check_all(*, now: datetime | None = None) -> int:
     return sum(
         len(action_alarms_check(use_case=use_case, now=now).raised)
         for use_case in UseCase.objects.filter(active=True)
+    )
+
+
+def action_alarms_check_for(*, use_case_id: int) -> int:
+    """The action alarms of one use case by its id (the task after a change); none for a use
+    case that is gone or inactive. Returns how many alarms were raised."""
+    use_case = UseCase.objects.filter(pk=use_case_id, active=True).first()
+    return 0 if use_case is None else len(action_alarms_check(use_case=use_case).raised)
+
+
+def action_alarms_check_later(*, use_case_id: int) -> None:
+    """Once the surrounding transaction commits, a worker checks the use case's action alarms
+    (registered with monitoring.extensions: after a settings change, an import of reviews). A
+    message the broker loses costs an hour at most: `check_action_alarms` checks every use case
+    hourly."""
+    transaction.on_commit(
+        lambda: jobs.publish_each(ACTION_ALARMS_TASK, [use_case_id], what="action alarm check")
     )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from monitoring import extensions
 from monitoring.models import JudgeMode, SettingChange, UseCase
 
 TUNABLE = tuple(SettingChange.Field.values)
@@ -58,14 +59,20 @@ def setting_changes_record(
     note: str = "", source: str = SettingChange.Source.SETTINGS,
 ) -> list[SettingChange]:
     """Record what changed against ``before`` (values of TUNABLE as they were), for a change
-    saved elsewhere too (the admin's form). A switch is recorded as 1 (on) or 0 (off)."""
-    return SettingChange.objects.bulk_create([
+    saved elsewhere too (the admin's form). A switch is recorded as 1 (on) or 0 (off).
+
+    A change has the use case's alarms checked after the commit: an action threshold moved
+    above a red week raises its alarm now, not at the next hourly check."""
+    changes = SettingChange.objects.bulk_create([
         SettingChange(use_case=use_case, field=name, old_value=float(old),
                       new_value=float(getattr(use_case, name)), changed_by=user,
                       note=note[:200], source=source)
         for name, old in before.items()
         if name in TUNABLE and getattr(use_case, name) != old
     ])
+    if changes:
+        extensions.alarms_check_soon(use_case_id=use_case.pk)
+    return changes
 
 
 def use_case_judge_set(*, use_case: UseCase, judge_model: str, judge_mode: str) -> None:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -269,3 +270,62 @@ def test_seed_then_judge_then_import_the_experts_labels(
         assert data is not None, case.slug
         [band] = [t for t in json.loads(data.group(1))["data"] if t["meta"]["role"] == "band"]
         assert any(y is not None for y in band["y"]), case.slug  # an interval drawn
+
+
+@pytest.mark.django_db
+def test_the_experts_labels_again_import_nothing_twice(
+    demo_judge: DemoJudgeServer, tmp_path: Path
+) -> None:
+    """A second start of the demo (seed_demo --expert-labels again) leaves the experts' reviews
+    as they were: a week keeps the batch it was given, also when the first start imported
+    before the judge had scored all of them, and no week gets more than a batch."""
+    seed(scale=SCALE)
+    # A batch smaller than the week's random sample at this scale, so that there are answers
+    # left for a second start to take.
+    UseCase.objects.update(review_batch_size=2)
+    runs = sorted(JudgeRun.objects.filter(status=JudgeRun.Status.PENDING)
+                  .values_list("pk", flat=True))
+    assert [judge_run_execute(run_id=pk) for pk in runs[::2]] == ["scored"] * len(runs[::2])
+    seed(expert_labels=str(tmp_path / "first"))  # before the judge has scored the rest
+    first = ReviewSubmission.objects.filter(imported=True).count()
+    assert first
+    assert [judge_run_execute(run_id=pk) for pk in runs[1::2]] == ["scored"] * len(runs[1::2])
+
+    def per_week() -> Counter[tuple[str, str]]:
+        return Counter(ReviewSubmission.objects.filter(imported=True).values_list(
+            "item__batch__use_case__slug", "item__batch__week"))
+
+    seed(expert_labels=str(tmp_path / "second"))
+    filled = per_week()
+    assert max(filled.values()) == 2  # the weeks the first start left short are filled up
+    again = seed(expert_labels=str(tmp_path / "third"))
+    assert per_week() == filled
+    assert again.count(" 0 imported, ") == len(USE_CASES), again
+    for case in USE_CASES:  # the same file, so a re-import of it is idempotent as well
+        assert ((tmp_path / "second" / f"{case.slug}.jsonl").read_text("utf-8")
+                == (tmp_path / "third" / f"{case.slug}.jsonl").read_text("utf-8"))
+
+
+@pytest.mark.django_db
+def test_seeding_checks_each_demo_use_cases_alarms(
+    demo_judge: DemoJudgeServer, monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The demo's alarms are checked when it is seeded, not an hour after the start (the
+    checks go to the broker; the worker takes them once it runs)."""
+    from jobs import framework
+
+    published: list[tuple[str, list[int]]] = []
+
+    def publish_each(name: str, items: Iterator[int], **_: object) -> int:
+        published.append((name, list(items)))
+        return 1
+
+    monkeypatch.setattr(framework, "publish_each", publish_each)
+    with django_capture_on_commit_callbacks(execute=True):
+        seed(scale=SCALE)
+    ids = sorted(UseCase.objects.filter(slug__in=[c.slug for c in USE_CASES])
+                 .values_list("pk", flat=True))
+    for task in ("dashboard.tasks.check_use_case_action_alarms",
+                 "review.tasks.check_use_case_review_alarms"):
+        assert sorted(i for name, items in published if name == task for i in items) == ids

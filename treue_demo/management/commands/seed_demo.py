@@ -22,11 +22,13 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from dashboard.selectors.weeks import Week, iso_weeks
 from ingest import services
 from ingest.services import IngestOutcome
+from monitoring import extensions
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
 from monitoring.services.use_cases import service_create, use_case_create
 from treue_demo.answers import DemoAnswer, expert_labels, expert_score, load_answers
@@ -123,6 +125,10 @@ class Command(BaseCommand):
                         service=service, items=bodies[start:start + BATCH]
                     )
                     created[case.slug] += sum(r.outcome == IngestOutcome.CREATED for r in results)
+        for use_case in use_cases:
+            # Checked now, not at the first hourly check (the worker takes it once it runs): a
+            # restart finds its alarms at once, and the experts' import checks again.
+            extensions.alarms_check_soon(use_case_id=use_case.pk)
         for case, use_case in zip(USE_CASES, use_cases, strict=True):
             self.stdout.write(
                 f"Demo: {created[case.slug]} neue Antworten ({total[case.slug]} insgesamt, "
@@ -193,37 +199,59 @@ def _expert_lines(
     use_case: UseCase, weeks: list[Week], known: dict[str, DemoAnswer]
 ) -> Iterator[dict[str, Any]]:
     """A review batch's worth of expert labels per week: answers of the random sample (as the
-    weekly batch draws them) that the judge scored and nobody reviewed, in an order fixed by
-    their ids, as many as the use case's batch size."""
+    weekly batch draws them) that the judge scored, in an order fixed by their ids, as many as
+    the use case's batch size.
+
+    The same every time the demo starts: the answers the experts reviewed on an earlier start
+    come first and count towards the batch (their lines again, which the import reports as
+    already there), and only a batch left short (the judge had not scored enough yet) is filled
+    up with answers nobody reviewed. Drawing from the unreviewed answers alone gave every
+    restart a new batch on top of the old one."""
     for week in weeks:
-        answers = (
-            Answer.objects.filter(
-                use_case=use_case, created_at__gte=week.start, created_at__lt=week.end,
-                in_random_sample=True, current_run__status=JudgeRun.Status.SUCCEEDED,
-                current_run__score__isnull=False, review_items__isnull=True,
-            )
-            .select_related("current_run")
-            .only("external_id", "metadata", "current_run")
+        in_week = Answer.objects.filter(
+            use_case=use_case, created_at__gte=week.start, created_at__lt=week.end,
+            in_random_sample=True, current_run__status=JudgeRun.Status.SUCCEEDED,
+            current_run__score__isnull=False,
         )
-        chosen = sorted(answers, key=lambda a: hashlib.sha256(a.external_id.encode()).digest())
-        count = 0
-        for answer in chosen:
-            demo = known.get(_ragtruth_id(answer))
-            if demo is None:
-                continue
-            run = answer.current_run
-            assert run is not None
-            if run.judge_model == DEMO_JUDGE_MODEL:
-                claims = list(run.claims.order_by("position").values_list("text", flat=True))
-                labels = [label.value for label in expert_labels(demo, claims)]
-                yield {"external_id": answer.external_id, "labels": labels}
-            else:
-                # Another judge's claims are its own words, which RAGTruth's spans cannot be
-                # matched to: the experts' score of the whole answer instead.
-                yield {"external_id": answer.external_id, "score": expert_score(demo)}
-            count += 1
-            if count == use_case.review_batch_size:
+        imported = in_week.filter(review_items__batch__imported=True)
+        unreviewed = in_week.filter(review_items__isnull=True)
+        lines = [
+            line for answer in _by_id(imported)
+            if (line := _expert_line(answer, known)) is not None
+        ]
+        for answer in _by_id(unreviewed):
+            if len(lines) >= use_case.review_batch_size:
                 break
+            if (line := _expert_line(answer, known)) is not None:
+                lines.append(line)
+        yield from sorted(lines, key=lambda line: _order(line["external_id"]))
+
+
+def _order(external_id: str) -> bytes:
+    return hashlib.sha256(external_id.encode()).digest()
+
+
+def _by_id(answers: QuerySet[Answer]) -> list[Answer]:
+    return sorted(
+        answers.select_related("current_run").only("external_id", "metadata", "current_run"),
+        key=lambda a: _order(a.external_id),
+    )
+
+
+def _expert_line(answer: Answer, known: dict[str, DemoAnswer]) -> dict[str, Any] | None:
+    """The demo experts' labels of an answer (None for one that is not RAGTruth's)."""
+    demo = known.get(_ragtruth_id(answer))
+    if demo is None:
+        return None
+    run = answer.current_run
+    assert run is not None
+    if run.judge_model == DEMO_JUDGE_MODEL:
+        claims = list(run.claims.order_by("position").values_list("text", flat=True))
+        labels = [label.value for label in expert_labels(demo, claims)]
+        return {"external_id": answer.external_id, "labels": labels}
+    # Another judge's claims are its own words, which RAGTruth's spans cannot be matched to:
+    # the experts' score of the whole answer instead.
+    return {"external_id": answer.external_id, "score": expert_score(demo)}
 
 
 def _ragtruth_id(answer: Answer) -> str:
