@@ -98,6 +98,9 @@ class WeekFigures:
     # looks (None for a complete week), and that estimate's light.
     strict: Estimate | None = None
     strict_light: str = "grey"
+    # Of `runs`, those still pending or running: a week whose light is grey because it is
+    # still being judged says so (the same grouped read as `runs`, no query of its own).
+    open_runs: int = 0
     # The judge's estimates of this week and the ones before it (up to POOLED_WEEKS, oldest
     # first), for the trend check of a pooled headline, and the threshold it is read against.
     pool_points: tuple[WeekPoint, ...] = ()
@@ -373,6 +376,7 @@ def _figures(
         calls=usage.calls,
         cost=usage.cost,
         unpriced_runs=usage.unpriced_runs,
+        open_runs=usage.open_runs,
         judges=judges,
         judge_changed=judge_changed(before, usage.judges),
         pooled=pooled,

@@ -104,10 +104,10 @@ class DashWorld:
     def answer(
         self, external_id: str, *, week: Week, verdicts: list[str] | None = None,
         flagged: bool = False, use_case: UseCase | None = None, question: str = SINGLE,
-        chunk_scores: tuple[float, ...] = (0.85, 0.7),
+        chunk_scores: tuple[float, ...] = (0.85, 0.7), judge: bool = True,
     ) -> Answer:
         """Ingest an answer created in `week`; if it is sampled, judge it with one claim per
-        verdict (an empty list: no claims, an abstention)."""
+        verdict (an empty list: no claims, an abstention); `judge=False` leaves its run open."""
         use_case = use_case or self.a
         text = f"Antwort {external_id}: Der Behälter wird alle 5 Jahre geprüft."
         body: dict[str, Any] = {
@@ -125,7 +125,7 @@ class DashWorld:
         assert answer is not None
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
-        if run is not None:
+        if run is not None and judge:
             verdicts = [G] if verdicts is None else verdicts
             claims = [f"{external_id} sagt Punkt {i}." for i in range(len(verdicts))]
             self.judge.claims = claims

@@ -473,3 +473,18 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
             assert response.status_code == 400, (path, bad)
             assert response.content.decode() == "pooled: erlaubt sind 1, 4, 13 Wochen."
 
+
+
+def test_a_week_still_being_judged_says_so_and_how_far(world: DashWorld) -> None:
+    # Issue 41: a week whose answers wait for the judge read "grau: unentschieden, das Intervall
+    # ist zu breit"; it says that judging is under way and how far.
+    world.answer("geprueft", week=world.this_week, flagged=True)
+    for i in range(3):
+        world.answer(f"offen-{i}", week=world.this_week, flagged=True, judge=False)
+    [figures] = dashboard_figures.use_cases_weeks(use_cases=[world.a], weeks=2).values()
+    assert (figures[-1].open_runs, figures[-1].runs) == (3, 4)
+    assert figures[-2].open_runs == 0
+    lead = client_for(world, "lead_a")
+    for url in ("/overview/", f"/use-cases/{world.a.slug}/"):
+        text = text_of(lead.get(url).content.decode())
+        assert "wird noch geprüft: 3 von 4 Prüfläufen offen" in text, url
