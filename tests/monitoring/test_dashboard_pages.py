@@ -488,3 +488,20 @@ def test_a_week_still_being_judged_says_so_and_how_far(world: DashWorld) -> None
     for url in ("/overview/", f"/use-cases/{world.a.slug}/"):
         text = text_of(lead.get(url).content.decode())
         assert "wird noch geprüft: 3 von 4 Prüfläufen offen" in text, url
+
+
+def test_an_interval_topping_at_its_estimate_is_explained_once_per_card_and_page(
+    world: DashWorld,
+) -> None:
+    # Issue 41: "1,00 (0,80–1,00)" read as a bug; the reason was only a hover text. A visible
+    # mark stands beside each such interval, and one footnote per card (page) says why.
+    world.this_week_good()
+    lead = client_for(world, "lead_a")
+    html = lead.get("/overview/").content.decode()
+    card = html.split(f'data-use-case="{world.a.slug}"')[1].split("</section>")[0]
+    assert card.count('class="tops-at-mark"') >= 1
+    assert card.count('data-note="tops-at"') == 1
+    assert "Jede zufällig gezogene Antwort erhielt 1,0" in text_of(card)
+    assert html.count('data-note="tops-at"') == 1
+    page = lead.get(f"/use-cases/{world.a.slug}/").content.decode()
+    assert page.count('class="tops-at-mark"') >= 1 and page.count('data-note="tops-at"') == 1
