@@ -35,3 +35,15 @@ def tops_at(figure: Any) -> bool:
     """Whether ``figure``'s interval (an estimate's, a headline's) ends at its value above
     (`tops_at_estimate`)."""
     return interval_tops_at(*(getattr(figure, name, None) for name in ("value", "low", "high")))
+
+
+@register.filter
+def signed(value: float | None, digits: int = 2) -> str:
+    """``value`` with its sign always written ("+0,10", "−0,10", "0,00"), localised: a
+    difference whose direction matters (expert − judge) must not read as a distance."""
+    if value is None:
+        return ""
+    text = floatformat(abs(value), digits)
+    if round(value, digits) == 0:
+        return text
+    return ("+" if value > 0 else "\u2212") + text
