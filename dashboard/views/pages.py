@@ -210,6 +210,8 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         "leads_any": bool(rows),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+        # The view the lights read (the action alarm's); another view shows no light of its own.
+        "standard_pooled_weeks": dashboard_weeks.POOLED_WEEKS,
     })
 
 
@@ -298,6 +300,8 @@ def _use_case_page(
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+        # The view the lights read (the action alarm's); another view shows no light of its own.
+        "standard_pooled_weeks": dashboard_weeks.POOLED_WEEKS,
         # The one figure the use case is judged by (as on the overview and in the alarms).
         "headline": headline,
         # Where no single week can decide, the judge's pooled view is the headline.

@@ -505,3 +505,21 @@ def test_an_interval_topping_at_its_estimate_is_explained_once_per_card_and_page
     assert html.count('data-note="tops-at"') == 1
     page = lead.get(f"/use-cases/{world.a.slug}/").content.decode()
     assert page.count('class="tops-at-mark"') >= 1 and page.count('data-note="tops-at"') == 1
+
+
+def test_a_pooled_view_other_than_the_lights_shows_no_light_of_its_own(world: DashWorld) -> None:
+    # Issue 41: the 13-week view put the 13-week pooled light (green) inside the red card,
+    # whose light reads the headline (the 4-week view where it pools). The chosen view's row
+    # shows its estimate, says that the light reads 4 weeks, and shows no light of its own.
+    world.this_week_good()
+    lead = client_for(world, "lead_a")
+    for url in ("/overview/?pooled=13", f"/use-cases/{world.a.slug}/?pooled=13"):
+        html = lead.get(url).content.decode()
+        row = re.search(r'<(tr class="row-pooled"|div class="stat" data-week="pooled").*?'
+                        r'</(tr|div)>', html, re.S)
+        assert row is not None, url
+        assert "data-light" not in row.group(0), url
+        assert "ohne Ampel: die Ampel liest 4 Wochen" in text_of(row.group(0)), url
+    html = lead.get("/overview/").content.decode()
+    row = re.search(r'<tr class="row-pooled".*?</tr>', html, re.S)
+    assert row is not None and "data-light" in row.group(0)
