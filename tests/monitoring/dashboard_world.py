@@ -33,6 +33,7 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from dashboard.domain.statistics.cells import Estimate, Stratum
+from dashboard.domain.statistics.precision import tops_at_estimate
 from dashboard.selectors import weeks as dashboard_weeks
 from dashboard.selectors.weeks import Week, iso_weeks
 from ingest import services
@@ -216,7 +217,11 @@ def de(value: float | None, digits: int = 2) -> str:
 
 
 def estimate_text(estimate: Estimate) -> str:
-    return f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}) n = {estimate.n}"
+    """An estimate as the pages write it; an interval that ends at its estimate carries the
+    mark that the footnote explains (issue 41)."""
+    mark = " *" if tops_at_estimate(estimate) else ""
+    return (f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}){mark} "
+            f"n = {estimate.n}")
 
 
 

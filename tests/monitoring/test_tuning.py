@@ -15,7 +15,6 @@ from django.test import Client, RequestFactory
 from django.utils import translation
 
 from dashboard.views.trends import setting_change_text
-
 from monitoring.models import SettingChange, UseCase
 from monitoring.services import tuning
 from tests.monitoring.dashboard_world import DashWorld, client_for, figure, text_of
