@@ -164,7 +164,16 @@ def _figure(estimate: Estimate, light: str, weeks: int) -> Figure:
 def use_case_headline(weeks: Sequence[WeekFigures]) -> Headline:
     """The use case's headline now (dashboard.domain.headline): the running week where its
     strict estimate already decides it red, else the last complete week's headline. `weeks`
-    oldest first, as the selectors give them."""
+    oldest first, as the selectors give them. It carries the judge runs of the week it speaks
+    for, open ones included."""
+    headline = _headline_now(weeks)
+    spoken = next((w for w in reversed(weeks) if w.label == headline.week), None)
+    if spoken is None or not spoken.runs:
+        return headline
+    return dataclasses.replace(headline, runs=spoken.runs, open_runs=spoken.open_runs)
+
+
+def _headline_now(weeks: Sequence[WeekFigures]) -> Headline:
     last = weeks[-1]
     if not last.current:
         return last.complete_headline

@@ -523,3 +523,15 @@ def test_a_pooled_view_other_than_the_lights_shows_no_light_of_its_own(world: Da
     html = lead.get("/overview/").content.decode()
     row = re.search(r'<tr class="row-pooled".*?</tr>', html, re.S)
     assert row is not None and "data-light" in row.group(0)
+
+
+def test_a_headline_whose_week_is_still_being_judged_says_so(world: DashWorld) -> None:
+    # Issue 41: the card's own light (the headline's) read "unentschieden" at n = 0 too.
+    for i in range(3):
+        world.answer(f"offen-{i}", week=world.last_week, flagged=True, judge=False)
+    lead = client_for(world, "lead_a")
+    html = lead.get("/overview/").content.decode()
+    head = found(r'<header class="dash-case-head">.*?</header>', html, re.S).group(0)
+    assert "wird noch geprüft: 3 von 3 Prüfläufen offen" in text_of(head)
+    headline = found(r'<div class="stat headline".*?</div>', html, re.S).group(0)
+    assert "wird noch geprüft: 3 von 3 Prüfläufen offen" in text_of(headline)
