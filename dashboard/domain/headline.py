@@ -85,6 +85,10 @@ class Headline:
     trend_amber: bool = False
     # A pooled headline only: weeks from the pool's centre to the week it speaks for.
     lag: float | None = None
+    # Judge runs of the week it speaks for, and of those the ones still open: a grey light
+    # says that the week is still being judged rather than "undecided" (issue 41).
+    runs: int = 0
+    open_runs: int = 0
 
 
 def complete_week_headline(

@@ -98,6 +98,9 @@ class WeekFigures:
     # looks (None for a complete week), and that estimate's light.
     strict: Estimate | None = None
     strict_light: str = "grey"
+    # Of `runs`, those still pending or running: a week whose light is grey because it is
+    # still being judged says so (the same grouped read as `runs`, no query of its own).
+    open_runs: int = 0
     # The judge's estimates of this week and the ones before it (up to POOLED_WEEKS, oldest
     # first), for the trend check of a pooled headline, and the threshold it is read against.
     pool_points: tuple[WeekPoint, ...] = ()
@@ -161,7 +164,16 @@ def _figure(estimate: Estimate, light: str, weeks: int) -> Figure:
 def use_case_headline(weeks: Sequence[WeekFigures]) -> Headline:
     """The use case's headline now (dashboard.domain.headline): the running week where its
     strict estimate already decides it red, else the last complete week's headline. `weeks`
-    oldest first, as the selectors give them."""
+    oldest first, as the selectors give them. It carries the judge runs of the week it speaks
+    for, open ones included."""
+    headline = _headline_now(weeks)
+    spoken = next((w for w in reversed(weeks) if w.label == headline.week), None)
+    if spoken is None or not spoken.runs:
+        return headline
+    return dataclasses.replace(headline, runs=spoken.runs, open_runs=spoken.open_runs)
+
+
+def _headline_now(weeks: Sequence[WeekFigures]) -> Headline:
     last = weeks[-1]
     if not last.current:
         return last.complete_headline
@@ -373,6 +385,7 @@ def _figures(
         calls=usage.calls,
         cost=usage.cost,
         unpriced_runs=usage.unpriced_runs,
+        open_runs=usage.open_runs,
         judges=judges,
         judge_changed=judge_changed(before, usage.judges),
         pooled=pooled,

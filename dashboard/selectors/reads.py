@@ -56,6 +56,7 @@ class Usage:
     unpriced_runs: int = 0  # runs that made calls for a model without a price
     succeeded_runs: int = 0
     succeeded_calls: int = 0
+    open_runs: int = 0  # runs still pending or running: the week is still being judged
     judges: set[tuple[str, str]] = field(default_factory=set)  # (model, prompt version)
 
 
@@ -174,8 +175,10 @@ def read_usage(
 
 
 # (use case, week index, judge model, prompt version) → runs, calls, cost (None: none priced),
-# unpriced runs, succeeded runs, succeeded calls
-UsageGroups = dict[tuple[int, int, str, str], tuple[int, int, Decimal | None, int, int, int]]
+# unpriced runs, succeeded runs, succeeded calls, open runs (pending or running)
+UsageGroups = dict[tuple[int, int, str, str],
+                   tuple[int, int, Decimal | None, int, int, int, int]]
+OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
 
 
 def usage_groups(
@@ -198,12 +201,15 @@ def usage_groups(
             unpriced=Count("id", filter=Q(cost__isnull=True, calls__gt=0)),
             ok_runs=Count("id", filter=Q(status=JudgeRun.Status.SUCCEEDED)),
             ok_calls=Sum("calls", filter=Q(status=JudgeRun.Status.SUCCEEDED)),
+            open_runs=Count("id", filter=OPEN_RUNS),
         )
         .order_by()
     )
     return {
-        (uc, wk, model, version): (runs_n, calls or 0, spent, unpriced, ok_runs, ok_calls or 0)
-        for uc, wk, model, version, runs_n, calls, spent, unpriced, ok_runs, ok_calls in rows
+        (uc, wk, model, version): (runs_n, calls or 0, spent, unpriced, ok_runs, ok_calls or 0,
+                                   open_runs)
+        for uc, wk, model, version, runs_n, calls, spent, unpriced, ok_runs, ok_calls, open_runs
+        in rows
     }
 
 
@@ -211,7 +217,7 @@ def usage_of_groups(groups: UsageGroups, offset: int = 0) -> dict[tuple[int, int
     """Usage per (use case, week index + offset) from the grouped runs."""
     out: dict[tuple[int, int], Usage] = defaultdict(Usage)
     for (use_case_id, wk, model, version), (
-        runs, calls, spent, unpriced, ok_runs, ok_calls
+        runs, calls, spent, unpriced, ok_runs, ok_calls, open_runs
     ) in groups.items():
         usage = out[use_case_id, wk + offset]
         usage.runs += runs
@@ -220,6 +226,7 @@ def usage_of_groups(groups: UsageGroups, offset: int = 0) -> dict[tuple[int, int
         usage.unpriced_runs += unpriced
         usage.succeeded_runs += ok_runs
         usage.succeeded_calls += ok_calls
+        usage.open_runs += open_runs
         if ok_runs:
             usage.judges.add((model, version))
     return out

@@ -11,15 +11,20 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from dashboard.selectors.judged import StratumJudged, WeekJudged
-from dashboard.selectors.reads import Usage, UsageGroups, usage_groups, usage_of_groups
+from dashboard.selectors.reads import (
+    OPEN_RUNS,
+    Usage,
+    UsageGroups,
+    usage_groups,
+    usage_of_groups,
+)
 from dashboard.selectors.weeks import Week
 from monitoring.domain.moments import NO_MOMENTS, Moments
 from monitoring.models import (
-    JudgeRun,
     RollupCause,
     RollupCauseScore,
     RollupDay,
@@ -143,9 +148,6 @@ def causes_from_rollups(
     return answers, judged, moments
 
 
-_OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
-
-
 def usage_from_rollups(
     use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
 ) -> dict[tuple[int, int], Usage]:
@@ -165,8 +167,9 @@ def usage_from_rollups(
         if not runs:
             continue
         cost = Decimal(micros).scaleb(-6) if priced else None
-        groups[uc, mondays[week], model, version] = (runs, calls, cost, unpriced, ok, ok_calls)
-    for key, open_runs in usage_groups(use_case_ids, weeks, _OPEN_RUNS).items():
+        # The rollups hold runs that ended: none of them is open.
+        groups[uc, mondays[week], model, version] = (runs, calls, cost, unpriced, ok, ok_calls, 0)
+    for key, open_runs in usage_groups(use_case_ids, weeks, OPEN_RUNS).items():
         ended = groups.get(key)
         groups[key] = open_runs if ended is None else _merged(ended, open_runs)
     return usage_of_groups(groups, offset)
@@ -174,4 +177,4 @@ def usage_from_rollups(
 
 def _merged(a: tuple[Any, ...], b: tuple[Any, ...]) -> Any:
     cost = None if a[2] is None and b[2] is None else (a[2] or 0) + (b[2] or 0)
-    return (a[0] + b[0], a[1] + b[1], cost, a[3] + b[3], a[4] + b[4], a[5] + b[5])
+    return (a[0] + b[0], a[1] + b[1], cost, a[3] + b[3], a[4] + b[4], a[5] + b[5], a[6] + b[6])

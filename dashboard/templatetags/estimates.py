@@ -7,8 +7,8 @@ from typing import Any
 from django import template
 from django.template.defaultfilters import floatformat
 
-from dashboard.domain.statistics.cells import Estimate
-from dashboard.domain.statistics.precision import shown_digits, tops_at_estimate
+from dashboard.domain.statistics.precision import shown_digits
+from dashboard.domain.statistics.precision import tops_at as interval_tops_at
 
 register = template.Library()
 
@@ -31,6 +31,19 @@ def estimate_value(context: template.Context, value: float | None) -> str:
 
 
 @register.filter
-def tops_at(estimate: Estimate | None) -> bool:
-    """Whether ``estimate``'s interval ends at its value above (`tops_at_estimate`)."""
-    return isinstance(estimate, Estimate) and tops_at_estimate(estimate)
+def tops_at(figure: Any) -> bool:
+    """Whether ``figure``'s interval (an estimate's, a headline's) ends at its value above
+    (`tops_at_estimate`)."""
+    return interval_tops_at(*(getattr(figure, name, None) for name in ("value", "low", "high")))
+
+
+@register.filter
+def signed(value: float | None, digits: int = 2) -> str:
+    """``value`` with its sign always written ("+0,10", "−0,10", "0,00"), localised: a
+    difference whose direction matters (expert − judge) must not read as a distance."""
+    if value is None:
+        return ""
+    text = floatformat(abs(value), digits)
+    if round(value, digits) == 0:
+        return text
+    return ("+" if value > 0 else "\u2212") + text

@@ -119,14 +119,27 @@ def _estimate_cell(e: Estimate | None, num: _Numbers, *, scale: float = 1, digit
             css, value, unit, low, high,
         )
     # An interval that ends at its estimate above says why (as _dash_estimate.html does).
+    tops = statistics.tops_at_estimate(e)
     note = format_html(' title="{}"', _(
         "Jede zufällig gezogene Antwort erhielt 1,0: die obere Grenze ist der Schätzwert selbst."
-    )) if statistics.tops_at_estimate(e) else ""
+    )) if tops else ""
+    # The visible mark that the page's footnote explains (touch screens show no title).
+    mark = mark_safe(_TOPS_AT_MARK) if tops else ""  # a constant
     return format_html(
         '<span class="{}"><strong class="estimate-value">{}</strong> '
-        '<span class="interval"{}>({}–{})</span> <span class="n">n = {}</span></span>',
-        css, value, note, low, high, e.n,
+        '<span class="interval"{}>({}–{})</span>{} <span class="n">n = {}</span></span>',
+        css, value, note, low, high, mark, e.n,
     )
+
+
+_TOPS_AT_MARK = '<sup class="tops-at-mark" aria-hidden="true">*</sup>'
+
+
+def _tops_at_any(*figures: Any) -> bool:
+    """Whether any of ``figures`` (estimates, headlines, None) has an interval that ends at
+    its value above: the card or page then explains the mark once."""
+    return any(statistics.tops_at(getattr(f, "value", None), getattr(f, "low", None),
+                                  getattr(f, "high", None)) for f in figures)
 
 
 def _expert_cell(week: WeekFigures, num: _Numbers, threshold: float | None = None) -> str:
@@ -187,12 +200,18 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         row.precision = (  # type: ignore[attr-defined]  # for the template
             precision_reading(row.this_week) or precision_reading(row.last_week)
         )
+        row.tops_at = _tops_at_any(  # type: ignore[attr-defined]  # for the template
+            row.headline, row.this_week.estimate, row.last_week.estimate,
+            row.this_week.pooled, row.last_week.pooled,
+        )
     return render(request, "monitoring/overview.html", {
         "rows": rows,
         "weeks": dashboard_weeks.OVERVIEW_WEEKS,
         "leads_any": bool(rows),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+        # The view the lights read (the action alarm's); another view shows no light of its own.
+        "standard_pooled_weeks": dashboard_weeks.POOLED_WEEKS,
     })
 
 
@@ -281,11 +300,19 @@ def _use_case_page(
         "trend": statistics.trend(weeks[-1].estimate, weeks[-2].estimate),
         "pooled_weeks": pooled_weeks,
         "pooled_choices": dashboard_weeks.POOLED_CHOICES,
+        # The view the lights read (the action alarm's); another view shows no light of its own.
+        "standard_pooled_weeks": dashboard_weeks.POOLED_WEEKS,
         # The one figure the use case is judged by (as on the overview and in the alarms).
         "headline": headline,
         # Where no single week can decide, the judge's pooled view is the headline.
         "pooled_leads": headline.scale == JUDGE and headline.view == POOLED,
         "precision": precision_reading(weeks[-1]) or precision_reading(weeks[-2]),
+        # One footnote explains every interval on the page that ends at its estimate above.
+        "tops_at": _tops_at_any(
+            headline, *(e for w in weeks for e in (w.estimate, w.pooled, w.claims)),
+            *(b.estimate for b in (*causes.similarity, *causes.chunks)),
+            causes.single, causes.multi,
+        ),
         "diagnosis": diagnosis,
         "causes": causes,
         "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed),

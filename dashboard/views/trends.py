@@ -95,23 +95,34 @@ def _judge_changes(
 
 
 def setting_change_text(change: SettingChange) -> str:
-    """ "Stichprobenrate 3 % → 5 %", in the page's number format."""
-    old, new = (setting_value(change.field, v) for v in (change.old_value, change.new_value))
-    return f"{change.get_field_display()} {old} → {new}"
+    """ "Stichprobenrate 3 % → 5 %", in the page's number format; both sides with the same
+    decimals ("0,85 → 0,80", not "0,85 → 0,8", which reads as a number cut off)."""
+    old, new = change.old_value, change.new_value
+    digits = max(_decimals(change.field, old), _decimals(change.field, new))
+    return (f"{change.get_field_display()} {setting_value(change.field, old, digits)} → "
+            f"{setting_value(change.field, new, digits)}")
 
 
+def _shown(field: str, value: float) -> float:
+    return round(value * 100, 2) if field == SettingChange.Field.SAMPLE_RATE else round(value, 4)
 
-def setting_value(field: str, value: float) -> str:
+
+def _decimals(field: str, value: float) -> int:
+    """How many decimals ``value`` needs as the pages write it (25 → 0, 0,45 → 2)."""
+    text = f"{_shown(field, value):g}"
+    return len(text.partition(".")[2]) if "e" not in text else 4
+
+
+def setting_value(field: str, value: float, digits: int | None = None) -> str:
     """A setting as the pages write it: the sample rate in percent, thresholds as they are, a
-    switch (recorded as 1 or 0) as on or off."""
-    def short(v: float) -> str:  # 25 not 25,0; 0,45 not 0,4500
-        return f"{v:g}".replace(".", formats.get_format("DECIMAL_SEPARATOR"))
+    switch (recorded as 1 or 0) as on or off; with ``digits`` decimals, else as few as it
+    needs (25 not 25,0; 0,45 not 0,4500)."""
     if field in tuning.SWITCHES:
         return pgettext("switch", "an") if value else pgettext("switch", "aus")
-    if field == SettingChange.Field.SAMPLE_RATE:
-        return f"{short(round(value * 100, 2))} %"
-    return short(round(value, 4))
-
+    shown = _shown(field, value)
+    text = f"{shown:g}" if digits is None else f"{shown:.{digits}f}"
+    text = text.replace(".", formats.get_format("DECIMAL_SEPARATOR"))
+    return f"{text} %" if field == SettingChange.Field.SAMPLE_RATE else text
 
 
 def trend_chart(

@@ -156,3 +156,19 @@ def test_log_out(page: Page, live_server: Any, answers: dict[str, int]) -> None:
     expect(page.get_by_role("button", name="Anmelden")).to_be_visible()
     page.goto(live_server.url + "/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_sample_column_and_the_detail_say_what_pi_is(
+    page: Page, live_server: Any, answers: dict[str, int], width: int
+) -> None:
+    # Issue 41: "π=1,00" stood unexplained; a legend below the list, words on the detail page.
+    page.set_viewport_size({"width": width, "height": 900})
+    logged_in(page, live_server.url)
+    legend = page.locator("#pi-legend")
+    expect(legend).to_be_visible()
+    expect(legend).to_contain_text("Wahrscheinlichkeit, mit der die Antwort in die Stichprobe kam")
+    box = legend.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= width
+    page.goto(f"{live_server.url}/answers/{answers['a-flagged']}/")
+    expect(page.get_by_text("Auswahlwahrscheinlichkeit")).to_be_visible()

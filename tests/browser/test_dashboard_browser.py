@@ -351,3 +351,50 @@ def test_overview_cards_show_every_column_and_their_charts_ticks_apart(
     assert overlapping(chart, ".xtick text, .ytick text") == []
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
     screenshot(page, f"overview-{width}")
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_cards_words_are_visible_where_the_numbers_stand(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 41, at a desktop's width and a phone's: an interval that ends at its estimate
+    carries a visible mark and its footnote (not only a title, which touch screens never show);
+    a week still being judged says so on its light; a pooled view other than the lights' shows
+    no light of its own, and says which weeks the light reads."""
+    world.this_week_good()  # every drawn answer at 1.0
+    for i in range(3):  # last week still being judged
+        world.answer(f"offen-{i}", week=world.last_week, flagged=True, judge=False)
+    page.set_viewport_size({"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    for url, frame in (("/overview/", "section.dash-case"), ("/use-cases/auskunft/", "main")):
+        page.goto(base + url, wait_until="commit")
+        scope = page.locator(frame).first
+        expect(scope.locator(".tops-at-mark").first).to_be_visible()
+        note = scope.locator("[data-note='tops-at']")
+        expect(note).to_have_count(1)
+        expect(note).to_be_visible()
+        expect(note).to_contain_text("Jede zufällig gezogene Antwort erhielt 1,0")
+        light = scope.locator("[data-open-runs]").first
+        expect(light).to_be_visible()
+        expect(light).to_contain_text("wird noch geprüft: 3 von 3 Prüfläufen offen")
+        for shown in (note, light):
+            box = shown.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width + 1, url
+        # What sticks out, named in the failure (the week tables scroll inside their card).
+        wide = page.evaluate("""w => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > w + 1 && !e.closest('.table-wrap'))
+            .slice(0, 5).map(e => e.className + ': ' + e.textContent.slice(0, 60))""", width)
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= width, wide
+        screenshot(page, f"words-{url.strip('/').replace('/', '-')}-{width}")
+
+        page.goto(base + url + "?pooled=13", wait_until="commit")
+        scope = page.locator(frame).first
+        pooled = scope.locator("tr.row-pooled, div.stat:not(.headline)[data-week='pooled']").first
+        expect(pooled.locator("[data-view-only]")).to_be_visible()
+        expect(pooled.locator("[data-view-only]")).to_contain_text(
+            "ohne Ampel: die Ampel liest 4 Wochen")
+        expect(pooled.locator("[data-light]")).to_have_count(0)
+    assert errors == []

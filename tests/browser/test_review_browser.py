@@ -169,6 +169,22 @@ def expect_comparison(page: Page, plan: dict[str, Any]) -> None:
     )
     expect(comparison.locator(".compare .badge[title='Ihr Urteil']")).to_have_text(plan["manual"])
     expect(comparison.locator(".compare .badge[title='Prüfmodell']")).to_have_text(plan["judge"])
+    # Issue 41: the chips are labelled in words (touch screens show no title), and the
+    # difference carries its sign, expert − judge; at a desktop's width and a phone's.
+    original = page.viewport_size
+    for width in (1440, 375):
+        page.set_viewport_size({"width": width, "height": 900})
+        for who in ("Fachprüfung", "Prüfmodell"):
+            label = comparison.locator(".compare .verdict-who", has_text=who).first
+            expect(label).to_be_visible()
+            box = label.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+        expect(comparison.locator("dt", has_text="Abweichung (Fachprüfung − Prüfmodell)")) \
+            .to_be_visible()
+        expect(comparison.locator("dl.facts dd").nth(2)).to_have_text(
+            re.compile(r"^([+−]\d,\d\d|0,00)"))
+    if original is not None:
+        page.set_viewport_size(original)
     html = page.content()
     assert JUDGE in html and plan["judge_score"] in html
 

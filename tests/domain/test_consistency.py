@@ -409,3 +409,19 @@ def test_interface_fields():
     assert (value.upper, value.key) == (None, "")
     comparison = Comparison(True, False, None, "", [[]], [[]])
     assert comparison.conflicting == [] and comparison.unshared_names == []
+
+
+@pytest.mark.parametrize("language", ["de", "en"])
+def test_concentration_ranges_are_read_whole(language):
+    # Issue 41: "0-1 / 1-2 / 2-3 ng/mL" was summarised as "1 ng / 2 ng / 3 ng", a count of "ng".
+    samples = [f"{'Der Wert' if language == 'de' else 'The level'} {r} ng/mL." for r in
+               ("0-1", "1-2", "2-3")]
+    comparison = compare_samples(samples, language=language)
+    assert comparison.agree is False
+    assert comparison.dimension == "concentration"
+    assert comparison.reason.endswith("0-1 ng/mL / 1-2 ng/mL / 2-3 ng/mL")
+
+
+def test_concentrations_compare_across_units():
+    same = compare_samples(["The limit is 1 µg/mL.", "The limit is 1000 ng/mL."], language="en")
+    assert same.agree is True

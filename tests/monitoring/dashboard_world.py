@@ -33,6 +33,7 @@ from django.test import Client
 from django.utils import timezone, translation
 
 from dashboard.domain.statistics.cells import Estimate, Stratum
+from dashboard.domain.statistics.precision import tops_at_estimate
 from dashboard.selectors import weeks as dashboard_weeks
 from dashboard.selectors.weeks import Week, iso_weeks
 from ingest import services
@@ -104,10 +105,10 @@ class DashWorld:
     def answer(
         self, external_id: str, *, week: Week, verdicts: list[str] | None = None,
         flagged: bool = False, use_case: UseCase | None = None, question: str = SINGLE,
-        chunk_scores: tuple[float, ...] = (0.85, 0.7),
+        chunk_scores: tuple[float, ...] = (0.85, 0.7), judge: bool = True,
     ) -> Answer:
         """Ingest an answer created in `week`; if it is sampled, judge it with one claim per
-        verdict (an empty list: no claims, an abstention)."""
+        verdict (an empty list: no claims, an abstention); `judge=False` leaves its run open."""
         use_case = use_case or self.a
         text = f"Antwort {external_id}: Der Behälter wird alle 5 Jahre geprüft."
         body: dict[str, Any] = {
@@ -125,7 +126,7 @@ class DashWorld:
         assert answer is not None
         assert answer.flagged == flagged
         run = answer.judge_runs.filter(status=JudgeRun.Status.PENDING).first()
-        if run is not None:
+        if run is not None and judge:
             verdicts = [G] if verdicts is None else verdicts
             claims = [f"{external_id} sagt Punkt {i}." for i in range(len(verdicts))]
             self.judge.claims = claims
@@ -216,7 +217,11 @@ def de(value: float | None, digits: int = 2) -> str:
 
 
 def estimate_text(estimate: Estimate) -> str:
-    return f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}) n = {estimate.n}"
+    """An estimate as the pages write it; an interval that ends at its estimate carries the
+    mark that the footnote explains (issue 41)."""
+    mark = " *" if tops_at_estimate(estimate) else ""
+    return (f"{de(estimate.value)} ({de(estimate.low)}–{de(estimate.high)}){mark} "
+            f"n = {estimate.n}")
 
 
 

@@ -473,3 +473,65 @@ def test_the_pooled_view_is_selectable_on_the_overview_and_the_use_case_page(
             assert response.status_code == 400, (path, bad)
             assert response.content.decode() == "pooled: erlaubt sind 1, 4, 13 Wochen."
 
+
+
+def test_a_week_still_being_judged_says_so_and_how_far(world: DashWorld) -> None:
+    # Issue 41: a week whose answers wait for the judge read "grau: unentschieden, das Intervall
+    # ist zu breit"; it says that judging is under way and how far.
+    world.answer("geprueft", week=world.this_week, flagged=True)
+    for i in range(3):
+        world.answer(f"offen-{i}", week=world.this_week, flagged=True, judge=False)
+    [figures] = dashboard_figures.use_cases_weeks(use_cases=[world.a], weeks=2).values()
+    assert (figures[-1].open_runs, figures[-1].runs) == (3, 4)
+    assert figures[-2].open_runs == 0
+    lead = client_for(world, "lead_a")
+    for url in ("/overview/", f"/use-cases/{world.a.slug}/"):
+        text = text_of(lead.get(url).content.decode())
+        assert "wird noch geprüft: 3 von 4 Prüfläufen offen" in text, url
+
+
+def test_an_interval_topping_at_its_estimate_is_explained_once_per_card_and_page(
+    world: DashWorld,
+) -> None:
+    # Issue 41: "1,00 (0,80–1,00)" read as a bug; the reason was only a hover text. A visible
+    # mark stands beside each such interval, and one footnote per card (page) says why.
+    world.this_week_good()
+    lead = client_for(world, "lead_a")
+    html = lead.get("/overview/").content.decode()
+    card = html.split(f'data-use-case="{world.a.slug}"')[1].split("</section>")[0]
+    assert card.count('class="tops-at-mark"') >= 1
+    assert card.count('data-note="tops-at"') == 1
+    assert "Jede zufällig gezogene Antwort erhielt 1,0" in text_of(card)
+    assert html.count('data-note="tops-at"') == 1
+    page = lead.get(f"/use-cases/{world.a.slug}/").content.decode()
+    assert page.count('class="tops-at-mark"') >= 1 and page.count('data-note="tops-at"') == 1
+
+
+def test_a_pooled_view_other_than_the_lights_shows_no_light_of_its_own(world: DashWorld) -> None:
+    # Issue 41: the 13-week view put the 13-week pooled light (green) inside the red card,
+    # whose light reads the headline (the 4-week view where it pools). The chosen view's row
+    # shows its estimate, says that the light reads 4 weeks, and shows no light of its own.
+    world.this_week_good()
+    lead = client_for(world, "lead_a")
+    for url in ("/overview/?pooled=13", f"/use-cases/{world.a.slug}/?pooled=13"):
+        html = lead.get(url).content.decode()
+        row = re.search(r'<(tr class="row-pooled"|div class="stat" data-week="pooled").*?'
+                        r'</(tr|div)>', html, re.S)
+        assert row is not None, url
+        assert "data-light" not in row.group(0), url
+        assert "ohne Ampel: die Ampel liest 4 Wochen" in text_of(row.group(0)), url
+    html = lead.get("/overview/").content.decode()
+    row = re.search(r'<tr class="row-pooled".*?</tr>', html, re.S)
+    assert row is not None and "data-light" in row.group(0)
+
+
+def test_a_headline_whose_week_is_still_being_judged_says_so(world: DashWorld) -> None:
+    # Issue 41: the card's own light (the headline's) read "unentschieden" at n = 0 too.
+    for i in range(3):
+        world.answer(f"offen-{i}", week=world.last_week, flagged=True, judge=False)
+    lead = client_for(world, "lead_a")
+    html = lead.get("/overview/").content.decode()
+    head = found(r'<header class="dash-case-head">.*?</header>', html, re.S).group(0)
+    assert "wird noch geprüft: 3 von 3 Prüfläufen offen" in text_of(head)
+    headline = found(r'<div class="stat headline".*?</div>', html, re.S).group(0)
+    assert "wird noch geprüft: 3 von 3 Prüfläufen offen" in text_of(headline)

@@ -65,3 +65,27 @@ def test_the_pages_say_why_an_interval_tops_at_its_estimate(language, words) -> 
         assert words in card and words in cell
         assert words not in partial.render(Context({"e": MIXED}))
         assert words not in str(_estimate_cell(MIXED, _Numbers()))
+
+
+MARK = '<sup class="tops-at-mark"'
+
+
+def test_an_interval_that_tops_at_its_estimate_is_marked_visibly() -> None:
+    # Issue 41: the reason was a hover text only, which touch screens never show; the interval
+    # carries a visible mark that the card's or page's footnote explains.
+    from dashboard.domain.headline import JUDGE, WEEK, Headline
+
+    partial = Template('{% include "monitoring/_dash_estimate.html" %}')
+    headline = Template('{% include "monitoring/_dash_headline.html" %}')
+
+    def as_headline(e: Estimate) -> Headline:
+        return Headline(JUDGE, WEEK, "2026-W40", 1, False, e.value, e.low, e.high, e.n,
+                        e.too_few, "grey")
+
+    with translation.override("de"):
+        assert MARK in partial.render(Context({"e": ALL_ONE}))
+        assert MARK in str(_estimate_cell(ALL_ONE, _Numbers()))
+        assert MARK in headline.render(Context({"h": as_headline(ALL_ONE)}))
+        assert MARK not in partial.render(Context({"e": MIXED}))
+        assert MARK not in str(_estimate_cell(MIXED, _Numbers()))
+        assert MARK not in headline.render(Context({"h": as_headline(MIXED)}))

@@ -841,3 +841,18 @@ def test_xlsx_of_five_thousand_rows_reads_them_in_batches_without_loading_them_a
     assert [r[4] for r in values[1:3]] == ["b-04999", "b-04998"]
     assert len({r[0] for r in values[1:]}) == 5000
     assert "xl/sharedStrings.xml" not in sheet.parts  # constant_memory: inline strings
+
+
+def test_the_sample_column_says_what_pi_is(lead_client: Client, world: dict[str, Answer]) -> None:
+    # Issue 41: "π=1,00" stood unexplained; a legend below the table says it in words.
+    html = lead_client.get(list_url()).content.decode()
+    assert "π=" in html
+    legend = html.split('id="pi-legend"')[1].split("</p>")[0]
+    assert "Wahrscheinlichkeit" in legend and "Stichprobe" in legend
+
+
+def test_english_says_not_flagged(lead_client: Client, world: dict[str, Answer]) -> None:
+    # Issue 41: "inconspicuous" for an answer stage 1 did not flag.
+    html = lead_client.get(list_url(), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "not flagged" in html
+    assert "inconspicuous" not in html

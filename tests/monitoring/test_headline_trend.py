@@ -86,3 +86,18 @@ def test_the_note_and_the_amber_are_rendered_where_a_fall_is_hidden() -> None:
                             {"h": with_trend(green, falling, 0.85)})
     assert 'data-light="green"' in html and "Gelb:" not in html
     assert "Durchschnitt über 4 Wochen; er liegt etwa 1,5 Wochen hinter der letzten." in html
+
+
+@pytest.mark.parametrize(("trend", "shown"), [
+    ("up", "↑"), ("down", "↓"), ("flat", "→"),
+    # Issue 41: "–" read as a stray dash; no comparison says so in words.
+    ("none", "kein Vergleich"),
+])
+def test_the_trend_mark_reads_as_what_it_means(trend: str, shown: str) -> None:
+    from django.template.loader import render_to_string
+    from django.utils import translation
+
+    with translation.override("de"):
+        html = render_to_string("monitoring/_dash_trend.html", {"trend": trend})
+    mark = re.sub(r"<[^>]+>", "", html).strip()
+    assert shown in mark and "–" not in mark

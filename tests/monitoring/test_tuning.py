@@ -12,7 +12,9 @@ import pytest
 from django.contrib.admin.sites import site
 from django.core.exceptions import ValidationError
 from django.test import Client, RequestFactory
+from django.utils import translation
 
+from dashboard.views.trends import setting_change_text
 from monitoring.models import SettingChange, UseCase
 from monitoring.services import tuning
 from tests.monitoring.dashboard_world import DashWorld, client_for, figure, text_of
@@ -71,7 +73,7 @@ def test_a_lead_changes_the_settings_and_reads_the_history(world: DashWorld) -> 
     text = text_of(html)
     assert "Gespeichert: " in text
     assert "Stichprobenrate 25 % → 5 %" in text
-    assert "Wahrscheinlichkeits-Schwelle 0,5 → 0,45" in text
+    assert "Wahrscheinlichkeits-Schwelle 0,50 → 0,45" in text
     assert "leitung-a" in text and "mehr Stichprobe" in text
     # The week of the change is marked: the weekly table, when it has answers, and the chart.
     world.answer("nach-der-aenderung", week=world.this_week)
@@ -82,6 +84,21 @@ def test_a_lead_changes_the_settings_and_reads_the_history(world: DashWorld) -> 
     # (Plotly's text, "%" written as an entity, which Plotly draws as "%").
     assert [a["text"] for a in shapes] == ["Einstellung geändert"]
     assert any("Stichprobenrate 25 % → 5 %" in unescape(a["hovertext"]) for a in shapes)
+
+
+@pytest.mark.parametrize(("field", "old", "new", "shown"), [
+    # Issue 41: "0,85 → 0,8" read as a cut-off number; both sides get the same digits.
+    ("action_threshold", 0.85, 0.8, "Handlungsschwelle 0,85 → 0,80"),
+    ("action_threshold", 0.8, 0.85, "Handlungsschwelle 0,80 → 0,85"),
+    ("logprob_threshold", 0.5, 0.3, "Wahrscheinlichkeits-Schwelle 0,5 → 0,3"),
+    ("sample_rate", 0.25, 0.125, "Stichprobenrate 25,0 % → 12,5 %"),
+    ("sample_rate", 0.25, 0.05, "Stichprobenrate 25 % → 5 %"),
+])
+def test_a_changes_two_sides_have_the_same_digits(field: str, old: float, new: float,
+                                                  shown: str) -> None:
+    with translation.override("de"):
+        assert setting_change_text(SettingChange(field=field, old_value=old,
+                                                 new_value=new)) == shown
 
 
 def test_a_tuner_row_sets_its_threshold(world: DashWorld) -> None:  # noqa: F811

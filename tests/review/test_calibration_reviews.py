@@ -82,7 +82,9 @@ def test_a_lead_reads_labels_comment_reviewer_and_both_scores(
     assert re.search(r'<dd class="score" id="manual-score">0,75</dd>', html)
     assert re.search(rf'<dd class="score" id="judge-score">0,50 <span class="muted small">'
                      rf"{JUDGE}</span></dd>", html)
-    assert '<dd id="difference">0,25</dd>' in html  # both below the action line: no badge
+    # Signed, expert − judge (issue 41); both below the action line: no badge.
+    assert '<dd id="difference">+0,25</dd>' in html
+    assert "Abweichung (Fachprüfung − Prüfmodell)" in html
     assert f'href="{reverse("monitoring:answer_detail", args=[full.answer_id])}"' in html
     assert claim_rows(html) == [
         ("agrees", "1", "Aussage 1 von r0.", G, G),

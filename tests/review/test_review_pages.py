@@ -438,10 +438,16 @@ def test_page_after_submission_shows_the_comparison(
     assert 'id="review-form"' not in html  # no radios any more
     assert '<dd class="score">0,50</dd>' in html  # the expert's score
     assert '<dd class="score">0,75 <span class="muted small">judge-x</span></dd>' in html
-    assert "-0,25" in html  # the difference
+    # Issue 41: the difference carries its sign and says which way it is taken.
+    assert re.search(r"Abweichung \(Fachprüfung − Prüfmodell\)</dt><dd>−0,25", html)
     assert "verschiedene Seiten der Handlungsschwelle" not in html  # both below 0.85
     compared = re.findall(r'class="badge verdict v-\w+" title="([^"]+)">(\w+)<', html)
     assert compared == [("Ihr Urteil", G), ("Prüfmodell", G), ("Ihr Urteil", U),
+                        ("Prüfmodell", T)]
+    # Issue 41: the two chips are labelled where touch screens show no title.
+    labelled = re.findall(r'<span class="verdict-who">([^<]+)</span> ?<span class="badge verdict '
+                          r'v-\w+" title="[^"]+">(\w+)<', html)
+    assert labelled == [("Fachprüfung", G), ("Prüfmodell", G), ("Fachprüfung", U),
                         ("Prüfmodell", T)]
     assert "Zu großzügig." in html
     assert "Abgegeben von expertin" in html and "(Fassung 1)" in html

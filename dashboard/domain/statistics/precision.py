@@ -73,7 +73,11 @@ def tops_at_estimate(estimate: Estimate) -> bool:
     higher than its mean, so the upper end is the value (the bounds may differ from it in the
     last bits). A page says why, or "0.96 (0.67–0.96)" reads as a mistake.
     """
-    value, low, high = estimate.value, estimate.low, estimate.high
+    return tops_at(estimate.value, estimate.low, estimate.high)
+
+
+def tops_at(value: float | None, low: float | None, high: float | None) -> bool:
+    """`tops_at_estimate` for any figure with a value and an interval (a headline too)."""
     if value is None or low is None or high is None:
         return False
     return high - value <= 1e-9 < value - low

@@ -52,6 +52,17 @@ _units("mass", 1e-6, "mg")
 _units("mass", 0.001, "g", "Gramm", "gram", "grams")
 _units("mass", 1, "kg", "Kilogramm", "kilogram", "kilograms")
 _units("mass", 1000, "t", "Tonne", "Tonnen", "tonne", "tonnes", "ton", "tons")
+# Concentrations (laboratory values) in g/L, so that "1 µg/mL" and "1000 ng/mL" agree and
+# "0-1 ng/mL" is one range, not the count "1 ng".
+for _mass, _per_gram in (("g", 1.0), ("mg", 1e-3), ("µg", 1e-6), ("μg", 1e-6), ("ug", 1e-6),
+                         ("ng", 1e-9), ("pg", 1e-12)):
+    for _vol, _litres in (("L", 1.0), ("l", 1.0), ("dL", 0.1), ("dl", 0.1), ("mL", 1e-3),
+                          ("ml", 1e-3)):
+        _units("concentration", _per_gram / _litres, f"{_mass}/{_vol}")
+for _mol, _per_mol in (("mol", 1.0), ("mmol", 1e-3), ("µmol", 1e-6), ("μmol", 1e-6),
+                       ("nmol", 1e-9)):
+    for _vol, _litres in (("L", 1.0), ("l", 1.0), ("mL", 1e-3), ("ml", 1e-3)):
+        _units("molar", _per_mol / _litres, f"{_mol}/{_vol}")
 _units("pressure", 1, "bar")
 _units("pressure", 0.001, "mbar")
 _units("temperature:C", 1, "°C", "Grad Celsius", "Grad", "degrees Celsius")
