@@ -9,12 +9,42 @@ the page that sets the sample rate can show what a rate costs before anyone save
 
 from dataclasses import dataclass
 
+from judging.domain.judgement import BATCHED, MODES, PER_CLAIM
 from monitoring.domain.prices import check_non_negative, check_share, token_cost
 
 # When a use case has no judged answer yet, the number of calls per answer is assumed: one
 # decomposition plus five claims, the middle of the 3-8 claims a RAG answer usually holds. The
 # pages say so whenever they use it.
-ASSUMED_CALLS_PER_ANSWER = 6.0
+ASSUMED_CLAIMS_PER_ANSWER = 5
+ASSUMED_CALLS_PER_ANSWER = 1.0 + ASSUMED_CLAIMS_PER_ANSWER
+
+
+@dataclass(frozen=True, slots=True)
+class RescoreCalls:
+    calls: int
+    # True where a reply the judge model got wrong is asked again at a call each, so the
+    # figure is a floor (batched and one-call modes); per claim it is the count itself.
+    at_least: bool
+
+
+def rescore_calls(*, mode: str, claims: int, batch_size: int) -> RescoreCalls:
+    """The calls of judging an answer of `claims` claims in `mode` (judgement.MODES).
+
+    Per claim: one decomposition and one call a claim. Batched: one decomposition and one call
+    per batch of up to `batch_size` claims (none without claims); claims the reply leaves open
+    are asked again in the same conversation, then one by one. One call: decomposition and
+    verdicts together; unreadable verdicts are asked again as in batched mode. Raises
+    ValueError for an unknown mode, negative claims or a batch size below 1.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if claims < 0 or batch_size < 1:
+        raise ValueError(f"claims must be >= 0 and batch_size >= 1, not {claims}, {batch_size}")
+    if mode == PER_CLAIM:
+        return RescoreCalls(calls=1 + claims, at_least=False)
+    if mode == BATCHED:
+        return RescoreCalls(calls=1 + -(-claims // batch_size), at_least=True)
+    return RescoreCalls(calls=1, at_least=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
@@ -22,6 +23,7 @@ from judging.selectors.runs import (
 from monitoring.models import (
     Answer,
     Claim,
+    JudgeMode,
     JudgePrice,
     JudgeRun,
     RollupDay,
@@ -104,13 +106,16 @@ class RescoreEstimate:
 
     answers: int
     calls: float
-    # "claims": 1 + claims of each answer's current run; "use_case": the use case's mean calls
-    # per judged answer; "assumption": ASSUMED_CALLS_PER_ANSWER, nothing judged yet.
+    # "claims": the calls of each answer's current run's claims in the use case's judge mode
+    # (cost.rescore_calls); "use_case": the use case's mean calls per judged answer;
+    # "assumption": ASSUMED_CLAIMS_PER_ANSWER in that mode, nothing judged yet.
     basis: str
     cost: float | None
     price: JudgePrice | None
     skipped_same_model: int = 0
     skipped_open: int = 0
+    mode: str = JudgeMode.PER_CLAIM
+    at_least: bool = False  # `calls` is a floor: misread replies are asked again
 
 
 def _estimate_cost(
@@ -154,24 +159,34 @@ def rescore_estimate_for_answer(*, answer: Answer, judge_model: str) -> RescoreE
     and failing those an assumption the page names.
     """
     price = price_for_model(judge_model=judge_model)
-    run = answer.current_run
+    run, mode = answer.current_run, answer.use_case.judge_mode
     calls: float
     if run is not None:
-        calls = 1 + run.claims.count()
+        expected = _calls(mode, run.claims.count())
         return RescoreEstimate(
-            answers=1, calls=calls, basis="claims", price=price,
-            cost=_run_estimate(calls=calls, run=run, means=None, price=price),
+            answers=1, calls=expected.calls, basis="claims", price=price, mode=mode,
+            at_least=expected.at_least,
+            cost=_run_estimate(calls=expected.calls, run=run, means=None, price=price),
         )
     means = use_case_judge_means(
         use_case=answer.use_case, since=timezone.now() - timedelta(days=COST_WINDOW_DAYS)
     )
+    at_least = False
     if means.calls_per_answer is not None:
         calls, basis = means.calls_per_answer, "use_case"
     else:
-        calls, basis = cost.ASSUMED_CALLS_PER_ANSWER, "assumption"
+        assumed = _calls(mode, cost.ASSUMED_CLAIMS_PER_ANSWER)
+        calls, basis, at_least = float(assumed.calls), "assumption", assumed.at_least
     return RescoreEstimate(
-        answers=1, calls=calls, basis=basis, price=price,
+        answers=1, calls=calls, basis=basis, price=price, mode=mode, at_least=at_least,
         cost=_run_estimate(calls=calls, run=None, means=means, price=price),
+    )
+
+
+def _calls(mode: str, claims: int) -> cost.RescoreCalls:
+    """The calls of judging `claims` claims again in `mode`, in batches as the runs make them."""
+    return cost.rescore_calls(
+        mode=mode, claims=claims, batch_size=settings.TREUE_JUDGE_BATCH_SIZE
     )
 
 
@@ -206,13 +221,15 @@ def rescore_estimate_for_week(
             skipped_open += 1
             continue
         count += 1
-        calls += 1 + claims
+        expected = _calls(use_case.judge_mode, claims).calls
+        calls += expected
         if run_calls:
-            prompt_tokens += run_prompt / run_calls * (1 + claims)
-            completion_tokens += run_completion / run_calls * (1 + claims)
-            cached_tokens += run_cached / run_calls * (1 + claims)
+            prompt_tokens += run_prompt / run_calls * expected
+            completion_tokens += run_completion / run_calls * expected
+            cached_tokens += run_cached / run_calls * expected
     return RescoreEstimate(
-        answers=count, calls=calls, basis="claims", price=price,
+        answers=count, calls=calls, basis="claims", price=price, mode=use_case.judge_mode,
+        at_least=_calls(use_case.judge_mode, 0).at_least,
         cost=_estimate_cost(
             price, prompt=prompt_tokens, completion=completion_tokens, cached=cached_tokens
         ),

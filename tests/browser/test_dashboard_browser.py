@@ -398,3 +398,61 @@ def test_the_cards_words_are_visible_where_the_numbers_stand(
             "ohne Ampel: die Ampel liest 4 Wochen")
         expect(pooled.locator("[data-light]")).to_have_count(0)
     assert errors == []
+
+
+def cut_cells(page: Page, wrap_selector: str) -> list[str]:
+    """Cells of the table in `wrap_selector` that show part of themselves: inside the scroll
+    box's visible part (right of a sticky first column) neither whole nor wholly outside, and
+    not hidden. Waits until the table script has looked at the current scroll position."""
+    wrap = page.locator(wrap_selector)
+    expect(wrap).to_have_attribute(
+        "data-checked-at", str(wrap.evaluate("w => Math.round(w.scrollLeft)")))
+    return wrap.evaluate("""w => {
+        const box = w.getBoundingClientRect();
+        const sticky = w.classList.contains('sticky-first')
+            && getComputedStyle(w.querySelector('tbody tr > :first-child')).position === 'sticky'
+            ? w.querySelector('tbody tr > :first-child').getBoundingClientRect().right : box.left;
+        const left = Math.max(box.left, sticky), right = box.left + w.clientWidth;
+        return [...w.querySelectorAll('tbody td')].filter(td => {
+            if (getComputedStyle(td).visibility === 'hidden') return false;
+            const r = td.getBoundingClientRect();
+            const whole = r.left >= left - 0.5 && r.right <= right + 0.5;
+            const out = r.right <= left + 0.5 || r.left >= right - 0.5;
+            return !whole && !out && td.textContent.trim() !== '';
+        }).map(td => td.textContent.trim().replace(/\\s+/g, ' '));
+    }""")
+
+
+def test_phone_tables_never_cut_a_number(
+    page: Page, live_server: Any, world: DashWorld  # noqa: F811
+) -> None:
+    """Issue 41 (9): at 375 px the weekly table's edge cut "0,84" to "0,8", which reads as a
+    value. The table scrolls in its own box with a cue, and a cell is whole or not shown."""
+    world.last_week_scenario()
+    world.this_week_good()
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    selector = ".table-wrap:has(table.dash-table)"
+
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(base + "/use-cases/auskunft/", wait_until="commit")
+    wrap = page.locator(selector)
+    # Wide enough: no scrolling, no cue, nothing hidden.
+    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
+    assert cut_cells(page, selector) == []
+    expect(wrap).not_to_have_class(re.compile(r"\bscrolls\b"))
+    expect(wrap.locator("td.cut")).to_have_count(0)
+
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.reload(wait_until="commit")
+    wrap = page.locator(selector)
+    assert wrap.evaluate("w => w.scrollWidth > w.clientWidth"), "wider than a phone"
+    expect(wrap).to_have_class(re.compile(r"\bscrolls\b"))  # the cue: a shadow where more is
+    widest = wrap.evaluate("w => w.scrollWidth - w.clientWidth")
+    for left in sorted({*range(0, widest, 23), widest}):
+        wrap.evaluate(f"w => {{ w.scrollLeft = {left}; }}")
+        assert cut_cells(page, selector) == [], f"cut at scrollLeft {left}"
+    # Scrolled to the end, the last column is whole and shown.
+    last = wrap.locator("tbody tr").first.locator("td").last
+    assert last.evaluate("td => getComputedStyle(td).visibility") == "visible"
+    screenshot(page, "use-case-375-end")

@@ -7,9 +7,12 @@ import pytest
 
 from judging.domain.cost import (
     ASSUMED_CALLS_PER_ANSWER,
+    ASSUMED_CLAIMS_PER_ANSWER,
+    RescoreCalls,
     WeeklyCostEstimate,
     call_cost,
     expected_weekly_judge_cost,
+    rescore_calls,
 )
 from monitoring.domain.prices import price_key, token_cost
 
@@ -72,6 +75,38 @@ def test_expected_weekly_judge_cost(
 
 def test_the_assumption_is_one_decomposition_and_five_claims():
     assert ASSUMED_CALLS_PER_ANSWER == 1 + 5
+    assert ASSUMED_CLAIMS_PER_ANSWER == 5
+
+
+# (mode, claims, batch size, calls, at least): per claim one decomposition and one call a claim;
+# batched one decomposition and one call per batch, more when a reply leaves claims open; in
+# one call everything at once, more when the reply cannot be read.
+RESCORE_CALLS = [
+    ("per-claim", 6, 30, 7, False),
+    ("per-claim", 0, 30, 1, False),
+    ("batched", 6, 30, 2, True),  # issue 41: the preview said 7, the run made 2
+    ("batched", 1, 30, 2, True),
+    ("batched", 30, 30, 2, True),
+    ("batched", 31, 30, 3, True),
+    ("batched", 7, 3, 4, True),  # 1 + ⌈7 / 3⌉
+    ("batched", 0, 30, 1, True),
+    ("single", 6, 30, 1, True),
+    ("single", 0, 30, 1, True),
+]
+
+
+@pytest.mark.parametrize(("mode", "claims", "size", "calls", "at_least"), RESCORE_CALLS)
+def test_rescore_calls_follow_the_judge_mode(mode, claims, size, calls, at_least):
+    assert rescore_calls(mode=mode, claims=claims, batch_size=size) == RescoreCalls(
+        calls=calls, at_least=at_least)
+
+
+@pytest.mark.parametrize(("mode", "claims", "size"), [
+    ("bulk", 1, 30), ("per-claim", -1, 30), ("batched", 1, 0),
+])
+def test_rescore_calls_refuse_what_is_no_run(mode, claims, size):
+    with pytest.raises(ValueError):
+        rescore_calls(mode=mode, claims=claims, batch_size=size)
 
 
 def test_more_sampling_costs_more_and_flagging_everything_ignores_the_rate():
