@@ -7,6 +7,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.core import validators
+from django.core.exceptions import ValidationError
+from django.utils import formats
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -126,19 +129,50 @@ class AnswerFilterForm(forms.Form):
         }
 
 
+class _LimitInPageNumbers:
+    """A min/max validator whose message writes its limit as the page writes numbers
+    ("größer oder gleich 0,01" on a German page, not "0.01" beside the page's "0,80")."""
+
+    def __init__(self, validator: validators.BaseValidator) -> None:
+        self.validator = validator
+
+    def __call__(self, value: float) -> None:
+        try:
+            self.validator(value)
+        except ValidationError:
+            limit = formats.number_format(f"{self.validator.limit_value:g}")
+            raise ValidationError(self.validator.message, code=self.validator.code,
+                                  params={"limit_value": limit}) from None
+
+
+class PageNumberField(forms.FloatField):
+    """A decimal number typed as the page writes it: "0,80" on a German page, "0.80" on
+    every page; its value is shown the same way.
+
+    A text input with a decimal keyboard, not type=number: Chromium's number input drops a
+    German reader's comma ("0,80" was sent as "080", issue 41), and the browser's own check
+    would speak the browser's language, not the page's."""
+
+    def __init__(self, *, min_value: float, max_value: float, **kwargs: Any) -> None:
+        super().__init__(localize=True, widget=forms.TextInput(attrs={"inputmode": "decimal"}),
+                         **kwargs)
+        self.validators += [_LimitInPageNumbers(validators.MinValueValidator(min_value)),
+                            _LimitInPageNumbers(validators.MaxValueValidator(max_value))]
+
+
 class TuningForm(forms.Form):
     """A team lead's change of the use case's tuning; a field left empty stays as it is. The
     sample rate in percent, as the pages show it."""
 
-    logprob_threshold = forms.FloatField(
+    logprob_threshold = PageNumberField(
         label=_("Wahrscheinlichkeits-Schwelle"), required=False, min_value=0.0, max_value=1.0,
         help_text=_("Inhaltstragende Token unter dieser Wahrscheinlichkeit markieren die Antwort."),
     )
-    sample_percent = forms.FloatField(
+    sample_percent = PageNumberField(
         label=_("Stichprobenrate (%)"), required=False, min_value=0.01, max_value=100.0,
         help_text=_("Anteil der nicht markierten Antworten, die geprüft werden (sinnvoll: 2–5 %)."),
     )
-    action_threshold = forms.FloatField(
+    action_threshold = PageNumberField(
         label=_("Handlungsschwelle"), required=False, min_value=0.0, max_value=1.0,
         help_text=_("Treue unter diesem Wert ist ein Handlungssignal."),
     )
@@ -148,7 +182,7 @@ class TuningForm(forms.Form):
     )
     # The tuner's "use this threshold" says where it came from; the form itself is "settings".
     source = forms.ChoiceField(
-        choices=SettingChange.Source.choices, required=False,
+        label=_("Herkunft"), choices=SettingChange.Source.choices, required=False,
         initial=SettingChange.Source.SETTINGS, widget=forms.HiddenInput,
     )
 
@@ -157,6 +191,20 @@ class TuningForm(forms.Form):
         if not self.errors and not self.values():
             raise forms.ValidationError(_("Keine Einstellung angegeben."), code="empty")
         return data
+
+    def mark_first_error(self) -> None:
+        """After a refused save: the first invalid field gets the focus, and each invalid field
+        names its error to a screen reader (Django marks it aria-invalid itself)."""
+        first = True
+        for name, field in self.fields.items():
+            if name not in self.errors or field.widget.is_hidden:
+                continue
+            auto_id = self[name].auto_id
+            described = f"{auto_id}_error" + (f" {auto_id}_helptext" if field.help_text else "")
+            field.widget.attrs["aria-describedby"] = described
+            if first:
+                field.widget.attrs["autofocus"] = True
+                first = False
 
     def values(self) -> dict[str, float]:
         """The settings given, by the use case's field names (the rate as a fraction)."""

@@ -371,5 +371,6 @@ def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
             else:
                 messages.info(request, _("Nichts geändert: die Werte waren schon eingestellt."))
             return redirect(reverse("monitoring:use_case", args=[slug]) + "#settings")
+    form.mark_first_error()
     return _use_case_page(
         request, use_case, dashboard_weeks.POOLED_WEEKS, tuning_form=form, status=400)

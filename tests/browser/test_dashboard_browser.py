@@ -21,7 +21,7 @@ from django.test import Client
 from playwright.sync_api import Locator, Page, expect
 
 from dashboard.selectors import weeks as dashboard
-from monitoring.models import SettingChange
+from monitoring.models import SettingChange, UseCase
 from monitoring.services import tuning
 from tests.monitoring.dashboard_world import OTHER_JUDGE, DashWorld
 from tests.monitoring.test_dashboard_pages import world  # noqa: F401  (the fixture)
@@ -456,3 +456,49 @@ def test_phone_tables_never_cut_a_number(
     last = wrap.locator("tbody tr").first.locator("td").last
     assert last.evaluate("td => getComputedStyle(td).visibility") == "visible"
     screenshot(page, "use-case-375-end")
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_settings_are_typed_as_the_page_writes_numbers_and_refused_in_view(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 41: "0,80" typed into a number input was sent as "080", and the refusal re-rendered
+    the page at its top, its only error 4,250 px further down. The German page's field takes
+    "0,80"; a value it cannot read is said where the eye is after the submit."""
+    world.last_week_scenario()
+    world.this_week_good()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_viewport_size({"width": width, "height": 800})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/use-cases/auskunft/", wait_until="commit")
+    field = page.locator("#id_action_threshold")
+    expect(field).to_have_value("0,9")
+    field.fill("")
+    field.press_sequentially("0,80")
+    with page.expect_navigation(wait_until="commit"):
+        page.locator("form.settings-form button[type=submit]").click()
+    expect(page.locator(".messages")).to_contain_text("Handlungsschwelle 0,9 → 0,8")
+    assert UseCase.objects.get(pk=world.a.pk).action_threshold == 0.8
+    expect(field).to_have_value("0,8")
+
+    field.fill("")
+    field.press_sequentially("0,8x")
+    with page.expect_navigation(wait_until="commit") as navigation:
+        page.locator("form.settings-form button[type=submit]").click()
+    response = navigation.value
+    assert response is not None and response.status == 400
+    error = page.locator("#id_action_threshold_error")
+    expect(error).to_have_text("Bitte eine Zahl eingeben.")
+    expect(error).to_be_in_viewport()
+    expect(field).to_be_in_viewport()
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_value("0,8x")
+    # At the page's top, a summary links to the field.
+    summary = page.locator("#settings-errors")
+    expect(summary.get_by_role("link")).to_have_attribute("href", "#id_action_threshold")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"use-case-settings-refused-{width}")
+    assert UseCase.objects.get(pk=world.a.pk).action_threshold == 0.8
+    assert errors == []

@@ -5,6 +5,7 @@ was made (weekly table, trend chart, the tuner, the estimates API), and made in 
 
 from __future__ import annotations
 
+import re
 from html import unescape
 from typing import Any
 
@@ -118,9 +119,11 @@ def test_a_tuner_row_sets_its_threshold(world: DashWorld) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize(("post", "message"), [
-    ({"action_threshold": "1,5"}, "Bitte eine Zahl eingeben."),
+    ({"action_threshold": "0,8x"}, "Bitte eine Zahl eingeben."),
+    ({"action_threshold": "1,5"}, "kleiner oder gleich 1"),
     ({"action_threshold": "1.5"}, "kleiner oder gleich 1"),
-    ({"sample_percent": "0"}, "größer oder gleich 0.01"),
+    # The limits are written as the page writes numbers (issue 41: "0.01" beside "0,80").
+    ({"sample_percent": "0"}, "größer oder gleich 0,01"),
     ({"note": "nur ein Anlass"}, "Keine Einstellung angegeben."),
 ])
 def test_bad_input_is_a_400_with_the_form_and_saves_nothing(
@@ -131,6 +134,64 @@ def test_bad_input_is_a_400_with_the_form_and_saves_nothing(
     assert message in text_of(response.content.decode())
     assert not SettingChange.objects.exists()
     assert fresh(world.a).action_threshold == world.a.action_threshold
+
+
+@pytest.mark.parametrize(("language", "typed", "stored"), [
+    # Issue 41: a German page writes "0,80"; typed into the form it became "080".
+    ("de", {"action_threshold": "0,80", "sample_percent": "2,5"}, (0.8, 0.025)),
+    ("de", {"action_threshold": "0.80", "sample_percent": "2.5"}, (0.8, 0.025)),
+    ("en", {"action_threshold": "0.80", "sample_percent": "2.5"}, (0.8, 0.025)),
+])
+def test_numbers_are_read_in_the_pages_language(
+    world: DashWorld, language: str, typed: dict[str, str], stored: tuple[float, float],  # noqa: F811
+) -> None:
+    lead = client_for(world, "lead_a")
+    lead.cookies["django_language"] = language
+    response = lead.post(URL, typed)
+    assert response.status_code == 302, text_of(response.content.decode())[:300]
+    a = fresh(world.a)
+    assert (a.action_threshold, a.sample_rate) == stored
+
+
+def test_the_form_shows_its_values_in_the_pages_language(world: DashWorld) -> None:  # noqa: F811
+    lead = client_for(world, "lead_a")
+    german = lead.get(PAGE).content.decode()
+    field = re.search(r'<input[^>]*name="action_threshold"[^>]*>', german)
+    assert field is not None
+    assert 'value="0,9"' in field.group() and 'inputmode="decimal"' in field.group()
+    # A number input would drop the comma a German reader types (Chromium: "0,80" -> "080").
+    assert 'type="text"' in field.group()
+    lead.cookies["django_language"] = "en"
+    english = lead.get(PAGE).content.decode()
+    assert re.search(r'<input[^>]*name="action_threshold"[^>]*value="0.9"', english)
+
+
+def test_an_invalid_value_is_said_where_the_eye_is(world: DashWorld) -> None:  # noqa: F811
+    lead = client_for(world, "lead_a")
+    html = lead.get(PAGE).content.decode()
+    assert f'action="{URL}#settings"' in html, "the page opens at the form after a save"
+    response = lead.post(URL, {"logprob_threshold": "0,45", "action_threshold": "0,8x",
+                               "note": "Quartalsziel"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    # A summary near the top of the page, before the long page, links to the field.
+    summary = html.index('id="settings-errors"')
+    assert summary < html.index('id="trend-chart"')
+    link = html[summary:].split("</div>")[0]
+    assert 'href="#id_action_threshold"' in link and "Handlungsschwelle" in link
+    assert "Bitte eine Zahl eingeben." in text_of(link)
+    # The field is marked and focused; what was typed, valid or not, is kept.
+    field = re.search(r'<input[^>]*name="action_threshold"[^>]*>', html)
+    assert field is not None
+    assert 'aria-invalid="true"' in field.group() and "autofocus" in field.group()
+    assert 'value="0,8x"' in field.group()
+    assert 'aria-describedby="id_action_threshold_error' in field.group()
+    assert 'id="id_action_threshold_error"' in html
+    other = re.search(r'<input[^>]*id="id_logprob_threshold"[^>]*>', html)
+    assert other is not None
+    assert 'value="0,45"' in other.group() and "aria-invalid" not in other.group()
+    assert 'value="Quartalsziel"' in html
+    assert not SettingChange.objects.exists()
 
 
 @pytest.mark.parametrize(("who", "status"), [
