@@ -107,6 +107,7 @@ class _Completion(msgspec.Struct):
     # The rest of a ChatCompletion (id, usage, ...) is skipped: AnswerIn allows and ignores it.
     model: Any = UNSET
     choices: list[_Choice] | UnsetType = UNSET
+    system_fingerprint: Any = UNSET  # a segment where no prompt version is given (issue 40)
 
 
 class _Answer(msgspec.Struct, forbid_unknown_fields=True):
@@ -124,6 +125,7 @@ class _Answer(msgspec.Struct, forbid_unknown_fields=True):
     messages: msgspec.Raw | UnsetType = UNSET
     created_at: Any = UNSET
     metadata: msgspec.Raw | UnsetType = UNSET
+    prompt_version: Any = UNSET
 
 
 _AS_TEXT = ("chunks", "messages", "metadata")

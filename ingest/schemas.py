@@ -24,6 +24,8 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from monitoring.domain.segments import metadata_problems
+
 MAX_QUESTION_CHARS = 50_000
 MAX_ANSWER_CHARS = 100_000
 MAX_CHUNK_CHARS = 100_000
@@ -87,6 +89,7 @@ ChunkId = Annotated[str, Field(strict=True, max_length=200), _checked]
 SourceName = Annotated[str, Field(strict=True, max_length=500), _checked]
 AnswerText = Annotated[str, Field(strict=True, max_length=MAX_ANSWER_CHARS), _checked]
 ModelName = Annotated[str, Field(strict=True, min_length=1, max_length=200), _checked]
+PromptVersion = Annotated[str, Field(strict=True, min_length=1, max_length=100), _checked]
 ExternalId = Annotated[str, Field(strict=True, min_length=1, max_length=200), _checked]
 UseCaseSlug = Annotated[
     str, Field(strict=True, min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$"), _checked
@@ -211,6 +214,9 @@ class Completion(BaseModel):
 
     model: ModelName
     choices: list[CompletionChoice] = Field(min_length=1)
+    # The backend configuration the completion ran on: a segment where no prompt version is
+    # given (issue 40). Anything but a short text is ignored, as the rest of a completion is.
+    system_fingerprint: Any = None
 
 
 class AnswerIn(BaseModel):
@@ -227,6 +233,9 @@ class AnswerIn(BaseModel):
     messages: list[dict[str, Any]] | None = Field(default=None, max_length=1000)
     created_at: IsoDateTime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    prompt_version: PromptVersion | None = Field(
+        default=None, description="the RAG prompt's version, a segment (issue 40)"
+    )
 
     @field_validator("chunks", "metadata", mode="before")
     @classmethod
@@ -248,6 +257,10 @@ class AnswerIn(BaseModel):
                 self.model = self.completion.model
             if self.logprobs is None:
                 self.logprobs = choice.logprobs
+            fingerprint = self.completion.system_fingerprint
+            if (self.prompt_version is None and isinstance(fingerprint, str)
+                    and 0 < len(fingerprint) <= 100 and fingerprint.isprintable()):
+                self.prompt_version = fingerprint
         if self.answer is None:
             raise ValueError("answer: required unless completion is given")
         if self.model is None:
@@ -272,6 +285,8 @@ class AnswerIn(BaseModel):
             check_json(self.metadata, MAX_METADATA_CHARS)
         except ValueError as e:
             raise ValueError(f"metadata: {e}") from e
+        for field, message in metadata_problems(self.metadata, ()):
+            raise ValueError(f"{field}: {message}")
         if self.messages is not None:
             try:
                 check_json(self.messages, MAX_MESSAGES_CHARS)
@@ -342,6 +357,11 @@ class AnswerDetailOut(AnswerOut):
     question: str
     answer: str
     model: str
+    prompt_version: str | None = Field(
+        default=None, description="the RAG prompt's version as sent (or the completion's "
+        "system_fingerprint), else null"
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
     chunks: list[ChunkOut]
     score: float | None = Field(description="faithfulness 0..1 once judged, else null")
     abstention: bool = Field(description="judged without claims (an honest 'I don't know')")

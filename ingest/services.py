@@ -25,6 +25,7 @@ from ingest.domain.content_probability import min_content_probability
 from ingest.schemas import AnswerIn
 from ingest.storage import bulk_insert, insert_with_chunks, rolled_back, row_refused
 from judging.services.runs import judge_runs_create
+from monitoring.domain.segments import metadata_problems
 from monitoring.models import (
     Answer,
     AnswerKey,
@@ -103,6 +104,9 @@ def content_hash(payload: AnswerIn) -> str:
         payload.created_at.isoformat() if payload.created_at else None,
         payload.metadata,
     ]
+    if payload.prompt_version is not None:
+        # Only where given, so that answers stored before it keep their fingerprint.
+        document.append(payload.prompt_version)
     return hashlib.sha256(_canonical(document)).hexdigest()
 
 
@@ -156,6 +160,9 @@ def _build(
         model=payload.model,
         messages=payload.messages,
         metadata=payload.metadata,
+        prompt_version=payload.prompt_version or "",
+        # The best-ranked chunk's source: the answer's segment by source (issue 40).
+        source=(payload.chunks[0].source or "") if payload.chunks else "",
         created_at=payload.created_at or timezone.now(),
         logprobs_status=tier1.logprobs_status,
         token_data=tier1.compact,
@@ -318,8 +325,25 @@ def answer_ingest(
     use_case = _UseCases(service, [payload.use_case], allowed).resolve(payload.use_case)
     if isinstance(use_case, IngestResult):
         return use_case
+    refused = _declared_refused(use_case, payload)
+    if refused is not None:
+        return refused
     answer, chunks = _build(service=service, use_case=use_case, payload=payload)
     return _insert_one(answer, chunks, raw)
+
+
+def _declared_refused(use_case: UseCase, payload: AnswerIn) -> IngestResult | None:
+    """A 400 for metadata whose declared keys (the use case's segments) hold no segment value:
+    an object, a list, or text over the limit."""
+    if not use_case.segment_keys or not payload.metadata:
+        return None
+    problems = metadata_problems(payload.metadata, use_case.segment_keys)
+    if not problems:
+        return None
+    return IngestResult(
+        IngestOutcome.INVALID,
+        errors=[{"field": field, "message": message} for field, message in problems],
+    )
 
 
 def answer_ingest_batch(
@@ -363,6 +387,10 @@ def answer_ingest_batch(
         use_case = use_cases.resolve(payload.use_case)
         if isinstance(use_case, IngestResult):
             results[i] = use_case
+            continue
+        refused = _declared_refused(use_case, payload)
+        if refused is not None:
+            results[i] = refused
             continue
         answer, chunks = _build(service=service, use_case=use_case, payload=payload)
         if payload.external_id in first_of:

@@ -149,6 +149,8 @@ def get_answer(
         question=answer.question,
         answer=answer.text,
         model=answer.model,
+        prompt_version=answer.prompt_version or None,
+        metadata=answer.metadata or {},
         chunks=[
             {
                 "rank": c.rank,

@@ -70,6 +70,13 @@ class Answer(models.Model):
     model = models.CharField(_("Generator-Modell"), max_length=200)
     messages = models.JSONField(_("Nachrichten"), null=True, blank=True)
     metadata = models.JSONField(_("Metadaten"), default=dict, blank=True)
+    # Segments (issue 40): the RAG prompt's version as sent (or the completion's
+    # system_fingerprint), and the source of the best-ranked chunk, kept here so that a
+    # breakdown needs no join over chunks.
+    prompt_version = models.CharField(_("Prompt-Version"), max_length=100, blank=True,
+                                      default="")
+    source = models.CharField(_("Quelle des ersten Abschnitts"), max_length=500, blank=True,
+                              default="")
     created_at = models.DateTimeField(_("Zeitpunkt"), default=timezone.now)
     received_at = models.DateTimeField(_("empfangen"), auto_now_add=True)
 

@@ -134,6 +134,9 @@ class UseCase(models.Model):
             "der Übersichten bleiben."
         ),
     )
+    # Metadata keys whose values become segments (issue 40), at most 10.
+    segment_keys = models.JSONField(_("Segment-Schlüssel der Metadaten"), default=list,
+                                    blank=True)
     active = models.BooleanField(_("aktiv"), default=True)
     created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
 

@@ -134,6 +134,18 @@ def assemble(spans: Sequence[SpanRecord]) -> Assembled | NotAnswer:
     )
     if use_case is not None:
         payload["use_case"] = use_case
+    ordered = [root, llm, *spans]
+    version = next((v for s in ordered if (v := _first_text(s.attributes, c.PROMPT_VERSIONS))),
+                   None)
+    if version is None and completion is not None:
+        version = _text(completion.get("system_fingerprint"))
+    if version is not None and len(version) <= 100:
+        payload["prompt_version"] = version
+    for s in reversed(ordered):  # the root's value wins
+        for name, value in s.attributes.items():
+            key = name[len(c.TREUE_METADATA):] if name.startswith(c.TREUE_METADATA) else ""
+            if key and key != "otlp" and isinstance(value, str | int | float | bool):
+                payload["metadata"][key] = value
     return Assembled(payload=payload, use_case=use_case)
 
 

@@ -7,6 +7,12 @@ TREUE_QUESTION = "treue.question"
 # A JSON string holding OpenAI's `choices[i].logprobs` object: {"content": [{"token", "logprob",
 # "bytes", "top_logprobs"}, ...]}. No convention has an attribute for log-probabilities.
 TREUE_LOGPROBS = "treue.logprobs"
+# Segments (issue 40): the RAG prompt's version, and metadata by key (`treue.metadata.kanal`).
+TREUE_PROMPT_VERSION = "treue.prompt_version"
+TREUE_METADATA = "treue.metadata."
+# OpenInference's prompt template version.
+OI_PROMPT_VERSION = "llm.prompt_template.version"
+PROMPT_VERSIONS = (TREUE_PROMPT_VERSION, OI_PROMPT_VERSION)
 
 # OpenInference
 OI_SPAN_KIND = "openinference.span.kind"

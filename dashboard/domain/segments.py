@@ -1,0 +1,331 @@
+"""Segments (issue 40): faithfulness by generator model, sending service, prompt version, the
+chunks' source and the metadata keys a team lead declares per use case.
+
+Each segment's figure is the use case's estimator applied to the segment's answers alone: its
+judged answers are still its flagged ones (all judged) and a random share of the others, so it
+is stratified like a week (`statistics.estimates`), pooled over the weeks asked for. Its
+difference to the rest of the use case (the other segments of the same dimension together) is
+the difference of two independent pooled estimates — disjoint answers, each sampled on its own
+hash — with a Wald interval at a level corrected for the number of segments compared
+(Bonferroni), and Holm-adjusted p-values (`adjusted.holm`): with ten models and no true
+difference, one of them would otherwise differ "significantly" in 40 % of use cases.
+
+A change on the team's side — a new generator model or prompt version — is found from the
+volumes alone (`changes`): the week a value starts carrying most of a dimension's answers.
+
+Plain Python (no django): the selectors feed it histograms of judged scores per week and
+stratum, from the raw rows or the rollups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dashboard.domain.adjusted import holm
+from dashboard.domain.statistics.cells import MIN_JUDGED, Estimate, StratumSums, z_value
+from dashboard.domain.statistics.counts import indicator_counts, sums_from_counts
+from dashboard.domain.statistics.estimates import pooled_mean, share_from_sums
+from dashboard.domain.statistics.precision import (
+    DECISIVE_HALF_WIDTH,
+    sample_rate_for,
+    traffic_light,
+)
+
+# How many segments of one dimension are shown and compared: the largest by volume; the rest
+# stays in "the rest" of each comparison.
+MAX_SEGMENTS = 50
+# A value carries "most of the volume" from this share on (`changes`).
+MAJORITY = 0.5
+# A week needs this many answers before its leading value counts as a change.
+MIN_CHANGE_VOLUME = 20
+# Weeks on each side of a change whose figures are compared.
+CHANGE_WEEKS = 4
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One week of a segment (or of the whole use case): answers per stratum and the judged
+    answers' scores per stratum, [flagged, unflagged]."""
+
+    sizes: tuple[int, int] = (0, 0)
+    scores: tuple[Mapping[float, int], Mapping[float, int]] = ({}, {})
+
+    @property
+    def volume(self) -> int:
+        return self.sizes[0] + self.sizes[1]
+
+    @property
+    def judged(self) -> int:
+        return sum(self.scores[0].values()) + sum(self.scores[1].values())
+
+    def minus(self, other: Tally) -> Tally:
+        """This week without `other`'s answers (a segment taken out of the use case)."""
+        scores = []
+        for mine, theirs in zip(self.scores, other.scores, strict=True):
+            left = Counter(mine)
+            left.subtract(theirs)
+            scores.append({v: k for v, k in left.items() if k > 0})
+        return Tally(
+            (max(0, self.sizes[0] - other.sizes[0]), max(0, self.sizes[1] - other.sizes[1])),
+            (scores[0], scores[1]),
+        )
+
+    def strata(self, counts: Any = None) -> list[StratumSums]:
+        """[flagged, unflagged] sums (`counts`: the histogram taken of each stratum's scores)."""
+        out = []
+        for h, (size, scores) in enumerate(zip(self.sizes, self.scores, strict=True)):
+            taken = scores if counts is None else counts(scores)
+            n = sum(scores.values())
+            out.append(sums_from_counts(taken, size=max(size, n), drawn=h == 1))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """A segment's figure minus the rest's, with its interval at the corrected level."""
+
+    value: float
+    low: float
+    high: float
+    p_adjusted: float  # Holm over the segments compared
+    confidence: float  # the level of the interval, corrected for the comparisons
+    compared: int  # how many segments were compared
+
+    @property
+    def holds(self) -> bool:
+        """The corrected interval excludes 0."""
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFigure:
+    dimension: str
+    value: str
+    volume: int
+    flagged: int
+    share: float  # of the dimension's answers
+    estimate: Estimate  # pooled over the weeks
+    below: Estimate  # share of answers below the action threshold
+    light: str
+    rest: Estimate  # the rest of the use case, the same way
+    difference: Difference | None  # None: this segment or the rest cannot be estimated
+    # Grey: the sample rate at which these weeks would have decided it (None: none can say).
+    sample_rate_needed: float | None
+
+    @property
+    def decided(self) -> bool:
+        return self.light != "grey"
+
+
+def pooled_of(weeks: Sequence[Tally]) -> Estimate:
+    """The weeks' pooled stratified estimate, as the use case's pooled view takes it."""
+    return pooled_mean([t.strata() for t in weeks], confidence=CONFIDENCE)
+
+
+def _merged(weeks: Sequence[Tally]) -> Tally:
+    sizes = [0, 0]
+    scores: list[Counter[float]] = [Counter(), Counter()]
+    for t in weeks:
+        for h in (0, 1):
+            sizes[h] += t.sizes[h]
+            scores[h].update(t.scores[h])
+    return Tally((sizes[0], sizes[1]), (dict(scores[0]), dict(scores[1])))
+
+
+def _below(weeks: Sequence[Tally], threshold: float) -> Estimate:
+    merged = _merged(weeks)
+    return share_from_sums(merged.strata(lambda s: indicator_counts(s, lambda v: v < threshold)))
+
+
+def breakdown(
+    dimension: str,
+    segments: Mapping[str, Sequence[Tally]],
+    whole: Sequence[Tally],
+    *,
+    threshold: float,
+    confidence: float = CONFIDENCE,
+) -> list[SegmentFigure]:
+    """The figures of a dimension's segments over the same weeks, largest first.
+
+    ``segments``: value → its weeks (each a Tally, in the order of ``whole``); ``whole``: the
+    use case's weeks, all segments together. The segments compared are the MAX_SEGMENTS largest
+    with an estimate and a rest to compare with; the interval of each difference is at level
+    1 − α/m for m of them, its p-value Holm-adjusted over them.
+    """
+    total = sum(t.volume for t in whole)
+    ranked = sorted(segments.items(), key=lambda kv: (-sum(t.volume for t in kv[1]), kv[0]))
+    ranked = ranked[:MAX_SEGMENTS]
+    raw: dict[str, tuple[float, float]] = {}  # value → (difference, its standard error)
+    parts: dict[str, tuple[Estimate, Estimate]] = {}
+    floor = spreads(whole)
+    for value, weeks in ranked:
+        if len(weeks) != len(whole):
+            raise ValueError("every segment needs the weeks of the whole use case")
+        rest_weeks = [w.minus(s) for w, s in zip(whole, weeks, strict=True)]
+        estimate = pooled_of(weeks)
+        rest = pooled_of(rest_weeks)
+        parts[value] = (estimate, rest)
+        mine, theirs = model_mean(weeks, floor), model_mean(rest_weeks, floor)
+        if (mine is None or theirs is None or estimate.too_few or rest.too_few):
+            continue
+        raw[value] = (mine[0] - theirs[0], math.sqrt(mine[1] + theirs[1]))
+    # With two segments, each against the rest is one comparison, not two.
+    m = len(raw) if len(ranked) > 2 else min(1, len(raw))
+    alpha = 1 - confidence
+    corrected = 1 - alpha / max(1, m)
+    z = z_value(corrected)
+    p_values = {v: _p_value(d, se) for v, (d, se) in raw.items()}
+    adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))
+    out: list[SegmentFigure] = []
+    for value, weeks in ranked:
+        estimate, rest = parts[value]
+        difference = None
+        if value in raw:
+            d, se = raw[value]
+            difference = Difference(d, d - z * se, d + z * se, adjusted[value], corrected, m)
+        light = traffic_light(estimate, threshold)
+        merged = _merged(weeks)
+        needed = None
+        if light == "grey" and merged.volume:
+            needed = sample_rate_for(merged.strata(), half_width=DECISIVE_HALF_WIDTH)
+        volume = merged.volume
+        out.append(SegmentFigure(
+            dimension=dimension, value=value, volume=volume, flagged=merged.sizes[0],
+            share=volume / total if total else 0.0, estimate=estimate,
+            below=_below(weeks, threshold), light=light, rest=rest, difference=difference,
+            sample_rate_needed=needed,
+        ))
+    return out
+
+
+# The pseudo-answer of each stratum's spread in `model_mean`: one answer at the stratum's own
+# mean's Bernoulli spread, so that a stratum judged all 1.0 does not claim no spread at all.
+SPREAD_PRIOR = 1.0
+
+
+def model_mean(
+    weeks: Sequence[Tally], floor: Sequence[float] = (0.0, 0.0)
+) -> tuple[float, float] | None:
+    """The segment's mean over its weeks and its variance as an estimate of what the segment
+    produces, not of the answers it happened to produce: the weekly estimate's variance is
+    about this week's answers (a stratum judged in full has none), but whether a model is worse
+    than the rest is a question about the process behind them, and under it the flagged
+    answers are a sample too. So: week × stratum cells weighted by their answers, each stratum's
+    spread pooled over its weeks (sum of squares over n − 1, plus SPREAD_PRIOR) but never
+    below ``floor`` (the whole use case's, `spreads`), and no finite population correction.
+    Scores crowd at 1.0, so a segment's twenty random answers, all 1.0, claim almost no spread:
+    with its own spread alone, a difference to the rest was called in a quarter to nine tenths
+    of use cases without one (`bench/statistics.py --only segments`). None where a non-empty
+    stratum has no judged answer."""
+    cells: list[tuple[int, int, float, int]] = []  # (answers, judged, mean, stratum)
+    spreads: list[float] = []
+    for h in (0, 1):
+        sizes = [t.sizes[h] for t in weeks]
+        sums = [sums_from_counts(t.scores[h], size=max(t.sizes[h], sum(t.scores[h].values())),
+                                 drawn=h == 1) for t in weeks]
+        size, n = sum(max(a, s.n) for a, s in zip(sizes, sums, strict=True)), sum(s.n for s in sums)
+        if size and not n:
+            return None
+        if not size:
+            spreads.append(0.0)
+            continue
+        total = math.fsum(s.total for s in sums)
+        if any(s.size and not s.n for s in sums):  # a week without a judged answer: collapse
+            mean = total / n
+            squares = math.fsum(s.sq_dev + s.n * (s.total / s.n - mean) ** 2
+                                for s in sums if s.n)
+            cells.append((size, n, mean, h))
+            dof = n - 1
+        else:
+            cells += [(s.size, s.n, s.total / s.n, h) for s in sums if s.size]
+            squares = math.fsum(s.sq_dev for s in sums)
+            dof = n - sum(1 for s in sums if s.n)
+        shrunk = (total + 0.5) / (n + 1)
+        spreads.append(max(floor[h], (squares + SPREAD_PRIOR * shrunk * (1 - shrunk))
+                           / max(dof + SPREAD_PRIOR, SPREAD_PRIOR)))
+    answers = sum(c[0] for c in cells)
+    if not answers:
+        return None
+    value = math.fsum(size * mean for size, _, mean, _ in cells) / answers
+    variance = math.fsum((size / answers) ** 2 * spreads[h] / n for size, n, _, h in cells)
+    return value, variance
+
+
+def spreads(weeks: Sequence[Tally]) -> tuple[float, float]:
+    """Each stratum's spread of scores over the weeks (about each week's mean), [flagged,
+    unflagged]: the floor of every segment's in `model_mean`."""
+    out = []
+    for h in (0, 1):
+        sums = [sums_from_counts(t.scores[h], size=max(t.sizes[h], sum(t.scores[h].values())),
+                                 drawn=h == 1) for t in weeks]
+        n = sum(s.n for s in sums)
+        dof = n - sum(1 for s in sums if s.n)
+        out.append(math.fsum(s.sq_dev for s in sums) / dof if dof > 0 else 0.0)
+    return out[0], out[1]
+
+
+def _p_value(difference: float, se: float) -> float:
+    """Two-sided normal p-value of a difference over its standard error."""
+    if se <= 0:
+        return 0.0 if difference else 1.0
+    return math.erfc(abs(difference) / se / math.sqrt(2))
+
+
+def leading_finding(figures: Sequence[SegmentFigure]) -> SegmentFigure | None:
+    """The largest difference that holds (its corrected interval excludes 0), or None."""
+    holding = [f for f in figures if f.difference is not None and f.difference.holds]
+    if not holding:
+        return None
+    return max(holding, key=lambda f: (abs(f.difference.value) if f.difference else 0.0,
+                                       f.volume))
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """The week a value starts carrying most of a dimension's answers."""
+
+    dimension: str
+    week: int  # index into the weeks given
+    before: str  # the value that led before ("" where none led)
+    after: str
+    share: float  # of the week's answers that `after` carried
+
+
+def changes(
+    dimension: str, volumes: Sequence[Mapping[str, int]], *, since: int = 0
+) -> list[Change]:
+    """The weeks (from index `since` on) whose leading value — more than MAJORITY of the
+    week's answers, at MIN_CHANGE_VOLUME answers or more — differs from the latest leading
+    value before it. ``volumes``: per week, value → answers. A gradual switch is marked in
+    the week the new value passes half; a week without a leader changes nothing."""
+    out: list[Change] = []
+    leader: str | None = None
+    for i, week in enumerate(volumes):
+        total = sum(week.values())
+        if total < MIN_CHANGE_VOLUME:
+            continue
+        value, n = max(week.items(), key=lambda kv: (kv[1], kv[0]))
+        if n <= MAJORITY * total:
+            continue
+        if leader is not None and value != leader and i >= since:
+            out.append(Change(dimension, i, leader, value, n / total))
+        leader = value
+    return out
+
+
+def change_window(weeks: int, change: Change) -> tuple[range, range]:
+    """The weeks compared around a change: up to CHANGE_WEEKS before it and from it on."""
+    return (
+        range(max(0, change.week - CHANGE_WEEKS), change.week),
+        range(change.week, min(weeks, change.week + CHANGE_WEEKS)),
+    )
+
+
+def enough_judged(weeks: Sequence[Tally]) -> bool:
+    """Whether a segment's weeks hold MIN_JUDGED judged answers at all."""
+    return sum(t.judged for t in weeks) >= MIN_JUDGED

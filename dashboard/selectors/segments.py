@@ -1,0 +1,211 @@
+"""Segments (issue 40) from the answers: a dimension's values with their weekly tallies, the
+changes on the team's side (a new generator model or prompt version), and the filter that
+restricts every figure to segments.
+
+A segment's value as the breakdown names it: the generator model, the service's name, the
+prompt version, the best-ranked chunk's source, a declared metadata key's value (as text);
+"" where an answer has none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import CharField, Count, F, Q, Value
+from django.db.models.expressions import Expression
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
+
+from common.db_router import reads_from_replica
+from dashboard.domain import segments as segment_stats
+from dashboard.domain.segments import Change, SegmentFigure, Tally
+from dashboard.domain.statistics.cells import Estimate
+from dashboard.selectors.reads import answers_in
+from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
+from monitoring.domain.segments import METADATA, Segment
+from monitoring.models import Answer, UseCase
+
+# The dimensions whose changes are marked on the trend and restart the experts' pool.
+CHANGING = ("model", "prompt_version")
+
+
+def _field(dimension: str) -> str:
+    return {
+        "model": "model", "service": "service__name", "prompt_version": "prompt_version",
+        "source": "source",
+    }[dimension] if not dimension.startswith(METADATA) else ""
+
+
+def value_of(dimension: str) -> Expression:
+    """The expression of an answer's value in `dimension` ("" where it has none)."""
+    if dimension.startswith(METADATA):
+        key = dimension[len(METADATA):]
+        return Coalesce(Cast(KT(f"metadata__{key}"), CharField()), Value(""),
+                        output_field=CharField())
+    return Coalesce(F(_field(dimension)), Value(""), output_field=CharField())
+
+
+@dataclass(frozen=True)
+class SegmentFilter:
+    """Segments that restrict every figure: values of one dimension select either, different
+    dimensions all of theirs. Empty: no filter."""
+
+    segments: tuple[Segment, ...] = ()
+    texts: tuple[str, ...] = field(default=())
+
+    def __bool__(self) -> bool:
+        return bool(self.segments)
+
+    def answers(self, prefix: str = "") -> Q:
+        """The condition on answers (`prefix`: the path to the answer, e.g. "answer__")."""
+        by_dimension: dict[str, list[str]] = defaultdict(list)
+        for s in self.segments:
+            by_dimension[s.dimension].append(s.value)
+        out = Q()
+        for dimension, values in by_dimension.items():
+            either = Q()
+            for value in values:
+                either |= _condition(dimension, value, prefix)
+            out &= either
+        return out
+
+
+def _condition(dimension: str, value: str, prefix: str) -> Q:
+    if dimension.startswith(METADATA):
+        key = dimension[len(METADATA):]
+        path = f"{prefix}metadata__{key}"
+        if value == "":
+            return Q(**{f"{path}__isnull": True}) | Q(**{path: None})
+        condition = Q(**{path: value})
+        # Numbers and booleans as their segments name them (`segment_value`).
+        if value in ("true", "false"):
+            condition |= Q(**{path: value == "true"})
+        else:
+            try:
+                number = int(value)
+            except ValueError:
+                try:
+                    condition |= Q(**{path: float(value)})
+                except ValueError:
+                    pass
+            else:
+                condition |= Q(**{path: number})
+        return condition
+    return Q(**{f"{prefix}{_field(dimension)}": value})
+
+
+def segment_filter(segments: Sequence[Segment]) -> SegmentFilter:
+    return SegmentFilter(tuple(segments), tuple(s.text for s in segments))
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """A dimension over weeks: each value's weekly tallies and the whole use case's."""
+
+    weeks: list[Week]
+    segments: dict[str, list[Tally]]
+    whole: list[Tally]
+
+    def volumes(self) -> list[dict[str, int]]:
+        """Per week, value → answers."""
+        return [
+            {value: tallies[i].volume for value, tallies in self.segments.items()
+             if tallies[i].volume}
+            for i in range(len(self.weeks))
+        ]
+
+
+def read_tallies(use_case: UseCase, weeks: Sequence[Week], dimension: str) -> Tallies:
+    """The dimension's values with their answers and judged scores per week and stratum."""
+    expression = value_of(dimension)
+    base = answers_in([use_case.pk], weeks)
+    counts = (
+        base.annotate(wk=week_bucket("created_at", weeks), segment=expression)
+        .values_list("segment", "wk", "flagged")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    judged = (
+        base.filter(status=Answer.Status.JUDGED, score__isnull=False)
+        .annotate(wk=week_bucket("created_at", weeks), segment=expression)
+        .values_list("segment", "wk", "flagged", "score")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    sizes: dict[str, list[list[int]]] = defaultdict(lambda: [[0, 0] for _ in weeks])
+    for value, wk, flagged, n in counts:
+        sizes[value or ""][wk][0 if flagged else 1] += n
+    scores: dict[str, list[list[dict[float, int]]]] = defaultdict(
+        lambda: [[{}, {}] for _ in weeks])
+    for value, wk, flagged, score, n in judged:
+        cell = scores[value or ""][wk][0 if flagged else 1]
+        cell[float(score)] = cell.get(float(score), 0) + n
+    segments: dict[str, list[Tally]] = {}
+    for value in set(sizes) | set(scores):
+        own_sizes, own_scores = sizes[value], scores[value]
+        segments[value] = [
+            Tally((own_sizes[i][0], own_sizes[i][1]), (own_scores[i][0], own_scores[i][1]))
+            for i in range(len(weeks))
+        ]
+    whole = [_sum([t[i] for t in segments.values()]) for i in range(len(weeks))]
+    return Tallies(list(weeks), segments, whole)
+
+
+def _sum(tallies: Sequence[Tally]) -> Tally:
+    sizes = [0, 0]
+    scores: list[dict[float, int]] = [{}, {}]
+    for t in tallies:
+        for h in (0, 1):
+            sizes[h] += t.sizes[h]
+            for v, k in t.scores[h].items():
+                scores[h][v] = scores[h].get(v, 0) + k
+    return Tally((sizes[0], sizes[1]), (scores[0], scores[1]))
+
+
+@reads_from_replica
+def breakdown(
+    *, use_case: UseCase, dimension: str, weeks: Sequence[Week] | None = None
+) -> list[SegmentFigure]:
+    """The dimension's segments over `weeks` (default: the causes' CAUSES_WEEKS up to now)."""
+    span = list(weeks) if weeks else iso_weeks(weeks=CAUSES_WEEKS)
+    tallies = read_tallies(use_case, span, dimension)
+    return segment_stats.breakdown(
+        dimension, tallies.segments, tallies.whole, threshold=use_case.action_threshold
+    )
+
+
+@dataclass(frozen=True)
+class ChangeFigures:
+    """A change on the team's side with the use case's figures before and after it."""
+
+    change: Change
+    week: Week
+    before: Estimate
+    after: Estimate
+
+
+@reads_from_replica
+def team_changes(
+    *, use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str] = CHANGING
+) -> list[ChangeFigures]:
+    """The weeks a new generator model or prompt version started carrying most answers, with
+    the pooled estimate of up to CHANGE_WEEKS weeks before and from the change on, oldest
+    first. The weeks before `weeks` are read too, so that a change in its first week is seen."""
+    span = list(weeks)
+    if not span:
+        return []
+    lead = segment_stats.CHANGE_WEEKS
+    wide = iso_weeks(weeks=len(span) + lead, until=span[-1].start)
+    out: list[ChangeFigures] = []
+    for dimension in dimensions:
+        tallies = read_tallies(use_case, wide, dimension)
+        for change in segment_stats.changes(dimension, tallies.volumes(), since=lead):
+            before, after = segment_stats.change_window(len(wide), change)
+            out.append(ChangeFigures(
+                change, wide[change.week],
+                segment_stats.pooled_of([tallies.whole[i] for i in before]),
+                segment_stats.pooled_of([tallies.whole[i] for i in after]),
+            ))
+    return sorted(out, key=lambda c: (c.week.start, c.change.dimension))
