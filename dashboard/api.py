@@ -20,10 +20,14 @@ from dashboard.selectors import blind
 from dashboard.selectors import figures as dashboard_figures
 from dashboard.selectors import metrics as metric_selectors
 from dashboard.selectors import overview as dashboard_overview
+from dashboard.selectors import segments as segment_selectors
+from dashboard.selectors.segments import segment_filter
+from dashboard.selectors.weeks import CAUSES_WEEKS, iso_weeks
 from ingest.api.auth import CallerRequest, PersonSession, ServiceKey
 from ingest.api.errors import errors
 from ingest.schemas import ErrorOut
 from judging.domain import judgement
+from monitoring.domain.segments import SegmentError, dimensions, parse_dimension, parse_segments
 from monitoring.models import Service, SettingChange, UseCase
 from monitoring.selectors.access import service_sees, use_cases_for_user, user_leads
 
@@ -190,9 +194,50 @@ class WeekOut(BaseModel):
     )
 
 
+class SegmentDifferenceOut(BaseModel):
+    value: float = Field(description="the segment's estimate minus the rest's")
+    low: float
+    high: float
+    confidence: float = Field(
+        description="the interval's level, corrected for the segments compared (Bonferroni)"
+    )
+    p_adjusted: float = Field(description="Holm-adjusted over the segments compared")
+    compared: int
+    holds: bool = Field(description="the corrected interval excludes 0")
+
+
+class SegmentOut(BaseModel):
+    value: str = Field(description="the segment's value (\"\" where answers have none)")
+    volume: int
+    flagged: int
+    share: float = Field(description="of the dimension's answers in the weeks")
+    estimate: EstimateOut = Field(description="pooled over the weeks, stratified")
+    share_below_threshold: EstimateOut
+    light: str
+    rest: EstimateOut = Field(description="the rest of the use case, the same way")
+    difference: SegmentDifferenceOut | None = Field(
+        description="null: too few judged answers in the segment or the rest"
+    )
+    sample_rate_needed: float | None = Field(
+        description="grey: the sample rate at which these weeks would have decided it"
+    )
+
+
+class SegmentsOut(BaseModel):
+    use_case: str
+    dimension: str
+    dimensions: list[str]
+    weeks: list[str]
+    segments: list[SegmentOut] = Field(description="largest first")
+
+
 class EstimatesOut(BaseModel):
     use_case: str
     name: str
+    segments: list[str] = Field(
+        default_factory=list,
+        description="the segments every figure is restricted to (`?segment=`); empty: all"
+    )
     action_threshold: float
     leaves_unreviewed: bool = Field(
         description="answers leave the company unreviewed: they need a human release, "
@@ -313,6 +358,32 @@ def _may_read(caller: Service | User, use_case: UseCase) -> bool:
     return user_leads(user=caller, use_case=use_case)
 
 
+# The estimates' segment filter, a repeatable parameter (its default a module-level value, as
+# ruff's B008 asks of a mutable one).
+SEGMENT_QUERY = Query(
+    None, description="DIMENSION:VALUE, repeatable: every figure of these segments' answers "
+    "alone (values of one dimension select either, dimensions all of theirs). Dimensions: "
+    "model, service, prompt_version, source, metadata.<declared key>"
+)
+
+
+def _readable(caller: Service | User, slug: str) -> tuple[UseCase | None, Any]:
+    """The use case the caller may read the figures of, or the error response."""
+    use_case = UseCase.objects.filter(slug=slug).first()
+    if use_case is None or (
+        # Nobody learns of another tenant's use case: a key not allowed on it, or a person not
+        # assigned to it, gets exactly what a use case that does not exist gets.
+        not caller.use_cases.filter(pk=use_case.pk).exists() if isinstance(caller, Service)
+        else not use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
+    ):
+        return None, errors(404, [{"field": "slug", "message": "no such use case"}])
+    if not _may_read(caller, use_case):
+        return None, errors(403, [{"field": "slug", "message": (
+            "only the use case's team leads may read its estimates"
+        )}])
+    return use_case, None
+
+
 @router.get(
     "/use-cases/{slug}/estimates",
     auth=[ServiceKey(), PersonSession()],
@@ -340,25 +411,24 @@ def get_estimates(
     last: str | None = Query(
         None, alias="to", pattern=WEEK_PATTERN, description="last ISO week, e.g. 2026-W18"
     ),
+    segment: list[str] | None = SEGMENT_QUERY,
 ) -> Any:
     caller = request.auth
-    use_case = UseCase.objects.filter(slug=slug).first()
-    if use_case is None or (
-        # Nobody learns of another tenant's use case: a key not allowed on it, or a person not
-        # assigned to it, gets exactly what a use case that does not exist gets.
-        not caller.use_cases.filter(pk=use_case.pk).exists() if isinstance(caller, Service)
-        else not use_cases_for_user(user=caller).filter(pk=use_case.pk).exists()
-    ):
-        return errors(404, [{"field": "slug", "message": "no such use case"}])
-    if not _may_read(caller, use_case):
-        return errors(403, [{"field": "slug", "message": (
-            "only the use case's team leads may read its estimates"
-        )}])
+    use_case, refused = _readable(caller, slug)
+    if refused is not None:
+        return refused
+    assert use_case is not None
     try:
         until, weeks = _week_span(first, last)
+        chosen = parse_segments(segment or [], use_case.segment_keys)
     except WeekError as e:
         return errors(400, [{"field": e.field, "message": str(e)}])
-    figures = dashboard_figures.use_case_weeks(use_case=use_case, weeks=weeks, until=until)
+    except SegmentError as e:
+        return errors(400, [{"field": "segment", "message": e.message}])
+    figures = dashboard_figures.use_case_weeks(
+        use_case=use_case, weeks=weeks, until=until,
+        segment=segment_filter(chosen) if chosen else None,
+    )
     if not isinstance(caller, Service):
         figures = blind.figures_for_reader(figures, user=caller, use_case_id=use_case.pk)
     currencies = metric_selectors.judge_currencies(
@@ -369,9 +439,81 @@ def get_estimates(
     return {
         "use_case": use_case.slug,
         "name": use_case.name,
+        "segments": [c.text for c in chosen],
         "action_threshold": use_case.action_threshold,
         "leaves_unreviewed": use_case.leaves_unreviewed,
         "headline": _headline_out(dashboard_figures.use_case_headline(figures)) if figures
         else None,
         "weeks": [_week_out(f, currencies, changes) for f in figures],
+    }
+
+
+@router.get(
+    "/use-cases/{slug}/segments",
+    auth=[ServiceKey(), PersonSession()],
+    response={
+        200: SegmentsOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut,
+        429: ErrorOut, 503: ErrorOut,
+    },
+    summary="A dimension's segments with their figures",
+    description=(
+        "The segments of one dimension (`model`, `service`, `prompt_version`, `source`, "
+        "`metadata.<key>` for a key the use case declares) over the weeks `from` to `to` "
+        f"(default: the {CAUSES_WEEKS} weeks up to the current one), largest "
+        "first: each segment's stratified estimate pooled over the weeks, its share below the "
+        "action threshold, its volume, and its difference to the rest of the use case with an "
+        "interval corrected for the number of segments compared."
+    ),
+)
+def get_segments(
+    request: CallerRequest,
+    slug: str = Path(..., max_length=64),
+    dimension: str = Query(..., max_length=80, description="e.g. model or metadata.kanal"),
+    first: str | None = Query(
+        None, alias="from", pattern=WEEK_PATTERN, description="first ISO week, e.g. 2026-W07"
+    ),
+    last: str | None = Query(
+        None, alias="to", pattern=WEEK_PATTERN, description="last ISO week, e.g. 2026-W18"
+    ),
+) -> Any:
+    caller = request.auth
+    use_case, refused = _readable(caller, slug)
+    if refused is not None:
+        return refused
+    assert use_case is not None
+    try:
+        chosen = parse_dimension(dimension, use_case.segment_keys)
+        if first is None:
+            until, weeks = _week_span(None, last)
+            weeks = min(weeks, CAUSES_WEEKS)
+        else:
+            until, weeks = _week_span(first, last)
+    except WeekError as e:
+        return errors(400, [{"field": e.field, "message": str(e)}])
+    except SegmentError as e:
+        return errors(400, [{"field": "dimension", "message": e.message}])
+    span = iso_weeks(weeks=weeks, until=until)
+    figures = segment_selectors.breakdown(use_case=use_case, dimension=chosen, weeks=span)
+    return {
+        "use_case": use_case.slug,
+        "dimension": chosen,
+        "dimensions": dimensions(use_case.segment_keys),
+        "weeks": [w.label for w in span],
+        "segments": [
+            {
+                "value": f.value,
+                "volume": f.volume,
+                "flagged": f.flagged,
+                "share": f.share,
+                "estimate": _estimate_out(f.estimate),
+                "share_below_threshold": _estimate_out(f.below),
+                "light": f.light,
+                "rest": _estimate_out(f.rest),
+                "difference": None if f.difference is None else {
+                    **dataclasses.asdict(f.difference), "holds": f.difference.holds,
+                },
+                "sample_rate_needed": f.sample_rate_needed,
+            }
+            for f in figures
+        ],
     }

@@ -46,6 +46,7 @@ class ExpertReview:
     flagged: bool
     manual_score: float
     automatic_score: float
+    answer_id: int | None = None  # the answer reviewed (a segment's figures keep its own)
 
 
 class RecordPart(Protocol):

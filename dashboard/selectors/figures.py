@@ -43,6 +43,7 @@ from dashboard.selectors.reads import (
     read_reviews,
     read_usage,
 )
+from dashboard.selectors.segments import SegmentFilter
 from dashboard.selectors.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
 from judging.domain import judgement
 from monitoring.models import JudgeMode, UseCase
@@ -432,12 +433,14 @@ def use_cases_weeks(
 
 
 def weekly_inputs(
-    use_case_ids: Sequence[int], span: Sequence[Week], *, claims_from: int | None
+    use_case_ids: Sequence[int], span: Sequence[Week], *, claims_from: int | None,
+    segment: SegmentFilter | None = None,
 ) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[tuple[int, int], WeekJudged]]:
     """The answers counted and the judged answers per (use case, week index): from the rollups
     once they are whole, else from the raw rows (one use case for the claims, as the raw read
-    of claims is per use case)."""
-    if rollup_reads.rollups_ready():
+    of claims is per use case). Restricted to `segment`: from the raw rows."""
+    where = segment.answers() if segment else None
+    if where is None and rollup_reads.rollups_ready():
         return (
             rollup_reads.counts_from_rollups(use_case_ids, span),
             rollup_reads.judged_from_rollups(use_case_ids, span, claims_from=claims_from),
@@ -445,19 +448,22 @@ def weekly_inputs(
     claims = None
     if claims_from is not None:
         (use_case_id,) = use_case_ids
-        claims = read_claims(use_case_id, span[claims_from:])
-    rows = judged_rows(use_case_ids, span, lean=claims_from is None)
+        claims = read_claims(use_case_id, span[claims_from:], where)
+    rows = judged_rows(use_case_ids, span, lean=claims_from is None, where=where)
     return (
-        read_counts(use_case_ids, span),
+        read_counts(use_case_ids, span, where),
         judged_by_week(rows, claims, claims_from=claims_from or 0),
     )
 
 
 def weekly_usage(
-    use_case_ids: Sequence[int], span: Sequence[Week], offset: int = 0
+    use_case_ids: Sequence[int], span: Sequence[Week], offset: int = 0,
+    segment: SegmentFilter | None = None,
 ) -> dict[tuple[int, int], Usage]:
     """Judge runs per (use case, week index + offset): from the rollups once they are whole
-    (the open runs raw), else from the raw runs."""
+    (the open runs raw), else from the raw runs (always for a `segment`)."""
+    if segment:
+        return read_usage(use_case_ids, span, offset, segment.answers("answer__"))
     if rollup_reads.rollups_ready():
         return rollup_reads.usage_from_rollups(use_case_ids, span, offset)
     return read_usage(use_case_ids, span, offset)
@@ -475,22 +481,25 @@ def _expert_light(expert: ExpertScale | None, threshold: float) -> str:
 def use_case_weeks(
     *, use_case: UseCase, weeks: int = WEEKS, until: datetime | date | None = None,
     claims: bool = True, pooled_weeks: int = POOLED_WEEKS,
+    segment: SegmentFilter | None = None,
 ) -> list[WeekFigures]:
-    """The use case's figures per ISO week, oldest first, the week holding `until` last.
+    """The use case's figures per ISO week, oldest first, the week holding `until` last; of
+    the answers of `segment` alone where it is given (issue 40).
 
     The weeks before the first are read too, so that its pooled views are whole."""
     lead = max(pooled_weeks, EXPERT_POOLED_WEEKS) - 1  # so that the first week's pools are whole
     span = iso_weeks(weeks=weeks + lead, until=until)
     ids = [use_case.pk]
-    counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None)
+    counts, judged = weekly_inputs(ids, span, claims_from=lead if claims else None,
+                                   segment=segment)
     figures = week_figures(
         use_case=use_case,
         weeks=span,
         counts=counts,
         judged=judged,
-        usage=weekly_usage(ids, span),
+        usage=weekly_usage(ids, span, segment=segment),
         claims_from=lead if claims else None,
-        reviews=read_reviews(ids, span),
+        reviews=read_reviews(ids, span, segment.answers() if segment else None),
         restarts=drift_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )

@@ -68,9 +68,11 @@ def answers_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[A
     )
 
 
-def _judged_in(use_case_ids: Sequence[int], weeks: Sequence[Week]) -> QuerySet[Answer]:
+def _judged_in(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], where: Q | None = None
+) -> QuerySet[Answer]:
     return answers_in(use_case_ids, weeks).filter(
-        status=Answer.Status.JUDGED, score__isnull=False
+        where or Q(), status=Answer.Status.JUDGED, score__isnull=False
     )
 
 
@@ -79,9 +81,10 @@ _COUNT_TERMS = 200
 
 
 def read_counts(
-    use_case_ids: Sequence[int], weeks: Sequence[Week]
+    use_case_ids: Sequence[int], weeks: Sequence[Week], where: Q | None = None
 ) -> dict[tuple[int, int], tuple[int, int]]:
-    """(all, flagged) answers per (use case, week index).
+    """(all, flagged) answers per (use case, week index); of the answers `where` selects (a
+    segment filter, `segments.SegmentFilter`), grouped by week.
 
     Two range counts per use case and week, all answers and the flagged ones, as correlated
     subqueries over a small table of (use case, week, start, end): each is an index-only range
@@ -91,6 +94,8 @@ def read_counts(
     answers: ~19 ms against 50-70 ms). The weeks are contiguous, so each answer of the span
     counts in exactly the week `week_bucket` would put it in.
     """
+    if where is not None:
+        return _filtered_counts(use_case_ids, weeks, where)
     # Raw SQL goes past the database router: ask it where answers are read (the replica for a
     # dashboard, where one is configured).
     connection = connections[router.db_for_read(Answer)]
@@ -127,6 +132,19 @@ def read_counts(
     return out
 
 
+def _filtered_counts(
+    use_case_ids: Sequence[int], weeks: Sequence[Week], where: Q
+) -> dict[tuple[int, int], tuple[int, int]]:
+    rows = (
+        answers_in(use_case_ids, weeks).filter(where)
+        .annotate(wk=week_bucket("created_at", weeks))
+        .values_list("use_case_id", "wk")
+        .annotate(total=Count("*"), flagged_n=Count("id", filter=Q(flagged=True)))
+        .order_by()
+    )
+    return {(uc, wk): (total, flagged_n) for uc, wk, total, flagged_n in rows if total}
+
+
 _JUDGED_COLUMNS = (
     "use_case_id", "wk", "flagged", "score", "abstention", "in_random_sample",
     "best_chunk_score", "chunk_count", "multi_part", "min_content_probability", "current_run_id",
@@ -134,12 +152,14 @@ _JUDGED_COLUMNS = (
 
 
 def judged_rows(
-    use_case_ids: Sequence[int], weeks: Sequence[Week], *, lean: bool = False
+    use_case_ids: Sequence[int], weeks: Sequence[Week], *, lean: bool = False,
+    where: Q | None = None,
 ) -> list[JudgedRow]:
-    """The judged answers of the weeks; `lean`: only what the weekly estimates need."""
+    """The judged answers of the weeks (those `where` selects); `lean`: only what the weekly
+    estimates need."""
     columns = _JUDGED_COLUMNS[:5] if lean else _JUDGED_COLUMNS
     rows = (
-        _judged_in(use_case_ids, weeks)
+        _judged_in(use_case_ids, weeks, where)
         .annotate(wk=week_bucket("created_at", weeks))
         .values_list(*columns)
         .order_by()
@@ -147,13 +167,15 @@ def judged_rows(
     return [JudgedRow(*row) for row in rows] if lean else list(map(JudgedRow._make, rows))
 
 
-def read_claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[float, int]]:
+def read_claims(
+    use_case_id: int, weeks: Sequence[Week], where: Q | None = None
+) -> dict[int, tuple[float, int]]:
     """(supported points, claims) of the judged answers' current runs, by run id.
 
     Unreadable verdicts are left out, as in the answer's own score; a run without claims (an
     abstention) is missing here and counts as (0, 0).
     """
-    runs = _judged_in([use_case_id], weeks).values("current_run_id")
+    runs = _judged_in([use_case_id], weeks, where).values("current_run_id")
     points = Case(
         *[When(label=label, then=Value(p)) for label, p in CLAIM_POINTS.items()],
         output_field=FloatField(),
@@ -168,10 +190,12 @@ def read_claims(use_case_id: int, weeks: Sequence[Week]) -> dict[int, tuple[floa
 
 
 def read_usage(
-    use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0
+    use_case_ids: Sequence[int], weeks: Sequence[Week], offset: int = 0,
+    where: Q | None = None,
 ) -> dict[tuple[int, int], Usage]:
-    """Judge runs per (use case, week index + offset), by the week of the judged answer."""
-    return usage_of_groups(usage_groups(use_case_ids, weeks), offset)
+    """Judge runs per (use case, week index + offset), by the week of the judged answer (of
+    the answers `where` selects, a condition on the run: `answer__…`)."""
+    return usage_of_groups(usage_groups(use_case_ids, weeks, where), offset)
 
 
 # (use case, week index, judge model, prompt version) → runs, calls, cost (None: none priced),
@@ -233,24 +257,34 @@ def usage_of_groups(groups: UsageGroups, offset: int = 0) -> dict[tuple[int, int
 
 
 def read_reviews(
-    use_case_ids: Sequence[int], weeks: Sequence[Week]
+    use_case_ids: Sequence[int], weeks: Sequence[Week], where: Q | None = None
 ) -> dict[tuple[int, int], list[Review]]:
     """The experts' reviews (each item's latest submission, imported ones included) of the
     answers of `weeks`, by (use case id, index of the answer's week), from what review
     registered (monitoring/extensions.py; none without it). Each review carries the answer's
     tier-1 flag: the expert-scale correction is stratified like the estimate, so a batch topped
-    up with flagged answers does not count them as a random sample."""
+    up with flagged answers does not count them as a random sample. `where`: only the reviews
+    of the answers it selects (a segment's)."""
     ends = [w.end for w in weeks]
     out: dict[tuple[int, int], list[Review]] = defaultdict(list)
-    for expert_reviews in extensions.registry.expert_reviews.values():
+    every = [
+        review
+        for expert_reviews in extensions.registry.expert_reviews.values()
         for review in expert_reviews(
             use_case_ids=use_case_ids, start=weeks[0].start, end=weeks[-1].end
-        ):
-            out[review.use_case_id, bisect_right(ends, review.answer_created_at)].append(Review(
-                min(1.0, max(0.0, review.manual_score)),
-                min(1.0, max(0.0, review.automatic_score)),
-                review.flagged,
-            ))
+        )
+    ]
+    if where is not None:
+        kept = set(Answer.objects.filter(
+            where, pk__in=[r.answer_id for r in every if r.answer_id is not None]
+        ).values_list("pk", flat=True))
+        every = [r for r in every if r.answer_id in kept]
+    for review in every:
+        out[review.use_case_id, bisect_right(ends, review.answer_created_at)].append(Review(
+            min(1.0, max(0.0, review.manual_score)),
+            min(1.0, max(0.0, review.automatic_score)),
+            review.flagged,
+        ))
     return out
 
 

@@ -52,16 +52,16 @@ def expert_reviews_latest(
         .order_by("item_id", "-version")
         .values_list(
             "item_id", "item__batch__use_case_id", "item__answer__created_at",
-            "item__answer__flagged", "manual_score", "automatic_score",
+            "item__answer__flagged", "manual_score", "automatic_score", "item__answer_id",
         )
     )
     out: list[ExpertReview] = []
     seen: set[int] = set()
-    for item_id, use_case_id, created, flagged, manual, automatic in rows:
+    for item_id, use_case_id, created, flagged, manual, automatic, answer_id in rows:
         if item_id in seen or automatic is None:
             continue  # an earlier version of an item already counted
         seen.add(item_id)
-        out.append(ExpertReview(use_case_id, created, flagged, manual, automatic))
+        out.append(ExpertReview(use_case_id, created, flagged, manual, automatic, answer_id))
     return out
 
 

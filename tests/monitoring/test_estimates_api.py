@@ -385,7 +385,7 @@ def test_range_limits(world: World, client: Client) -> None:
 def test_openapi_documents_the_endpoint(db: None, client: Client) -> None:
     schema = client.get("/api/v1/openapi.json").json()
     operation = schema["paths"]["/api/v1/use-cases/{slug}/estimates"]["get"]
-    assert {p["name"] for p in operation["parameters"]} == {"slug", "from", "to"}
+    assert {p["name"] for p in operation["parameters"]} == {"slug", "from", "to", "segment"}
     assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "429", "503"}
     ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
     assert ok == {"$ref": "#/components/schemas/EstimatesOut"}

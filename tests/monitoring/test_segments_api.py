@@ -1,0 +1,225 @@
+"""Segments (issue 40) through the product: what ingest keeps of them (prompt version, the
+first chunk's source, declared metadata keys and their bounds), the breakdown endpoint, the
+estimates restricted to segments, the changes found from the data, and the 400s that name
+what is allowed."""
+
+from datetime import datetime, time, timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from dashboard.selectors.segments import team_changes
+from dashboard.selectors.weeks import iso_weeks
+from judging.services.execution import judge_run_execute
+from monitoring.models import Answer, JudgeRun
+from tests.support.http import bearer
+from tests.support.judged import Judge
+from tests.support.world import WorldBuilder
+
+ANSWERS = "/api/v1/answers"
+
+
+def _last_week_at(hour: int = 12) -> datetime:
+    today = timezone.localdate()
+    wednesday = today - timedelta(days=today.weekday() + 5)
+    return datetime.combine(wednesday, time(hour), tzinfo=timezone.get_current_timezone())
+
+
+def _week(day: datetime) -> str:
+    year, week, _ = day.date().isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+@pytest.fixture
+def world(world_builder: WorldBuilder, db: None) -> dict[str, Any]:
+    judge = world_builder.judge(Judge())
+    use_case = world_builder.use_case("segmente", "Segmente", sample_rate=1.0)
+    use_case.segment_keys = ["kanal"]
+    use_case.save(update_fields=["segment_keys"])
+    service, key = world_builder.service("seg-bot", use_case)
+    lead = world_builder.user("leitung", lead_of=[use_case])
+    when = _last_week_at()
+    # Twelve answers of each model, all judged: "alt" fully supported, "neu" invented.
+    for i in range(24):
+        model = "alt" if i < 12 else "neu"
+        text = f"Antwort {i}: Der Behälter wird alle 5 Jahre geprüft."
+        claim = f"Aussage {i}."
+        judge.script(text, [(claim, "GEDECKT" if model == "alt" else "UNGEDECKT")])
+        answer = world_builder.answer(
+            service, use_case, f"s-{i}", text, model=model, created_at=when,
+            prompt_version="v1" if i % 2 else "v2",
+            metadata={"kanal": "chat" if i % 3 else "mail", "frei": {"tief": [1]}},
+            chunks=[{"text": "Prüfintervall: 5 Jahre.", "score": 0.8,
+                     "source": "wiki" if i % 2 else "handbuch.pdf"},
+                    {"text": "Anderes.", "source": "anders"}],
+        )
+        for run in answer.judge_runs.filter(status=JudgeRun.Status.PENDING):
+            judge_run_execute(run_id=run.pk)
+    return {"use_case": use_case, "service": service, "key": key, "lead": lead,
+            "week": _week(when)}
+
+
+def _lead(world: dict[str, Any]) -> Client:
+    client = Client()
+    client.force_login(world["lead"])
+    return client
+
+
+def test_ingest_keeps_the_prompt_version_and_the_first_chunks_source(world: dict) -> None:
+    answer = Answer.objects.get(external_id="s-1")
+    assert (answer.prompt_version, answer.source, answer.model) == ("v1", "wiki", "alt")
+    assert answer.metadata["kanal"] == "chat"
+
+
+def test_the_completions_system_fingerprint_is_the_prompt_version_where_none_is_given(
+    world: dict, client: Client,
+) -> None:
+    completion = {
+        "id": "c-1", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+        "system_fingerprint": "fp_44709d6fcb",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Alle 5 Jahre."},
+                     "finish_reason": "stop", "logprobs": None}],
+    }
+    body = {"external_id": "fp-1", "use_case": "segmente", "question": "Wie oft?",
+            "completion": completion}
+    response = client.post(ANSWERS, body, content_type="application/json",
+                           **bearer(world["key"]))
+    assert response.status_code == 201, response.content
+    assert Answer.objects.get(external_id="fp-1").prompt_version == "fp_44709d6fcb"
+    body = {**body, "external_id": "fp-2", "prompt_version": "rag-7"}
+    response = client.post(ANSWERS, body, content_type="application/json",
+                           **bearer(world["key"]))
+    assert response.status_code == 201, response.content
+    assert Answer.objects.get(external_id="fp-2").prompt_version == "rag-7"
+    detail = client.get(f"{ANSWERS}/{response.json()['id']}", **bearer(world["key"])).json()
+    assert detail["prompt_version"] == "rag-7"
+
+
+@pytest.mark.parametrize(("metadata", "field"), [
+    ({"kanal": {"nested": 1}}, "metadata.kanal"),
+    ({"kanal": "x" * 201}, "metadata.kanal"),
+    ({f"k{i}": i for i in range(51)}, "metadata"),
+    ({"k" * 101: 1}, "metadata"),
+])
+def test_bad_metadata_is_a_400_naming_it_and_nothing_is_stored(
+    world: dict, client: Client, metadata: dict, field: str,
+) -> None:
+    body = {"external_id": "bad-1", "use_case": "segmente", "question": "Wie oft?",
+            "answer": "Alle 5 Jahre.", "model": "m", "metadata": metadata}
+    response = client.post(ANSWERS, body, content_type="application/json",
+                           **bearer(world["key"]))
+    assert response.status_code == 400, response.content
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert not Answer.objects.filter(external_id="bad-1").exists()
+    # In a batch only the bad item is refused.
+    good = {**body, "external_id": "good-1", "metadata": {"kanal": "chat"}}
+    response = client.post(f"{ANSWERS}/batch", {"answers": [body, good]},
+                           content_type="application/json", **bearer(world["key"]))
+    assert [r["status"] for r in response.json()["results"]] == [400, 201]
+
+
+def test_a_prompt_version_over_100_characters_is_a_400(world: dict, client: Client) -> None:
+    body = {"external_id": "pv-1", "use_case": "segmente", "question": "Wie oft?",
+            "answer": "Alle 5 Jahre.", "model": "m", "prompt_version": "v" * 101}
+    response = client.post(ANSWERS, body, content_type="application/json",
+                           **bearer(world["key"]))
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "prompt_version"
+
+
+def test_the_breakdown_by_model_shows_each_model_and_the_corrected_difference(
+    world: dict,
+) -> None:
+    url = (f"/api/v1/use-cases/segmente/segments?dimension=model&from={world['week']}"
+           f"&to={world['week']}")
+    data = _lead(world).get(url).json()
+    assert data["dimension"] == "model" and data["weeks"] == [world["week"]]
+    assert data["dimensions"] == ["model", "service", "prompt_version", "source",
+                                  "metadata.kanal"]
+    by = {s["value"]: s for s in data["segments"]}
+    assert set(by) == {"alt", "neu"}
+    assert (by["alt"]["volume"], by["neu"]["volume"]) == (12, 12)
+    assert by["alt"]["estimate"]["value"] == pytest.approx(1.0)
+    assert by["neu"]["estimate"]["value"] == pytest.approx(0.0)
+    assert by["neu"]["share_below_threshold"]["value"] == pytest.approx(1.0)
+    difference = by["neu"]["difference"]
+    assert difference["value"] == pytest.approx(-1.0)
+    assert difference["holds"] is True and difference["compared"] == 1
+    assert difference["high"] < 0
+    # The other dimensions: services, prompt versions, the first chunk's source, a key.
+    for dimension, values in (("service", {"seg-bot"}), ("prompt_version", {"v1", "v2"}),
+                              ("source", {"wiki", "handbuch.pdf"}),
+                              ("metadata.kanal", {"chat", "mail"})):
+        data = _lead(world).get(url.replace("dimension=model", f"dimension={dimension}")).json()
+        assert {s["value"] for s in data["segments"]} == values, dimension
+        assert sum(s["volume"] for s in data["segments"]) == 24
+
+
+def test_the_estimates_restricted_to_a_segment(world: dict, client: Client) -> None:
+    week = world["week"]
+    base = f"/api/v1/use-cases/segmente/estimates?from={week}&to={week}"
+    whole = client.get(base, **bearer(world["key"])).json()
+    assert whole["segments"] == []
+    assert whole["weeks"][0]["estimate"]["population"] == 24
+    neu = client.get(base + "&segment=model:neu", **bearer(world["key"])).json()
+    assert neu["segments"] == ["model:neu"]
+    [figures] = neu["weeks"]
+    assert figures["estimate"]["population"] == 12
+    assert figures["estimate"]["value"] == pytest.approx(0.0)
+    # Two values of one dimension select either; another dimension narrows.
+    both = client.get(base + "&segment=model:neu&segment=model:alt",
+                      **bearer(world["key"])).json()
+    assert both["weeks"][0]["estimate"]["population"] == 24
+    narrow = client.get(base + "&segment=model:neu&segment=metadata.kanal:mail",
+                        **bearer(world["key"])).json()
+    mail_neu = Answer.objects.filter(model="neu", metadata__kanal="mail").count()
+    assert narrow["weeks"][0]["estimate"]["population"] == mail_neu == 4
+    assert narrow["weeks"][0]["volume"] == 4
+
+
+@pytest.mark.parametrize(("path", "field"), [
+    ("segments?dimension=metadata.sprache", "dimension"),
+    ("segments?dimension=modell", "dimension"),
+    ("estimates?segment=modell:x", "segment"),
+    ("estimates?segment=model", "segment"),
+    ("estimates?segment=metadata.sprache:de", "segment"),
+])
+def test_an_unknown_dimension_is_a_400_that_names_the_allowed(
+    world: dict, client: Client, path: str, field: str,
+) -> None:
+    response = client.get(f"/api/v1/use-cases/segmente/{path}", **bearer(world["key"]))
+    assert response.status_code == 400, response.content
+    [error] = response.json()["errors"]
+    assert error["field"] == field
+    assert "metadata.kanal" in error["message"]
+
+
+def test_the_segments_need_a_reader(world: dict, client: Client) -> None:
+    assert client.get("/api/v1/use-cases/segmente/segments?dimension=model").status_code == 401
+    response = client.get("/api/v1/use-cases/fremd/segments?dimension=model",
+                          **bearer(world["key"]))
+    assert response.status_code == 404
+
+
+def test_a_model_switch_is_found_with_the_figures_before_and_after(
+    world_builder: WorldBuilder, world: dict,
+) -> None:
+    use_case, service = world["use_case"], world["service"]
+    now = timezone.localtime()
+    weeks = iso_weeks(weeks=4, until=now)
+    for w, week in enumerate(weeks[:-1]):
+        for i in range(25):
+            world_builder.answer(
+                service, use_case, f"w{w}-{i}", f"Antwort {w}/{i}.",
+                model="alt" if w < 2 else "llama-2-7b-chat",
+                created_at=week.start + timedelta(days=2, hours=i % 10),
+            )
+    found = team_changes(use_case=use_case, weeks=weeks)
+    models = [c for c in found if c.change.dimension == "model"]
+    assert [(c.week.label, c.change.before, c.change.after) for c in models] == [
+        (weeks[2].label, "alt", "llama-2-7b-chat")]
+    # The fixture's 24 answers of last week came from "alt" and "neu".
+    assert models[0].change.share == pytest.approx(25 / 49)
+    assert models[0].before.population == 50 and models[0].after.population == 49
