@@ -187,7 +187,9 @@ def breakdown(
         difference = None
         if value in raw:
             d, se = raw[value]
-            difference = Difference(d, d - z * se, d + z * se, adjusted[value], corrected, m)
+            # A difference of two scores in [0, 1] lies in [−1, 1]; so does its interval.
+            difference = Difference(d, max(-1.0, d - z * se), min(1.0, d + z * se),
+                                    adjusted[value], corrected, m)
         light = traffic_light(estimate, threshold)
         merged = _merged(weeks)
         needed = None
@@ -277,12 +279,13 @@ def _p_value(difference: float, se: float) -> float:
 
 
 def leading_finding(figures: Sequence[SegmentFigure]) -> SegmentFigure | None:
-    """The largest difference that holds (its corrected interval excludes 0), or None."""
+    """The largest difference that holds (its corrected interval excludes 0), or None; of
+    two as large (two segments mirror each other), the worse segment."""
     holding = [f for f in figures if f.difference is not None and f.difference.holds]
     if not holding:
         return None
-    return max(holding, key=lambda f: (abs(f.difference.value) if f.difference else 0.0,
-                                       f.volume))
+    return max(holding, key=lambda f: (round(abs(f.difference.value), 9) if f.difference else 0.0,
+                                       bool(f.difference and f.difference.value < 0), f.volume))
 
 
 @dataclass(frozen=True, slots=True)

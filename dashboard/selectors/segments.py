@@ -24,7 +24,7 @@ from dashboard.domain.segments import Change, SegmentFigure, Tally
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors.reads import answers_in
 from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
-from monitoring.domain.segments import METADATA, Segment
+from monitoring.domain.segments import METADATA, Segment, dimensions
 from monitoring.models import Answer, UseCase
 
 # The dimensions whose changes are marked on the trend and restart the experts' pool.
@@ -209,3 +209,48 @@ def team_changes(
                 segment_stats.pooled_of([tallies.whole[i] for i in after]),
             ))
     return sorted(out, key=lambda c: (c.week.start, c.change.dimension))
+
+
+@dataclass(frozen=True)
+class SegmentsView:
+    """What the use-case page shows of segments: the changes on the team's side within its
+    weeks, the largest difference that holds over all dimensions, and the breakdown of one."""
+
+    dimensions: list[str]
+    dimension: str
+    figures: list[SegmentFigure]  # the breakdown of `dimension`
+    finding: SegmentFigure | None  # the largest holding difference of any dimension
+    compared: int  # the differences looked at for it (all dimensions)
+    changes: list[ChangeFigures]
+    weeks: list[Week]  # the breakdown's
+
+
+@reads_from_replica
+def segments_view(
+    *, use_case: UseCase, weeks: Sequence[Week], dimension: str, until_weeks: int = CAUSES_WEEKS,
+) -> SegmentsView:
+    """The page's segments: the breakdowns over the last CAUSES_WEEKS of `weeks`, the changes
+    over all of them. `dimension` must be one of the use case's."""
+    names = segment_stats_dimensions(use_case)
+    recent = list(weeks)[-until_weeks:]
+    by_dimension = {
+        name: breakdown(use_case=use_case, dimension=name, weeks=recent) for name in names
+    }
+    leading = [f for f in (segment_stats.leading_finding(figures)
+                           for figures in by_dimension.values()) if f is not None]
+    finding = max(leading, key=lambda f: abs(f.difference.value) if f.difference else 0.0,
+                  default=None)
+    compared = sum(
+        max((f.difference.compared for f in figures if f.difference), default=0)
+        for figures in by_dimension.values()
+    )
+    return SegmentsView(
+        dimensions=names, dimension=dimension, figures=by_dimension[dimension],
+        finding=finding, compared=compared,
+        changes=team_changes(use_case=use_case, weeks=weeks), weeks=recent,
+    )
+
+
+def segment_stats_dimensions(use_case: UseCase) -> list[str]:
+    """The use case's dimensions: the built-in ones and its declared metadata keys."""
+    return dimensions(use_case.segment_keys or [])

@@ -31,9 +31,11 @@ from dashboard.selectors import blind
 from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors import overview as dashboard_overview
 from dashboard.selectors import page as dashboard_page
+from dashboard.selectors import segments as segment_selectors
 from dashboard.selectors import weeks as dashboard_weeks
 from dashboard.selectors.figures import WeekFigures, use_case_headline
 from dashboard.selectors.overview import overview_order
+from dashboard.views import segments as segment_views
 from dashboard.views.answers import answer_list
 from dashboard.views.readings import (
     chunks_reading,
@@ -51,6 +53,7 @@ from dashboard.views.trends import (
     similarity_label,
     trend_chart,
 )
+from monitoring.domain.segments import SegmentError, parse_dimension
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.access import use_case_get_for_user
 from monitoring.services import tuning
@@ -250,14 +253,31 @@ def use_case(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     return _use_case_page(request, use_case, pooled_weeks)
 
 
+def _dimension(request: AuthenticatedRequest, use_case: UseCase) -> str | HttpResponse:
+    """The segments' dimension asked for (?dimension=; default the generator model), or the
+    400 that names the allowed ones."""
+    try:
+        return parse_dimension(request.GET.get("dimension", "model"), use_case.segment_keys)
+    except SegmentError as e:
+        return HttpResponseBadRequest(
+            _("dimension: erlaubt sind %(allowed)s.") % {"allowed": ", ".join(e.allowed)},
+            content_type="text/plain; charset=utf-8",
+        )
+
+
 def _use_case_page(
     request: AuthenticatedRequest, use_case: UseCase, pooled_weeks: int,
     tuning_form: TuningForm | None = None, status: int = 200,
 ) -> HttpResponse:
+    dimension = _dimension(request, use_case)
+    if isinstance(dimension, HttpResponse):
+        return dimension
     page = blind.figures_for_reader(
         dashboard_page.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
         user=request.user, use_case_id=use_case.pk,
     )
+    segments = segment_selectors.segments_view(
+        use_case=use_case, weeks=[w.week for w in page.weeks], dimension=dimension)
     threshold = use_case.action_threshold
     headline = use_case_headline(page.weeks)
     diagnosis = page.diagnosis
@@ -315,7 +335,15 @@ def _use_case_page(
         ),
         "diagnosis": diagnosis,
         "causes": causes,
-        "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed),
+        "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed,
+                                    team_changes=segments.changes),
+        "segments": segments,
+        "segment_dimensions": [
+            (name, segment_views.dimension_label(name)) for name in segments.dimensions],
+        "segment_dimension_label": segment_views.dimension_label(segments.dimension),
+        "segment_rows": segment_views.segment_rows(segments.figures),
+        "segment_changes": [segment_views.change_reading(c) for c in segments.changes],
+        "segment_finding": segment_views.finding_reading(segments),
         "shares_figure": shares_chart(weeks),
         "similarity_figure": similarity_chart(causes.similarity, threshold),
         "similarity_rows": [(similarity_label(b), b) for b in causes.similarity],

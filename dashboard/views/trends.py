@@ -4,6 +4,7 @@ The figures themselves are drawn by dashboard/domain/charts.py."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.utils import formats, translation
@@ -15,6 +16,7 @@ from dashboard.domain import charts
 from dashboard.domain.causes import Bucket
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors.figures import WeekFigures
+from dashboard.selectors.segments import ChangeFigures
 from monitoring.models import SettingChange
 from monitoring.services import tuning
 
@@ -69,12 +71,24 @@ def _trend_labels() -> dict[str, str]:
 
 def _judge_changes(
     weeks: list[WeekFigures], settings_changed: dict[str, list[SettingChange]] | None = None,
+    team_changes: Sequence[ChangeFigures] = (),
 ) -> list[tuple[str, str, str]]:
-    """The weeks the chart marks: a judge model or prompt version changed, a setting changed.
-    Each with a short label for above its line and the details for its hover."""
+    """The weeks the chart marks: a judge model or prompt version changed, a setting changed,
+    a new generator model or prompt version carries most answers (`team_changes`). Each with a
+    short label for above its line and the details for its hover."""
     settings_changed = settings_changed or {}
+    ours: dict[str, list[ChangeFigures]] = {}
+    for change in team_changes:
+        ours.setdefault(change.week.label, []).append(change)
     out = []
     for w in weeks:
+        if w.label in ours:
+            found = ours[w.label]
+            label = (_("Generator-Modell gewechselt")
+                     if any(c.change.dimension == "model" for c in found)
+                     else _("Prompt-Version gewechselt"))
+            out.append((w.label, label, "; ".join(_team_change_text(c) for c in found)))
+            continue
         judges = [_("Prüfer: %(judges)s") % {
             "judges": ", ".join(
                 f"{model} {version} ({mode})" for model, version, mode in w.judge_labels
@@ -92,6 +106,18 @@ def _judge_changes(
         out.append((w.label, label, "; ".join(judges + settings)))
     return out
 
+
+
+def _team_change_text(change: ChangeFigures) -> str:
+    c = change.change
+    name = _("Generator-Modell") if c.dimension == "model" else _("Prompt-Version")
+    before, after = change.before.value, change.after.value
+    figures = ""
+    if before is not None and after is not None:
+        figures = ": " + _("Treue %(then)s → %(now)s") % {
+            "then": formats.number_format(round(before, 2), 2),
+            "now": formats.number_format(round(after, 2), 2)}
+    return f"{name} {c.before or '–'} → {c.after}{figures}"
 
 
 def setting_change_text(change: SettingChange) -> str:
@@ -128,6 +154,7 @@ def setting_value(field: str, value: float, digits: int | None = None) -> str:
 def trend_chart(
     weeks: list[WeekFigures], threshold: float, *, compact: bool = False,
     settings_changed: dict[str, list[SettingChange]] | None = None,
+    team_changes: Sequence[ChangeFigures] = (),
 ) -> dict[str, Any]:
     overlays = []
     if any(w.pooled_weeks > 1 for w in weeks):
@@ -143,7 +170,7 @@ def trend_chart(
         ))
     # Everything read from the weeks first, then the figure drawn from it.
     points = [_trend_point(w) for w in weeks]
-    changes = _judge_changes(weeks, settings_changed)
+    changes = _judge_changes(weeks, settings_changed, team_changes)
     return charts.trend_figure(
         points,
         threshold=threshold,

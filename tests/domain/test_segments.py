@@ -120,6 +120,9 @@ def test_two_segments_are_one_comparison() -> None:
     figures = breakdown("model", {"a": a, "b": b}, whole, threshold=0.8)
     assert all(f.difference is not None and f.difference.compared == 1 for f in figures)
     assert figures[0].difference.value == pytest.approx(-figures[1].difference.value)
+    # Of the two mirrored differences the finding is the worse segment's.
+    worse = leading_finding([f for f in figures])
+    assert worse is None or worse.difference.value < 0
 
 
 def test_too_few_judged_is_grey_with_the_rate_that_would_decide() -> None:

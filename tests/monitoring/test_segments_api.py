@@ -223,3 +223,52 @@ def test_a_model_switch_is_found_with_the_figures_before_and_after(
     # The fixture's 24 answers of last week came from "alt" and "neu".
     assert models[0].change.share == pytest.approx(25 / 49)
     assert models[0].before.population == 50 and models[0].after.population == 49
+
+
+# --- the use-case page ----------------------------------------------------------------------
+
+
+def test_the_page_opens_the_causes_with_the_largest_difference_that_holds(world: dict) -> None:
+    response = _lead(world).get("/use-cases/segmente/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    segments = html[html.index('id="segments"'):html.index('class="card dash-causes"')]
+    assert 'data-segment="alt"' in segments and 'data-segment="neu"' in segments
+    assert "hält" in segments
+    causes = html[html.index('class="card dash-causes"'):]
+    finding = causes[causes.index('data-reading="segment-finding"'):]
+    assert finding.index("Generator-Modell neu") < finding.index("Die Ursachen aus dem Artikel")
+    assert "Unterschied −1,00" in finding
+    assert "Ursachen liegen selten beim Modell" not in html
+
+
+def test_the_page_breaks_down_by_a_declared_key_and_refuses_an_unknown_one(world: dict) -> None:
+    html = _lead(world).get("/use-cases/segmente/?dimension=metadata.kanal").content.decode()
+    table = html[html.index('class="compare numbers segment-table"'):]
+    table = table[:table.index("</table>")]
+    assert 'data-dimension="metadata.kanal"' in table
+    assert 'data-segment="chat"' in table and 'data-segment="mail"' in table
+    response = _lead(world).get("/use-cases/segmente/?dimension=metadata.sprache")
+    assert response.status_code == 400
+    assert "metadata.kanal" in response.content.decode()
+
+
+def test_segment_values_are_text_on_the_page(world_builder: WorldBuilder, world: dict) -> None:
+    world_builder.answer(world["service"], world["use_case"], "x-1", "Antwort.",
+                         model="<b>fett</b><script>alert(1)</script>")
+    html = _lead(world).get("/use-cases/segmente/").content.decode()
+    assert "<b>fett</b>" not in html and "<script>alert(1)" not in html
+    assert "&lt;b&gt;fett&lt;/b&gt;" in html
+
+
+def test_the_trend_marks_a_model_switch(world_builder: WorldBuilder, world: dict) -> None:
+    use_case, service = world["use_case"], world["service"]
+    weeks = iso_weeks(weeks=4)
+    for w, week in enumerate(weeks[:-1]):
+        for i in range(25):
+            world_builder.answer(service, use_case, f"t{w}-{i}", f"Antwort {w}/{i}.",
+                                 model="alt" if w < 2 else "llama-2-7b-chat",
+                                 created_at=week.start + timedelta(days=2, hours=i % 10))
+    html = _lead(world).get("/use-cases/segmente/").content.decode()
+    assert "Generator-Modell gewechselt" in html
+    assert f"Seit {weeks[2].label} kommen" in html and "llama-2-7b-chat" in html
