@@ -931,7 +931,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20260601)
     parser.add_argument("--only", choices=("coverage", "small", "trend", "expert", "action",
                                             "running", "schedule", "drift", "drift-product",
-                                            "expert-drift", "bias", "causes"), default=None)
+                                            "expert-drift", "bias", "causes", "segments"),
+                        default=None)
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
     args = parser.parse_args(argv)
     reps = args.reps or (300 if args.quick else 2_000)
@@ -1019,10 +1020,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         missed.extend(schedule_table(rng, max(reps, 100), args.seed))
 
+    def segments() -> None:
+        from bench.segment_sim import segment_table  # issue 40, point 7
+
+        missed.extend(segment_table(rng, max(reps // 4, 100)))
+
     run = {"coverage": coverage, "small": small, "trend": trend, "expert": expert,
            "action": action, "running": running, "schedule": schedule, "drift": drift,
            "drift-product": drift_product, "expert-drift": expert_drift, "bias": bias,
-           "causes": causes}
+           "causes": causes, "segments": segments}
     for name, step in run.items():
         if args.only in (None, name):
             step()

@@ -3,6 +3,7 @@
 Bad input becomes a form error, never a 500.
 """
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.utils.translation import pgettext_lazy
 
 from common.weeks import parse_iso_week
 from dashboard.selectors import answers
+from monitoring.domain.segments import check_declared
 from monitoring.models import Answer, SettingChange, UseCase
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
@@ -216,3 +218,20 @@ class TuningForm(forms.Form):
         return out
 
 
+
+
+class SegmentKeysForm(forms.Form):
+    """The metadata keys whose values become segments (issue 40): comma- or space-separated."""
+
+    segment_keys = forms.CharField(
+        label=_("Eigene Segment-Schlüssel"), required=False, max_length=800, strip=True,
+        help_text=_("Schlüssel der Metadaten, höchstens 10, etwa: abteilung, sprache, kanal."),
+    )
+
+    def clean_segment_keys(self) -> list[str]:
+        text = self.cleaned_data["segment_keys"]
+        keys = [k for k in re.split(r"[,\s]+", text) if k]
+        try:
+            return check_declared(keys)
+        except ValueError as e:
+            raise forms.ValidationError(str(e), code="keys") from None

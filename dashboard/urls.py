@@ -22,4 +22,6 @@ urlpatterns = [
     ),
     path("use-cases/<slug:slug>/", pages.use_case, name="use_case"),
     path("use-cases/<slug:slug>/settings/", pages.use_case_tune, name="use_case_tune"),
+    path("use-cases/<slug:slug>/segment-keys/", pages.use_case_segment_keys,
+         name="use_case_segment_keys"),
 ]

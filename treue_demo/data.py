@@ -22,6 +22,7 @@ Plain Python: the seed command (``seed_demo``) turns the week bounds into bodies
 """
 
 import functools
+import hashlib
 import json
 import math
 import random
@@ -261,6 +262,22 @@ def week_answers(
     return bodies
 
 
+# The metadata key the demo's use cases declare (issue 40): the channel an answer went out on,
+# drawn from the external id, so the same answer always has the same channel.
+DEMO_SEGMENT_KEY = "kanal"
+CHANNELS = (("chat", 6), ("mail", 3), ("telefon", 1))
+
+
+def channel_of(external_id: str) -> str:
+    """chat, mail or telefon (6:3:1), fixed by the external id."""
+    draw = int(hashlib.sha256(external_id.encode()).hexdigest()[:8], 16) % 10
+    for name, weight in CHANNELS:
+        if draw < weight:
+            return name
+        draw -= weight
+    return CHANNELS[-1][0]
+
+
 def answer_body(
     row: dict[str, Any], *, use_case: str, external_id: str, created: datetime
 ) -> dict[str, Any]:
@@ -280,6 +297,7 @@ def answer_body(
         "messages": demo_messages(row["question"], row["passages"]),
         "created_at": created.isoformat(),
         "metadata": {
+            DEMO_SEGMENT_KEY: channel_of(external_id),
             "source": "RAGTruth QA (MIT)",
             "ragtruth_id": row["id"],
             "human_labels": len(row["labels"]),

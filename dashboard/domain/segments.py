@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboard.domain.adjusted import holm
-from dashboard.domain.statistics.cells import MIN_JUDGED, Estimate, StratumSums, z_value
+from dashboard.domain.statistics.cells import (
+    MIN_JUDGED,
+    Estimate,
+    StratumSums,
+    wilson,
+    z_value,
+)
 from dashboard.domain.statistics.counts import indicator_counts, sums_from_counts
 from dashboard.domain.statistics.estimates import pooled_mean, share_from_sums
 from dashboard.domain.statistics.precision import (
@@ -38,10 +44,12 @@ from dashboard.domain.statistics.precision import (
 # How many segments of one dimension are shown and compared: the largest by volume; the rest
 # stays in "the rest" of each comparison.
 MAX_SEGMENTS = 50
-# A value carries "most of the volume" from this share on (`changes`).
+# A value carries "most of the volume" from this share on (`changes`): the lower end of its
+# share's 95 % Wilson interval above it, so that two models at 55/45 do not trade the lead
+# every few weeks by chance, while ten answers of ten from a new model are a change.
 MAJORITY = 0.5
 # A week needs this many answers before its leading value counts as a change.
-MIN_CHANGE_VOLUME = 20
+MIN_CHANGE_VOLUME = 5
 # Weeks on each side of a change whose figures are compared.
 CHANGE_WEEKS = 4
 CONFIDENCE = 0.95
@@ -303,9 +311,10 @@ def changes(
     dimension: str, volumes: Sequence[Mapping[str, int]], *, since: int = 0
 ) -> list[Change]:
     """The weeks (from index `since` on) whose leading value — more than MAJORITY of the
-    week's answers, at MIN_CHANGE_VOLUME answers or more — differs from the latest leading
-    value before it. ``volumes``: per week, value → answers. A gradual switch is marked in
-    the week the new value passes half; a week without a leader changes nothing."""
+    week's answers beyond chance (the lower end of the share's Wilson interval), at
+    MIN_CHANGE_VOLUME answers or more — differs from the latest leading value before it.
+    ``volumes``: per week, value → answers. A gradual switch is marked in the week the new
+    value clearly passes half; a week without a leader changes nothing."""
     out: list[Change] = []
     leader: str | None = None
     for i, week in enumerate(volumes):
@@ -313,7 +322,7 @@ def changes(
         if total < MIN_CHANGE_VOLUME:
             continue
         value, n = max(week.items(), key=lambda kv: (kv[1], kv[0]))
-        if n <= MAJORITY * total:
+        if wilson(n, total)[0] <= MAJORITY:
             continue
         if leader is not None and value != leader and i >= since:
             out.append(Change(dimension, i, leader, value, n / total))

@@ -26,7 +26,7 @@ from common.http import AuthenticatedRequest
 from dashboard.domain.headline import JUDGE, POOLED
 from dashboard.domain.statistics import precision as statistics
 from dashboard.domain.statistics.cells import Estimate
-from dashboard.forms import TuningForm
+from dashboard.forms import SegmentKeysForm, TuningForm
 from dashboard.selectors import blind
 from dashboard.selectors import diagnosis as dashboard_diagnosis
 from dashboard.selectors import overview as dashboard_overview
@@ -57,6 +57,7 @@ from monitoring.domain.segments import SegmentError, parse_dimension
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.access import use_case_get_for_user
 from monitoring.services import tuning
+from monitoring.services.use_cases import use_case_declare_segment_keys
 
 
 @login_required
@@ -268,6 +269,7 @@ def _dimension(request: AuthenticatedRequest, use_case: UseCase) -> str | HttpRe
 def _use_case_page(
     request: AuthenticatedRequest, use_case: UseCase, pooled_weeks: int,
     tuning_form: TuningForm | None = None, status: int = 200,
+    keys_form: SegmentKeysForm | None = None,
 ) -> HttpResponse:
     dimension = _dimension(request, use_case)
     if isinstance(dimension, HttpResponse):
@@ -294,8 +296,11 @@ def _use_case_page(
             "sample_percent": round(use_case.sample_rate * 100, 4),
             "action_threshold": use_case.action_threshold,
         })
+    if keys_form is None and may_tune:
+        keys_form = SegmentKeysForm(initial={"segment_keys": ", ".join(use_case.segment_keys)})
     return render(request, "monitoring/use_case.html", {
         "may_tune": may_tune,
+        "keys_form": keys_form,
         "current_settings": [
             (name, label, setting_value(name, getattr(use_case, name)))
             for name, label in SettingChange.Field.choices
@@ -402,3 +407,24 @@ def use_case_tune(request: AuthenticatedRequest, slug: str) -> HttpResponse:
     form.mark_first_error()
     return _use_case_page(
         request, use_case, dashboard_weeks.POOLED_WEEKS, tuning_form=form, status=400)
+
+
+@login_required
+@require_POST
+def use_case_segment_keys(request: AuthenticatedRequest, slug: str) -> HttpResponse:
+    """A team lead declares the metadata keys whose values become segments (issue 40). A bad
+    list re-renders the page with the form's error (400)."""
+    use_case = use_case_get_for_user(user=request.user, slug=slug)
+    if use_case is None:
+        raise Http404
+    if not dashboard_overview.user_may_tune(user=request.user, use_case=use_case):
+        raise PermissionDenied
+    form = SegmentKeysForm(request.POST)
+    if form.is_valid():
+        keys = use_case_declare_segment_keys(use_case=use_case,
+                                             keys=form.cleaned_data["segment_keys"])
+        messages.success(request, _("Segment-Schlüssel gespeichert: %(keys)s.") % {
+            "keys": ", ".join(keys) or _("keine")})
+        return redirect(reverse("monitoring:use_case", args=[slug]) + "#segments")
+    return _use_case_page(request, use_case, dashboard_weeks.POOLED_WEEKS, keys_form=form,
+                          status=400)

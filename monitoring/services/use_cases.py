@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from monitoring.domain import keys
 from monitoring.domain.sample_rate import DEFAULT_SAMPLE_RATE
+from monitoring.domain.segments import check_declared
 from monitoring.models import (
     JudgeMode,
     Service,
@@ -75,3 +76,13 @@ def service_rotate_key(*, service: Service, grace: timedelta = timedelta(0)) -> 
         "previous_key_prefix", "previous_key_hash", "previous_key_expires_at",
     ])
     return key
+
+
+def use_case_declare_segment_keys(*, use_case: UseCase, keys: Sequence[str]) -> list[str]:
+    """Declare the metadata keys whose values become segments; checked (`check_declared`).
+    Returns the keys as stored. Answers stored before keep their metadata: a key declared now
+    breaks down earlier answers too."""
+    checked = check_declared(list(keys))
+    use_case.segment_keys = checked
+    use_case.save(update_fields=["segment_keys"])
+    return checked

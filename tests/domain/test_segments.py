@@ -137,14 +137,16 @@ def test_too_few_judged_is_grey_with_the_rate_that_would_decide() -> None:
 
 
 def test_a_change_is_the_week_a_new_value_carries_most_answers() -> None:
-    volumes = [{"a": 100}, {"a": 90, "b": 10}, {"a": 45, "b": 55}, {"b": 100},
-               {"a": 5}, {"b": 60, "a": 50}]
+    volumes = [{"a": 100}, {"a": 90, "b": 10}, {"a": 45, "b": 55}, {"a": 35, "b": 65},
+               {"b": 100}, {"a": 4}, {"b": 60, "a": 50}]
     [change] = changes("model", volumes)
-    assert (change.week, change.before, change.after) == (2, "a", "b")
-    assert change.share == pytest.approx(0.55)
-    # A week too small to count, or without a leader, changes nothing; `since` hides earlier.
-    assert changes("model", volumes, since=3) == []
-    assert [c.week for c in changes("model", [{"a": 50}, {"b": 10}, {"b": 30}])] == [2]
+    # 55 of 100 is not clearly most (Wilson's lower end 0.45); 65 of 100 is (0.55).
+    assert (change.week, change.before, change.after) == (3, "a", "b")
+    assert change.share == pytest.approx(0.65)
+    # A week too small to count, or without a clear leader, changes nothing; `since` hides
+    # earlier changes; ten answers of ten are a change.
+    assert changes("model", volumes, since=4) == []
+    assert [c.week for c in changes("model", [{"a": 50}, {"b": 4}, {"b": 10}])] == [2]
 
 
 def test_tally_minus_takes_a_segment_out() -> None:

@@ -272,3 +272,22 @@ def test_the_trend_marks_a_model_switch(world_builder: WorldBuilder, world: dict
     html = _lead(world).get("/use-cases/segmente/").content.decode()
     assert "Generator-Modell gewechselt" in html
     assert f"Seit {weeks[2].label} kommen" in html and "llama-2-7b-chat" in html
+
+
+def test_a_lead_declares_segment_keys_and_a_bad_list_is_a_400(
+    world_builder: WorldBuilder, world: dict,
+) -> None:
+    url = "/use-cases/segmente/segment-keys/"
+    response = _lead(world).post(url, {"segment_keys": "kanal, sprache abteilung"})
+    assert response.status_code == 302
+    world["use_case"].refresh_from_db()
+    assert world["use_case"].segment_keys == ["kanal", "sprache", "abteilung"]
+    response = _lead(world).post(url, {"segment_keys": "kanal, sp$rache"})
+    assert response.status_code == 400
+    assert "sp$rache" in response.content.decode()
+    world["use_case"].refresh_from_db()
+    assert world["use_case"].segment_keys == ["kanal", "sprache", "abteilung"]
+    expert = world_builder.user("expertin", expert_of=[world["use_case"]])
+    client = Client()
+    client.force_login(expert)
+    assert client.post(url, {"segment_keys": "x"}).status_code == 403

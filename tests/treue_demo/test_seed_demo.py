@@ -271,6 +271,16 @@ def test_seed_then_judge_then_import_the_experts_labels(
         [band] = [t for t in json.loads(data.group(1))["data"] if t["meta"]["role"] == "band"]
         assert any(y is not None for y in band["y"]), case.slug  # an interval drawn
 
+    # Issue 40: the Kundenservice's switch to another generator model opens its causes and is
+    # marked on its trend; the answers carry a channel that the declared key breaks down.
+    html = client.get(f"/use-cases/{DEGRADING.slug}/").content.decode()
+    causes = html[html.index('class="card dash-causes"'):]
+    opening = causes[:causes.index("Die Ursachen aus dem Artikel")]
+    assert 'data-reading="team-change"' in opening and "llama-2-7b-chat" in opening, opening
+    assert "Generator-Modell gewechselt" in html
+    html = client.get(f"/use-cases/{DEGRADING.slug}/?dimension=metadata.kanal").content.decode()
+    assert 'data-segment="chat"' in html and 'data-segment="mail"' in html
+
 
 @pytest.mark.django_db
 def test_the_experts_labels_again_import_nothing_twice(

@@ -30,9 +30,13 @@ from ingest import services
 from ingest.services import IngestOutcome
 from monitoring import extensions
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
-from monitoring.services.use_cases import service_create, use_case_create
+from monitoring.services.use_cases import (
+    service_create,
+    use_case_create,
+    use_case_declare_segment_keys,
+)
 from treue_demo.answers import DemoAnswer, expert_labels, expert_score, load_answers
-from treue_demo.data import DEMO_JUDGE_MODEL, USE_CASES, WEEKS, week_answers
+from treue_demo.data import DEMO_JUDGE_MODEL, DEMO_SEGMENT_KEY, USE_CASES, WEEKS, week_answers
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "treue-demo"
@@ -98,6 +102,9 @@ class Command(BaseCommand):
                         sample_rate=case.sample_rate, judge_mode=JudgeMode.BATCHED,
                     )
                 )
+                if not use_case.segment_keys:
+                    # The demo's answers say which channel they came through: a declared key.
+                    use_case_declare_segment_keys(use_case=use_case, keys=[DEMO_SEGMENT_KEY])
                 use_case.team_leads.add(user)
                 use_case.experts.add(user)
                 use_cases.append(use_case)
