@@ -11,12 +11,14 @@ from django import forms
 from django.core import validators
 from django.core.exceptions import ValidationError
 from django.utils import formats
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from common.weeks import parse_iso_week
 from dashboard.selectors import answers
-from monitoring.domain.segments import check_declared
+from dashboard.selectors.segments import segment_filter
+from monitoring.domain.segments import Segment, SegmentError, check_declared, parse_segments
 from monitoring.models import Answer, SettingChange, UseCase
 
 YES_NO = [("", _("alle")), ("1", _("ja")), ("0", _("nein"))]
@@ -40,6 +42,31 @@ CAUSE_LABELS = {
     answers.CAUSE_NO_LOGPROBS: _("keine Logprobs"),
     answers.CAUSE_ABSTENTION: _("Enthaltung"),
 }
+
+
+class SegmentsInput(forms.TextInput):
+    """A repeatable text input: one box per segment given (`?segment=…&segment=…`), and an
+    empty one for another."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> list[str]:
+        values = data.getlist(name) if hasattr(data, "getlist") else data.get(name) or []
+        values = [values] if isinstance(values, str) else values
+        return [v for v in values if isinstance(v, str) and v.strip()]
+
+    def format_value(self, value: Any) -> Any:
+        return value
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None,
+               renderer: Any = None) -> SafeString:
+        values = [v for v in (value or []) if v] if isinstance(value, list) else (
+            [value] if value else [])
+        boxes = []
+        for i, v in enumerate([*values, ""]):
+            box_attrs = dict(attrs or {})
+            if i and "id" in box_attrs:
+                box_attrs["id"] = f"{box_attrs['id']}_{i}"
+            boxes.append(super().render(name, v, box_attrs, renderer))
+        return mark_safe(" ".join(boxes))  # each box rendered (and escaped) by Django
 
 
 class AnswerFilterForm(forms.Form):
@@ -78,9 +105,17 @@ class AnswerFilterForm(forms.Form):
         label=_("bis"), required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
     sort = forms.ChoiceField(label=_("Sortierung"), choices=SORT_CHOICES, required=False)
+    segment = forms.Field(
+        label=_("Segment"), required=False, widget=SegmentsInput(attrs={
+            "placeholder": "model:gpt-4o-mini", "size": 22}),
+        help_text=_("DIMENSION:WERT, etwa model:gpt-4o-mini, service:…, prompt_version:…, "
+                    "source:… oder metadata.SCHLÜSSEL:…"),
+    )
 
     def __init__(self, *args: Any, use_cases: Iterable[UseCase] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        use_cases = list(use_cases)
+        self._declared = {u.slug: list(u.segment_keys or []) for u in use_cases}
         use_case, cause = self.fields["use_case"], self.fields["cause"]
         assert isinstance(use_case, forms.ChoiceField) and isinstance(cause, forms.ChoiceField)
         use_case.choices = [("", _("alle"))] + [(u.slug, u.name) for u in use_cases]
@@ -93,6 +128,20 @@ class AnswerFilterForm(forms.Form):
         if not value:
             return None
         return parse_iso_week(value)
+
+    def clean_segment(self) -> list[Segment]:
+        """The segments asked for: the selected use case's dimensions, or, across use cases,
+        the built-in ones and every key one of them declares."""
+        values = self.cleaned_data.get("segment") or []
+        chosen = self.data.get("use_case") if hasattr(self.data, "get") else None
+        if chosen and chosen in self._declared:
+            declared = self._declared[chosen]
+        else:
+            declared = sorted({k for keys in self._declared.values() for k in keys})
+        try:
+            return parse_segments([str(v) for v in values], declared)
+        except SegmentError as e:
+            raise forms.ValidationError(e.message, code="segment") from None
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -128,6 +177,7 @@ class AnswerFilterForm(forms.Form):
             "date_from": data.get("date_from"),
             "date_to": data.get("date_to"),
             "sort": data.get("sort") or None,
+            "segment": segment_filter(data["segment"]) if data.get("segment") else None,
         }
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from common.weeks import iso_week_bounds
 from dashboard.domain.csv_export import csv_text
+from dashboard.selectors.segments import SegmentFilter
 from monitoring.models import Answer, DroppedMonth, RollupDay
 from monitoring.models.rollups import next_month, rollups_ready
 from monitoring.selectors.access import blind_answer_ids, use_cases_for_user
@@ -83,6 +84,7 @@ def _filtered(
     date_from: date | None = None,
     date_to: date | None = None,
     sort: str | None = None,
+    segment: SegmentFilter | None = None,
 ) -> QuerySet[Answer]:
     # The permitted use cases are resolved first and passed as constants: given a subquery, the
     # planner cannot know that it is one use case of ten and walks all of its answers instead
@@ -106,6 +108,8 @@ def _filtered(
         answers = answers.filter(score__lte=score_max)
     if cause:
         answers = answers.filter(_cause_filter(cause, similarity_below))
+    if segment:
+        answers = answers.filter(segment.answers())
     # Local days as bounds on created_at itself: `created_at__date` casts every row's value to
     # a local date first, which no index (and no partition) can answer.
     if date_from:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.template.defaultfilters import floatformat
+from django.urls import reverse
 from django.utils import formats
+from django.utils.http import urlencode
 from django.utils.translation import gettext as _
 
 from dashboard.domain.segments import SegmentFigure
@@ -95,14 +97,17 @@ def _share_text(e: Estimate) -> str:
             f"{floatformat(e.high * 100, 0)} %)")
 
 
-def segment_rows(figures: list[SegmentFigure]) -> list[dict[str, Any]]:
-    """The breakdown's table rows."""
+def segment_rows(figures: list[SegmentFigure], use_case_slug: str) -> list[dict[str, Any]]:
+    """The breakdown's table rows, each with the explorer's link to its answers."""
     rows = []
+    explorer = reverse("monitoring:answer_list")
     for f in figures:
         d = f.difference
         rows.append({
             "value": value_label(f.value),
             "figure": f,
+            "answers_url": explorer + "?" + urlencode(
+                {"use_case": use_case_slug, "segment": f"{f.dimension}:{f.value}"}),
             "share": _percent(f.share),
             "below": _share_text(f.below),
             "difference": None if d is None else {

@@ -291,3 +291,28 @@ def test_a_lead_declares_segment_keys_and_a_bad_list_is_a_400(
     client = Client()
     client.force_login(expert)
     assert client.post(url, {"segment_keys": "x"}).status_code == 403
+
+
+# --- the explorer and its exports ------------------------------------------------------------
+
+
+def test_the_explorer_and_its_exports_filter_by_segment(world: dict) -> None:
+    client = _lead(world)
+    html = client.get("/answers/?segment=model:neu").content.decode()
+    assert "12 Antworten" in html
+    html = client.get("/answers/?segment=model:neu&segment=metadata.kanal:mail").content.decode()
+    assert "4 Antworten" in html
+    exported = client.get("/answers/export.csv?segment=model:neu")
+    csv = b"".join(exported.streaming_content).decode()
+    rows = [line for line in csv.splitlines()[1:] if line]
+    assert len(rows) == 12 and all(",neu," in row for row in rows)
+    xlsx = client.get("/answers/export.xlsx?use_case=segmente&segment=prompt_version:v1")
+    assert xlsx.status_code == 200
+    # A dimension the use case does not have: the page drops it and says so, an export is 400.
+    html = client.get("/answers/?use_case=segmente&segment=metadata.sprache:de").content.decode()
+    assert "ungültig" in html and "metadata.kanal" in html
+    refused = client.get("/answers/export.csv?segment=modell:neu")
+    assert refused.status_code == 400 and "model" in refused.content.decode()
+    # The page's segments link to their answers.
+    page = client.get("/use-cases/segmente/").content.decode()
+    assert "/answers/?use_case=segmente&amp;segment=model%3Aneu" in page
