@@ -341,3 +341,19 @@ def change_window(weeks: int, change: Change) -> tuple[range, range]:
 def enough_judged(weeks: Sequence[Tally]) -> bool:
     """Whether a segment's weeks hold MIN_JUDGED judged answers at all."""
     return sum(t.judged for t in weeks) >= MIN_JUDGED
+
+
+# /metrics labels a segment's series by its value: the TOP_LABELS largest and OTHER for the rest,
+# so that a use case with hundreds of prompt versions cannot blow up Prometheus' series.
+TOP_LABELS = 10
+OTHER = "other"
+
+
+def top_values(counts: Mapping[str, int], k: int = TOP_LABELS) -> dict[str, int]:
+    """The k largest values (ties by name) and OTHER with the sum of the rest (if any)."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:k])
+    rest = sum(n for _, n in ranked[k:])
+    if rest:
+        out[OTHER] = out.get(OTHER, 0) + rest
+    return out

@@ -17,7 +17,11 @@ from django.utils import timezone
 
 from common.db_router import reads_from_replica
 from dashboard.domain.headline import Headline
+from dashboard.domain.segments import top_values
 from dashboard.selectors.figures import WeekFigures, use_case_headline, use_cases_weeks
+from dashboard.selectors.reads import answers_in
+from dashboard.selectors.segments import value_of
+from dashboard.selectors.weeks import iso_weeks
 from judging.selectors.prices import price_currencies
 from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
 from monitoring.models.rollups import rollups_ready
@@ -123,3 +127,27 @@ def queue_figures(*, now: datetime | None = None) -> QueueFigures:
         oldest_unscored_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         calls=calls,
     )
+
+
+@reads_from_replica
+def segment_volumes(
+    *, use_cases: Iterable[UseCase], dimensions: Iterable[str] = ("model", "prompt_version"),
+) -> dict[tuple[str, str], dict[str, int]]:
+    """This ISO week's answers per (use case slug, dimension) and value, the TOP_LABELS largest
+    values and "other" (`segments.top_values`)."""
+    chosen = list(use_cases)
+    if not chosen:
+        return {}
+    week = iso_weeks(weeks=1)
+    slugs = {u.pk: u.slug for u in chosen}
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for dimension in dimensions:
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        rows = (
+            answers_in(list(slugs), week).annotate(segment=value_of(dimension))
+            .values_list("use_case_id", "segment").annotate(n=Count("*")).order_by()
+        )
+        for use_case_id, value, n in rows:
+            counts.setdefault((slugs[use_case_id], dimension), {})[value or ""] = n
+        out.update({key: top_values(values) for key, values in counts.items()})
+    return out

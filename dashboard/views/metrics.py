@@ -245,6 +245,22 @@ class TreueCollector:
         yield failed
 
 
+def segment_family(volumes: dict[tuple[str, str], dict[str, int]]) -> Metric:
+    """This week's answers by generator model and prompt version (issue 40): the ten largest
+    values of each use case by name, the rest as "other" (a bounded label set)."""
+    family = GaugeMetricFamily(
+        "treue_week_segment_answers",
+        "Answers received this week per generator model (dimension=model) or prompt version "
+        "(dimension=prompt_version): the 10 largest values by name, the rest as value=\"other\"; "
+        "value=\"\" for answers without one",
+        labels=["use_case", "dimension", "value"],
+    )
+    for (slug, dimension), values in sorted(volumes.items()):
+        for value, n in values.items():
+            family.add_metric([slug, dimension, value], n)
+    return family
+
+
 def _refuse(status: int, message: str) -> HttpResponse:
     response = HttpResponse(message + "\n", status=status, content_type="text/plain")
     if status == 401:
@@ -289,7 +305,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         metric_selectors.judge_currencies(
             models={model for c in current for model, _ in c.figures.judges}
         ),
-        [family for part in extensions.registry.metrics_parts.values() for family in part()],
+        [family for part in extensions.registry.metrics_parts.values() for family in part()]
+        + [segment_family(metric_selectors.segment_volumes(use_cases=[c.use_case
+                                                                      for c in current]))],
     )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

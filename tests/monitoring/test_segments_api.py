@@ -210,7 +210,7 @@ def test_a_model_switch_is_found_with_the_figures_before_and_after(
     now = timezone.localtime()
     weeks = iso_weeks(weeks=4, until=now)
     for w, week in enumerate(weeks[:-1]):
-        for i in range(25):
+        for i in range(25 if w < 2 else 60):
             world_builder.answer(
                 service, use_case, f"w{w}-{i}", f"Antwort {w}/{i}.",
                 model="alt" if w < 2 else "llama-2-7b-chat",
@@ -221,8 +221,8 @@ def test_a_model_switch_is_found_with_the_figures_before_and_after(
     assert [(c.week.label, c.change.before, c.change.after) for c in models] == [
         (weeks[2].label, "alt", "llama-2-7b-chat")]
     # The fixture's 24 answers of last week came from "alt" and "neu".
-    assert models[0].change.share == pytest.approx(25 / 49)
-    assert models[0].before.population == 50 and models[0].after.population == 49
+    assert models[0].change.share == pytest.approx(60 / 84)
+    assert models[0].before.population == 50 and models[0].after.population == 84
 
 
 # --- the use-case page ----------------------------------------------------------------------
@@ -265,7 +265,7 @@ def test_the_trend_marks_a_model_switch(world_builder: WorldBuilder, world: dict
     use_case, service = world["use_case"], world["service"]
     weeks = iso_weeks(weeks=4)
     for w, week in enumerate(weeks[:-1]):
-        for i in range(25):
+        for i in range(25 if w < 2 else 60):
             world_builder.answer(service, use_case, f"t{w}-{i}", f"Antwort {w}/{i}.",
                                  model="alt" if w < 2 else "llama-2-7b-chat",
                                  created_at=week.start + timedelta(days=2, hours=i % 10))
@@ -316,3 +316,25 @@ def test_the_explorer_and_its_exports_filter_by_segment(world: dict) -> None:
     # The page's segments link to their answers.
     page = client.get("/use-cases/segmente/").content.decode()
     assert "/answers/?use_case=segmente&amp;segment=model%3Aneu" in page
+
+
+def test_metrics_label_the_ten_largest_models_and_other(
+    world_builder: WorldBuilder, world: dict,
+) -> None:
+    for m in range(12):
+        for i in range(12 - m):  # model m0 the largest, m11 the smallest
+            world_builder.answer(world["service"], world["use_case"], f"m{m}-{i}", "Antwort.",
+                                 model=f"m{m}", prompt_version="v9")
+    staff = world_builder.user("betrieb", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    text = client.get("/metrics").content.decode()
+    lines = [line for line in text.splitlines()
+             if line.startswith('treue_week_segment_answers{dimension="model",'
+                                'use_case="segmente",')]
+    values = {line.split('value="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+              for line in lines}
+    assert set(values) == {f"m{m}" for m in range(10)} | {"other"}
+    assert values["m0"] == 12 and values["other"] == 2 + 1
+    assert ('treue_week_segment_answers{dimension="prompt_version",use_case="segmente",'
+            'value="v9"} 78.0') in text
