@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from dashboard.domain import adjusted as causes_adjusted
 from dashboard.domain import causes, tuner
@@ -29,6 +29,7 @@ from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.lift import Lift, lift
 from dashboard.selectors import rollup_reads
 from dashboard.selectors.reads import JudgedRow, Usage, answers_in, judged_rows, read_usage
+from dashboard.selectors.segments import SegmentFilter
 from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
 from judging.domain import cost
 from monitoring.domain.moments import DEFAULT_CHUNK_EDGES, DEFAULT_SIMILARITY_EDGES
@@ -288,11 +289,13 @@ class Cell(NamedTuple):
     n: int  # answers
 
 
-def _cells(use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float]) -> list[Cell]:
-    """All answers of the window per (similarity, chunks, multi-part, flagged, tuner bucket,
-    week): one GROUP BY."""
+def _cells(
+    use_case: UseCase, span: Sequence[Week], thresholds: Sequence[float], where: Q | None = None,
+) -> list[Cell]:
+    """All answers of the window (those `where` selects) per (similarity, chunks, multi-part,
+    flagged, tuner bucket, week): one GROUP BY."""
     rows = (
-        answers_in([use_case.pk], span)
+        answers_in([use_case.pk], span).filter(where or Q())
         .annotate(
             sim=_Bucket("best_chunk_score", SIMILARITY_EDGES),
             chunk_bucket=_Bucket("chunk_count", CHUNK_EDGES),
@@ -391,9 +394,10 @@ def _tuner(
 def use_case_diagnosis(
     *, use_case: UseCase, until: datetime | date | None = None,
     judged: Sequence[JudgedRow] | None = None, usage: dict[tuple[int, int], Usage] | None = None,
-    weeks: Sequence[Week] | None = None,
+    weeks: Sequence[Week] | None = None, segment: SegmentFilter | None = None,
 ) -> Diagnosis:
-    """Causes, the trigger's worth and the tuner over the last CAUSES_WEEKS weeks.
+    """Causes, the trigger's worth and the tuner over the last CAUSES_WEEKS weeks (of the
+    `segment`'s answers alone where it is given, read from the raw rows).
 
     `weeks` with `judged` and `usage` hand over what the weekly figures already read for these
     weeks (their last CAUSES_WEEKS are used), so the page reads each table once. Without
@@ -406,16 +410,20 @@ def use_case_diagnosis(
     ids = [use_case.pk]
     thresholds = tuple(sorted({*TUNER_THRESHOLDS, use_case.logprob_threshold}))
     ready = rollup_reads.rollups_ready()
+    where = segment.answers() if segment else None
     if usage is None:
-        usage = rollup_reads.usage_from_rollups(ids, span) if ready else read_usage(ids, span)
+        usage = (rollup_reads.usage_from_rollups(ids, span) if ready and where is None
+                 else read_usage(ids, span,
+                                 where=segment.answers("answer__") if segment else None))
         first = 0
-    if judged is None and ready and all(map(on_grid, thresholds)):
+    if judged is None and ready and where is None and all(map(on_grid, thresholds)):
         window = _window_from_rollups(use_case, span)
     else:
         if judged is None:
-            judged, first = judged_rows(ids, span), 0
+            judged, first = judged_rows(ids, span, where=where), 0
         rows = [r for r in judged if r.use_case_id == use_case.pk and r.week >= first]
-        window = _window_from_rows(_cells(use_case, span, thresholds), rows, first, thresholds)
+        window = _window_from_rows(_cells(use_case, span, thresholds, where), rows, first,
+                                   thresholds)
     threshold = use_case.action_threshold
     return Diagnosis(
         weeks=len(span),

@@ -53,7 +53,7 @@ from dashboard.views.trends import (
     similarity_label,
     trend_chart,
 )
-from monitoring.domain.segments import SegmentError, parse_dimension
+from monitoring.domain.segments import SegmentError, parse_dimension, parse_segments
 from monitoring.models import SettingChange, UseCase
 from monitoring.selectors.access import use_case_get_for_user
 from monitoring.services import tuning
@@ -274,8 +274,15 @@ def _use_case_page(
     dimension = _dimension(request, use_case)
     if isinstance(dimension, HttpResponse):
         return dimension
+    try:
+        chosen = parse_segments(request.GET.getlist("segment"), use_case.segment_keys)
+    except SegmentError as e:
+        return HttpResponseBadRequest(f"segment: {e.message}",
+                                      content_type="text/plain; charset=utf-8")
+    segment = segment_selectors.segment_filter(chosen) if chosen else None
     page = blind.figures_for_reader(
-        dashboard_page.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks),
+        dashboard_page.use_case_page(use_case=use_case, pooled_weeks=pooled_weeks,
+                                     segment=segment),
         user=request.user, use_case_id=use_case.pk,
     )
     segments = segment_selectors.segments_view(
@@ -343,6 +350,8 @@ def _use_case_page(
         "trend_figure": trend_chart(weeks, threshold, settings_changed=settings_changed,
                                     team_changes=segments.changes),
         "segments": segments,
+        "segment_filter": [(c.text, segment_views.dimension_label(c.dimension),
+                            segment_views.value_label(c.value)) for c in chosen],
         "segment_dimensions": [
             (name, segment_views.dimension_label(name)) for name in segments.dimensions],
         "segment_dimension_label": segment_views.dimension_label(segments.dimension),

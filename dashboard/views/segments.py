@@ -106,6 +106,7 @@ def segment_rows(figures: list[SegmentFigure], use_case_slug: str) -> list[dict[
         rows.append({
             "value": value_label(f.value),
             "figure": f,
+            "segment_text": f"{f.dimension}:{f.value}",
             "answers_url": explorer + "?" + urlencode(
                 {"use_case": use_case_slug, "segment": f"{f.dimension}:{f.value}"}),
             "share": _percent(f.share),

@@ -338,3 +338,16 @@ def test_metrics_label_the_ten_largest_models_and_other(
     assert values["m0"] == 12 and values["other"] == 2 + 1
     assert ('treue_week_segment_answers{dimension="prompt_version",use_case="segmente",'
             'value="v9"} 78.0') in text
+
+
+def test_the_use_case_page_restricted_to_a_segment(world: dict) -> None:
+    client = _lead(world)
+    whole = client.get("/use-cases/segmente/").content.decode()
+    neu = client.get("/use-cases/segmente/?segment=model:neu").content.decode()
+    assert 'data-segment-filter="model:neu"' in neu and "data-segment-filter" not in whole
+    # The weekly table counts the segment's answers alone: 12 of last week's 24.
+    assert "Alle Antworten zeigen" in neu
+    table = neu[neu.index("Wochen im Einzelnen"):]
+    assert ">12<" in table[:table.index("</table>")].replace(" ", "")
+    refused = client.get("/use-cases/segmente/?segment=metadata.sprache:de")
+    assert refused.status_code == 400 and "metadata.kanal" in refused.content.decode()
