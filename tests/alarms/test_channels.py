@@ -149,7 +149,7 @@ def test_an_unknown_kind_is_a_form_error(staff_client: Client, use_case: UseCase
 
 
 def test_the_address_is_stored_encrypted_and_never_shown_in_full(
-    staff_client: Client, use_case: UseCase
+    staff_client: Client, use_case: UseCase, staff: User
 ) -> None:
     url = f"https://hooks.slack.com{SLACK_PATH}"
     response = create(staff_client, use_case, "slack", url)
@@ -162,8 +162,14 @@ def test_the_address_is_stored_encrypted_and_never_shown_in_full(
         assert "hooks.slack.com …XyZ9" in html
         assert "sEcReTtOkEn" not in html and SLACK_PATH not in html
     # Nor in the admin.
-    html = staff_client.get("/admin/alarms/alarmchannel/").content.decode()
-    assert "sEcReTtOkEn" not in html
+    staff.is_superuser = True
+    staff.save()
+    for page in ("/admin/alarms/alarmchannel/", f"/admin/alarms/alarmchannel/{channel.pk}/change/"):
+        admin = staff_client.get(page)
+        assert admin.status_code == 200
+        html = admin.content.decode()
+        assert "hooks.slack.com …XyZ9" in html
+        assert "sEcReTtOkEn" not in html and channel.url_encrypted not in html
 
 
 def test_the_signing_secret_is_shown_once(
@@ -365,4 +371,25 @@ def test_a_refusing_receiver_fails_the_delivery_without_retrying(
     delivery.refresh_from_db()
     assert (delivery.status, delivery.http_status) == ("failed", 404)
     assert delivery.error.startswith("HTTP 404")
+    assert len(receiver.received()) == 1
+
+
+def test_keys_can_be_rotated_and_a_lost_key_is_said_not_a_500(
+    staff_client: Client, use_case: UseCase, staff: User, receiver: WebhookReceiver,
+    settings: Any,
+) -> None:
+    from cryptography.fernet import Fernet
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.TREUE_ALARM_CHANNEL_KEYS = [old]
+    channel = services.alarm_channel_create(
+        use_case=use_case, kind="webhook", name="Ops", url=receiver.url(), user=staff
+    ).channel
+    test = f"{base(use_case)}{channel.pk}/test/"
+    settings.TREUE_ALARM_CHANNEL_KEYS = [new, old]  # rotated: the old key still decrypts
+    assert "Testnachricht zugestellt" in staff_client.post(test, follow=True).content.decode()
+    settings.TREUE_ALARM_CHANNEL_KEYS = [new]  # the old key lost
+    response = staff_client.post(test, follow=True)
+    assert response.status_code == 200
+    assert "Testnachricht nicht zugestellt" in response.content.decode()
     assert len(receiver.received()) == 1
