@@ -30,17 +30,18 @@ View = Callable[..., HttpResponse]
 
 
 def staff_use_case(view: View) -> View:
-    """Login (else the login page), staff (else 403), and the use case by its slug (else 404):
-    a channel's address reaches into a team's chat, so only staff set channels up."""
+    """Login (else the login page), the use case by its slug among those the person may see
+    (else 404, as every page: ids and slugs of others' use cases do not leak), and staff (else
+    403): a channel's address reaches into a team's chat, so only staff set channels up."""
 
     @login_required
     @wraps(view)
     def wrapped(request: AuthenticatedRequest, slug: str, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            raise PermissionDenied
         use_case = use_case_get_for_user(user=request.user, slug=slug)
         if use_case is None:
             raise Http404
+        if not request.user.is_staff:
+            raise PermissionDenied
         return view(request, use_case, **kwargs)
 
     return wrapped
