@@ -393,3 +393,15 @@ def test_keys_can_be_rotated_and_a_lost_key_is_said_not_a_500(
     assert response.status_code == 200
     assert "Testnachricht nicht zugestellt" in response.content.decode()
     assert len(receiver.received()) == 1
+
+
+def test_the_pages_speak_english_too(
+    staff_client: Client, use_case: UseCase, receiver: WebhookReceiver
+) -> None:
+    staff_client.cookies["django_language"] = "en"
+    create(staff_client, use_case, "slack", receiver.url())
+    channel = AlarmChannel.objects.get()
+    html = staff_client.get(f"{base(use_case)}{channel.pk}/").content.decode()
+    assert "Send a test" in html and "Test senden" not in html
+    html = create(staff_client, use_case, "slack", "ftp://x/").content.decode()
+    assert "Only http and https addresses are allowed" in html
