@@ -121,8 +121,8 @@ DELIVERY = jobs.JobKind(
     model=AlarmDelivery,
     task="alarms.tasks.deliver_alarm",
     what="alarm delivery",
-    # A channel switched off since (or whose alarm was cleared meanwhile) still gets the alarm:
-    # it was open when raised. A deleted channel takes its deliveries with it.
+    # An alarm cleared, or a channel switched off, after the alarm was raised is still
+    # delivered: the alarm was open when raised. A deleted channel takes its deliveries along.
 )
 # A signing secret: 32 random bytes, url-safe text.
 SECRET_BYTES = 32
