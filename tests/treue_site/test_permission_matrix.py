@@ -3,8 +3,9 @@
 The rows are the site's URL patterns, found by walking Django's resolver: a pattern without a row
 fails `test_every_url_pattern_has_a_row`, so a new page cannot be forgotten. To add a page, add a
 `Row` to ROWS: its resolver name, the method, a path (with `{answer_a}`, `{answer_b}`, `{run_a}`,
-`{item_a}`, `{reviewed_a}`, `{inv_a}`, `{chan_a}`, `{a}`, `{b}` filled in from the world) and one expected cell
-per role, in the order of ROLES. A pattern may have several rows (another method, another object).
+`{item_a}`, `{reviewed_a}`, `{inv_a}`, `{chan_a}`, `{a}`, `{b}` filled in from the world) and one
+expected cell per role, in the order of ROLES. A pattern may have several rows (another method,
+another object).
 
 Roles: an anonymous visitor; a RAG service's bearer key (of use case A, no session); the expert
 and the team lead of use case A (the one the objects mostly belong to); the expert and the lead of
