@@ -402,21 +402,7 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "treue@localhost")
 
-# Alarm channels (alarms/, docs/alarm-channels.md): Slack, Microsoft Teams and signed webhooks.
-# The address where people reach Treue, for the link in every alarm a channel sends (a worker
-# has no request to take it from).
-TREUE_SITE_URL = os.environ.get("TREUE_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
-# The channels' addresses and signing secrets are stored encrypted (Fernet). Keys: one or more
-# Fernet keys, comma-separated; the first encrypts, all decrypt (to rotate, put the new key
-# first). Unset: a key derived from SECRET_KEY (changing SECRET_KEY then makes the stored
-# channels unreadable: enter their addresses again).
-TREUE_ALARM_CHANNEL_KEYS = [
-    k.strip() for k in os.environ.get("TREUE_ALARM_CHANNEL_KEYS", "").split(",") if k.strip()
-]
-# One delivery's HTTP call; a receiver slower than this is retried (TREUE_JUDGE_MAX_ATTEMPTS).
-TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS = envfloat("TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS", 5.0)
-if not 0 < TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS <= 30:
-    raise ImproperlyConfigured("TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS must be above 0 and at most 30")
+# Alarm channels (Slack, Teams, signed webhooks): treue_site/settings/tiers.py.
 
 # Ingest limits. The whole batch (up to 500 answers) must fit; a single answer has its own cap.
 TREUE_MAX_BODY_BYTES = envint("TREUE_MAX_BODY_BYTES", 2 * 1024 * 1024)
