@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 from django.conf import settings
 
-from alarms.domain.channels import REFUSED, RETRY, reply_outcome
+from alarms.domain.channels import REFUSED, RETRY, reply_outcome, scrub
 
 # How much of a receiver's error reply is kept in the delivery log.
 REPLY_CHARS = 300
@@ -28,6 +28,12 @@ class Reply:
 
 
 def post(url: str, body: bytes, headers: dict[str, str]) -> Reply:
+    """Post, and say what came of it; the error never holds the address (it is a secret)."""
+    reply = _post(url, body, headers)
+    return Reply(reply.outcome, reply.http_status, scrub(reply.error, url))
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> Reply:
     timeout = settings.TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS
     try:
         response = httpx.post(

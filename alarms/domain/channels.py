@@ -107,6 +107,19 @@ def url_hint(url: str) -> str:
     return f"{host} …{tail}"
 
 
+def scrub(text: str, url: str) -> str:
+    """`text` (an error, a receiver's reply) without the secret address or its path, which a
+    page or log would otherwise show in full: replaced by the address's hint."""
+    url = url.strip()
+    if not url:
+        return text
+    parts = urlsplit(url)
+    secret_parts = [url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.query]
+    for part in sorted((p for p in secret_parts if len(p) > 1), key=len, reverse=True):
+        text = text.replace(part, url_hint(url) if part == url else "…")
+    return text
+
+
 def slack_payload(message: AlarmMessage) -> dict[str, Any]:
     """A Slack incoming webhook's body: `text` (what notifications and old clients show) and
     blocks with the facts and a button to the use case's page."""

@@ -143,3 +143,12 @@ def test_url_hint_shows_host_and_last_four():
 ])
 def test_reply_outcome(status, outcome):
     assert c.reply_outcome(status) == outcome
+
+
+def test_scrub_takes_the_secret_address_out_of_an_error():
+    url = "https://hooks.slack.com/services/T0/B0/geheim?token=xyz1"
+    text = f"error at {url}; path /services/T0/B0/geheim?token=xyz1, query token=xyz1"
+    scrubbed = c.scrub(text, url)
+    assert "geheim" not in scrubbed and "token=xyz1" not in scrubbed
+    assert "hooks.slack.com …xyz1" in scrubbed
+    assert c.scrub("HTTP 500: boom", url) == "HTTP 500: boom"
