@@ -618,6 +618,9 @@ def test_metrics_count_traces_by_outcome(otlp: OtlpClient, quiet: None, admin_cl
     assert samples[("treue_otlp_traces_total", labels)] == 1
     labels = (("outcome", "not_rag"), ("service", "rag-bot"))
     assert samples[("treue_otlp_traces_total", labels)] == 1
+    # Every outcome of an active service from 0 on, so that a rate sees its first trace.
+    labels = (("outcome", "invalid"), ("service", "rag-bot"))
+    assert samples[("treue_otlp_traces_total", labels)] == 0
     assert samples[("treue_otlp_traces_pending", ())] == 1
     assert samples[("treue_otlp_oldest_pending_seconds", ())] >= 0
 
