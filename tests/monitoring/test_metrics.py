@@ -292,7 +292,8 @@ def test_answers_the_ingest_api_refused_are_counted(
                     content_type="application/json").status_code == 409
     assert api.post("/api/v1/answers", {**body, "use_case": "ruhig"},
                     content_type="application/json").status_code == 403
-    batch = {"answers": [{**body, "external_id": "m-2"}, {**body, "external_id": "m-4", "created_at": "gestern"},
+    batch = {"answers": [{**body, "external_id": "m-2"},
+                         {**body, "external_id": "m-4", "created_at": "gestern"},
                          {**body, "external_id": "m-3", "use_case": "gibt-es-nicht"}]}
     assert api.post("/api/v1/answers/batch", batch, content_type="application/json"
                     ).json()["failed"] == 2

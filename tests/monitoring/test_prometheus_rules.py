@@ -152,11 +152,12 @@ def test_the_alerts_fire_on_a_real_scrape(
     }
     series[f"up{{{TARGET}}}"] = "1x39"
 
+    slug = red.use_case.slug
     firing = [
         {"labels": labels, "value": 1}
         for labels in sorted([
-            '{alertname="TreueBelowActionThreshold",use_case="%s"}' % red.use_case.slug,
-            '{alertname="TreueCalibrationDrift",use_case="%s"}' % red.use_case.slug,
+            f'{{alertname="TreueBelowActionThreshold",use_case="{slug}"}}',
+            f'{{alertname="TreueCalibrationDrift",use_case="{slug}"}}',
             '{alertname="TreueIngestAnswersRefused",service="regel-bot"}',
         ])
     ]
