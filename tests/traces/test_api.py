@@ -338,7 +338,7 @@ def test_orphan_trace_is_assembled_after_the_orphan_period(
 ) -> None:
     trace = trace_id(8)
     spans = rag_spans(trace, with_root=False)  # the root is never sent
-    otlp.post(request(spans, resource={"treue.use_case": "vertrieb"}))
+    otlp.post(request(spans, resource={"treue.use_case": "kundenservice"}))
     assert otlp_traces_assemble_due() == 0
     OtlpTrace.objects.update(
         last_span_at=timezone.now() - timedelta(seconds=settings.TREUE_OTLP_ORPHAN_SECONDS + 1)
