@@ -67,6 +67,7 @@ def post_answer(request: ServiceRequest, payload: AnswerIn) -> HttpResponse:
         raw=request.treue_raw,
         allowed=request.treue_use_cases,
     )
+    services.answers_refused_count(service=request.auth, results=[result])
     if result.answer is None:
         return errors(STATUS[result.outcome], result.errors)
     return JsonResponse(answer_to_dict(result.answer), status=STATUS[result.outcome])
@@ -86,6 +87,7 @@ def post_batch(request: ServiceRequest, payload: BatchIn) -> HttpResponse:
         raws=request.treue_raw,
         allowed=request.treue_use_cases,
     )
+    services.answers_refused_count(service=request.auth, results=results)
     out = []
     for index, result in enumerate(results):
         status = STATUS[result.outcome]
