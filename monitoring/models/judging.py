@@ -65,6 +65,10 @@ class JudgeRun(LeasedJob, JudgeUsage):
     class Trigger(models.TextChoices):
         SAMPLE = "sample", _("Stichprobe")
         RESCORE = "rescore", _("Neubewertung")
+        # A lead asked for a verdict on an answer outside the sample (judging/services/
+        # on_demand.py). Its result stays on the run: the answer keeps its status and no score,
+        # so no estimate, rollup or review draw, which all read the answer, can count it.
+        ON_DEMAND = "on_demand", _("auf Anforderung")
 
     answer = models.ForeignKey(
         Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort"),
