@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from common.domain.weeks import shift_week
 from judging.services.execution import judge_run_execute
 from monitoring.models import (
     Answer,
@@ -34,7 +35,6 @@ from monitoring.models import (
 )
 from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 from review import services as review_services
-from common.domain.weeks import shift_week
 from tests.monitoring.test_judge_pages import judging_section, text_of
 from tests.support.judged import Judge
 from tests.support.world import WorldBuilder
@@ -65,11 +65,14 @@ def world(world_builder: WorldBuilder, judge: Judge, db: None) -> World:
     other = world_builder.use_case("fremd", "Fremd")
     service, key = world_builder.service("pruef-bot", use_case)
     # The sample: two random answers and a flagged one, judged.
+    def drawn(prefix: str) -> str:
+        return world_builder.external_id(service, use_case, prefix, in_random=True)
+
     sampled = world_builder.judged(
-        judge, service, use_case, world_builder.external_id(service, use_case, "zz", in_random=True),
+        judge, service, use_case, drawn("zz"),
         [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT")])
     world_builder.judged(
-        judge, service, use_case, world_builder.external_id(service, use_case, "zy", in_random=True),
+        judge, service, use_case, drawn("zy"),
         [("Der Behälter wird alle 5 Jahre geprüft.", "GEDECKT"),
          ("Die Prüfung macht der TÜV.", "TEILWEISE")])
     world_builder.judged(judge, service, use_case, "markiert", [("Alle 5 Jahre.", "UNGEDECKT")],
