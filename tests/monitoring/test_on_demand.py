@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from common.domain.weeks import shift_week
+from dashboard.selectors.metrics import queue_figures
 from judging.services.execution import judge_run_execute
 from monitoring.models import (
     Answer,
@@ -181,9 +182,15 @@ def test_a_lead_judges_an_unsampled_answer_and_no_estimate_moves(
     assert estimates(lead, world) == before_estimates
     RollupState.objects.all().delete()  # not ready: the pages read the raw rows
     assert estimates(lead, world) == before_estimates
-    # What it cost is counted by the day it was spent, under its trigger.
+    # What it cost is counted by the day it was spent, under its trigger, and /metrics counts
+    # the run from the rollups as from the raw rows.
     day = RollupUsageDay.objects.get(trigger=JudgeRun.Trigger.ON_DEMAND)
     assert (day.runs, day.calls) == (1, run.calls) and run.calls == 2
+    raw = queue_figures()
+    assert raw.runs[JudgeRun.Status.SUCCEEDED] == 4  # three of the sample, one on demand
+    rollups_rebuild()
+    rolled = queue_figures()
+    assert (rolled.runs, rolled.calls) == (raw.runs, raw.calls)
 
     # The review queue draws from the sample only.
     batch = review_services.review_batch_create(
