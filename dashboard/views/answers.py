@@ -205,8 +205,10 @@ def _detail(
             "judging": judging_selectors.answer_judging(answer=answer),
             "may_rescore": may_rescore,
             # Outside the sample a lead may still ask for a verdict, kept out of the estimates
-            # (judging/services/on_demand.py); in the sample the rescore form does that.
-            "may_judge_on_demand": may_judge and not answer.sampled,
+            # (judging/services/on_demand.py); in the sample the rescore form does that. An
+            # anonymised answer has no text left to judge.
+            "may_judge_on_demand": may_judge and not answer.sampled
+            and answer.anonymised_at is None,
             "rescore_form": rescore_form,
         },
     )

@@ -125,7 +125,8 @@ def on_demand_verdicts(*, answers: Sequence[Answer]) -> dict[int, JudgeRun]:
                                   for a in outside)),
             trigger=JudgeRun.Trigger.ON_DEMAND, status=JudgeRun.Status.SUCCEEDED,
         )
-        .only("pk", "answer_id", "score", "abstention", "judge_model", "finished_at")
+        .only("pk", "answer_id", "score", "abstention", "judge_model", "prompt_version",
+              "finished_at")
         .order_by("answer_id", "-finished_at", "-id")
     )
     newest: dict[int, JudgeRun] = {}

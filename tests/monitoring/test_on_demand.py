@@ -34,6 +34,7 @@ from monitoring.models import (
     Service,
     UseCase,
 )
+from monitoring.services.retention import answers_anonymise
 from monitoring.services.rollup_rebuild import rollups_check, rollups_rebuild
 from review import services as review_services
 from tests.monitoring.test_judge_pages import judging_section, text_of
@@ -306,3 +307,13 @@ def test_the_button_is_for_leads(world: World) -> None:
     assert "data-judge-on-demand" not in expert_page.content.decode()
     lead_page = client_of(world, "lead").get(f"/answers/{world.target.pk}/").content.decode()
     assert "Auf Anforderung prüfen …" in lead_page
+
+
+def test_an_anonymised_answer_offers_no_verdict_and_refuses_one(world: World) -> None:
+    assert answers_anonymise(answer_ids=[world.target.pk]) == 1
+    lead = client_of(world, "lead")
+    page = lead.get(f"/answers/{world.target.pk}/").content.decode()
+    assert "data-judge-on-demand" not in page
+    refused = lead.post(judge_url(world.target), {"confirm": "1"}, follow=True)
+    assert "Die Antwort ist anonymisiert" in text_of(refused.content.decode())
+    assert not world.target.judge_runs.exists()
