@@ -20,7 +20,7 @@ from common.db_router import reads_from_replica
 from dashboard.domain.headline import Headline
 from dashboard.selectors.figures import WeekFigures, use_case_headline, use_cases_weeks
 from judging.selectors.prices import price_currencies
-from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
+from monitoring.models import Answer, JudgeRun, RollupUsage, RollupUsageDay, UseCase
 from monitoring.models.rollups import rollups_ready
 
 # Answers sampled for the judge whose score is not there yet.
@@ -128,6 +128,13 @@ def queue_figures(*, now: datetime | None = None) -> QueueFigures:
         runs[JudgeRun.Status.SUCCEEDED] = ended["ok"] or 0
         runs[JudgeRun.Status.FAILED] = ended["failed"] or 0
         calls = ended["spent"] or 0
+        # On-demand runs are not in the weeks' usage (rollups.in_week_usage): from the days'.
+        for status, n, spent in (
+            RollupUsageDay.objects.filter(trigger=JudgeRun.Trigger.ON_DEMAND)
+            .values_list("status").annotate(n=Sum("runs"), spent=Sum("calls")).order_by()
+        ):
+            runs[status] += n or 0
+            calls += spent or 0
         every = every.filter(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
     for status, n, spent in (
         every.values_list("status").annotate(n=Count("*"), spent=Sum("calls")).order_by()

@@ -130,7 +130,12 @@ ROWS = [
     Row("api:post_answer", "POST", "/api/v1/answers",   (401, 403, 401, 401, 401, 401, 401, 401),
         body=answer_body("fremd", "matrix-foreign"), json=True,
         note="a key writes only to its own use cases"),
-    Row("api:post_answer", "GET", "/api/v1/answers",    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("api:post_answer", "PUT", "/api/v1/answers",    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("api:find_answer", "GET", "/api/v1/answers?external_id={ext_a}",
+                                                        (401, 200, 401, 401, 401, 401, 401, 401)),
+    Row("api:find_answer", "GET", "/api/v1/answers?external_id={ext_b}",
+                                                        (401, 404, 401, 401, 401, 401, 401, 401),
+        note="another service's answer is not found by its external_id either"),
     Row("api:post_batch", "POST", "/api/v1/answers/batch",
                                                         (401, 200, 401, 401, 401, 401, 401, 401),
         body={"answers": []}, json=True),
@@ -174,6 +179,11 @@ ROWS = [
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}, note="leads and staff rescore; the empty form comes back with its errors"),
     Row("monitoring:answer_rescore", "GET", "/answers/{answer_a}/rescore/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
+    Row("monitoring:answer_judge_on_demand", "POST", "/answers/{answer_a}/judge/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={}, note="leads and staff judge on demand; without `confirm`: the confirmation"),
+    Row("monitoring:answer_judge_on_demand", "GET", "/answers/{answer_a}/judge/",
                                                         (L, L, 405, 405, 405, 405, 405, 405)),
     Row("monitoring:judge_run_retry", "POST", "/answers/{answer_a}/runs/{run_a}/retry/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
@@ -342,6 +352,7 @@ def fill(path: str, world: World) -> str:
         answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
         item_a=world.item_a.pk, inv_a=world.investigation_a.pk, a=world.a.slug, b=world.b.slug,
         blind_a=world.blind_a.pk, reviewed_a=world.reviewed_a.pk, chan_a=world.channel_a.pk,
+        ext_a=quote(world.answer_a.external_id), ext_b=quote(world.answer_b.external_id),
     )
 
 
