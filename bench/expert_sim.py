@@ -1,6 +1,6 @@
 """bench/statistics.py --only expert: the experts' scale where users live (issue 39, point 3).
 
-Pools of four weeks (five where a week after is shown) simulated by bench/statistics.py's
+Pools of four weeks (five where a week after is shown) simulated by bench/simulation.py's
 `simulate`, one week at a time so that each week has its own volume and judge. A week's answers
 are reviewed the week after: the pool's newest week has no review. Two estimators on the same
 pools:
@@ -24,11 +24,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from bench.simulation import (
+    EXPERT_MEAN,
+    Weeks,
+    _review_sums,
+    _reviews_by_week,
+    _sums,
+    simulate,
+    use_case,
+)
 from dashboard.domain.expert_scale import expert_scale
 from dashboard.domain.expert_weeks import expert_scale_by_week
 
@@ -141,7 +149,7 @@ def scenarios() -> list[Scenario]:
     return out
 
 
-def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: int) -> list[str]:
+def expert_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
     """Print the table; return the product's targets missed."""
     print(f"\n## The experts' scale where users live ({reps} pools a row; truth above/below in "
           "%; none: pools without an experts' figure, the page shows the judge's)\n")
@@ -157,12 +165,12 @@ def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: i
             print(f"| **{group}** | | |")
         for judge in sorted(set(s.judges)):  # a set of str: its order varies by hash seed
             if (judge, s.flagged) not in cases:
-                cases[judge, s.flagged] = bench.use_case(
+                cases[judge, s.flagged] = use_case(
                     seed + 500 + len(cases), flagged_share=s.flagged,
-                    expert_mean=bench.EXPERT_MEAN, judge=judge[0], bias=judge[1])
-        parts = [bench.simulate(rng, [cases[j, s.flagged]], v, reps)
+                    expert_mean=EXPERT_MEAN, judge=judge[0], bias=judge[1])
+        parts = [simulate(rng, [cases[j, s.flagged]], v, reps)
                  for v, j in zip(s.volumes, s.judges, strict=True)]
-        sim = bench.Weeks(**{k: np.concatenate([getattr(p, k) for p in parts], axis=1)
+        sim = Weeks(**{k: np.concatenate([getattr(p, k) for p in parts], axis=1)
                              for k in vars(parts[0])})
         today, product = Tally(), Tally()
         current = len(s.volumes) - 1
@@ -170,12 +178,12 @@ def expert_table(bench: ModuleType, rng: np.random.Generator, reps: int, seed: i
         first = span[0] if s.restart is None else max(span[0], s.restart)
         mine = range(first, current + 1)
         for r in range(reps):
-            strata = [bench._sums(sim, r, w) for w in range(len(s.volumes))]
+            strata = [_sums(sim, r, w) for w in range(len(s.volumes))]
             # Reviews lag a week: the newest week has none.
             old = expert_scale([strata[w] for w in span],
-                               bench._review_sums(sim, r, range(span[0], current)))
+                               _review_sums(sim, r, range(span[0], current)))
             today.add(old, _truth(sim, r, span))
-            new = expert_scale_by_week([strata[w] for w in mine], bench._reviews_by_week(
+            new = expert_scale_by_week([strata[w] for w in mine], _reviews_by_week(
                 sim, r, mine, range(first, current)))
             product.add(new, _truth(sim, r, mine))
         print(f"| {s.name:<44} | {today.row()} | {product.row()} |")

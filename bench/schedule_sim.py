@@ -16,6 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.simulation import (
+    ACTION,
+    POOLED,
+    _reviews_by_week,
+    _running_sums,
+    _sums,
+    simulate,
+    use_case,
+)
 from dashboard.domain.alarms import headline_decision, running_decision
 from dashboard.domain.expert_weeks import expert_scale_by_week
 from dashboard.domain.headline import (
@@ -50,17 +59,6 @@ def _figure(e: Estimate, action: float, weeks: int = 1) -> Figure:
 
 def schedule_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
     """Print the table; return the targets missed (either check's rate summed above 2 %)."""
-    # Imported here: run as a script, bench/statistics.py imports this module.
-    from bench.statistics import (
-        ACTION,
-        POOLED,
-        _reviews_by_week,
-        _running_sums,
-        _sums,
-        simulate,
-        use_case,
-    )
-
     looks = max(reps // 10, 50)
     print(f"\n## The action alarm as the service runs it (line {ACTION}): healthy weeks alarmed "
           f"({reps} runs × {WEEKS - POOLED} complete weeks; {looks} running weeks of 168 looks)"

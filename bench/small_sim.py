@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.simulation import ACTION, EXPERT_MEAN, POOLED, _sums, new_interval, simulate, use_case
 from dashboard.domain.statistics.cells import estimate_cells, mean_cell
 from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean, share_from_sums
 from dashboard.domain.statistics.precision import MAX_WEEKS_TO_DECIDE, week_precision
@@ -41,17 +42,6 @@ def _old_share(sums):
 def small_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
     """Print the table; return the targets missed (weekly and share below ≥ 93 % at 50 a
     week, each outside by more than two Monte Carlo standard errors)."""
-    # Imported here: run as a script, bench/statistics.py imports this module.
-    from bench.statistics import (
-        ACTION,
-        EXPERT_MEAN,
-        POOLED,
-        _sums,
-        new_interval,
-        simulate,
-        use_case,
-    )
-
     weeks_run = POOLED + 4
     print(f"\n## Small weeks: 50 answers a week, a 3 % sample ({reps} runs × {weeks_run - POOLED} "
           f"weeks after {POOLED} to pool; line {ACTION}; cover / truth above / below the "

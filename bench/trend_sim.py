@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.simulation import ACTION, POOLED, _review_sums, _sums, simulate, use_case
 from dashboard.domain.expert_scale import expert_scale
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.domain.statistics.estimates import mean_from_sums, pooled_mean
@@ -87,16 +88,6 @@ def trend_table(rng: np.random.Generator, reps: int, seed: int) -> list[str]:
     of a steady use case's weeks amber (where its judge is 0.03 above the line). How many
     weeks below the line stay green is printed, with no target: the issue asks for a check
     that turns a hidden fall amber, and the table says how often it does."""
-    # Imported here: run as a script, bench/statistics.py imports this module.
-    from bench.statistics import (
-        ACTION,
-        POOLED,
-        _review_sums,
-        _sums,
-        simulate,
-        use_case,
-    )
-
     print(f"\n## A falling use case: what the pooled headline says of the newest week ({reps} "
           f"runs × {WEEKS - POOLED} weeks; line {ACTION}; judge strict by 0.02)\n")
     head = "pool∋now line∋now width green,now below→after amber+"

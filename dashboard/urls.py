@@ -16,6 +16,8 @@ urlpatterns = [
     path("answers/<int:pk>/", answers.answer_detail, name="answer_detail"),
     path("answers/<int:pk>/record.json", answers.answer_record, name="answer_record"),
     path("answers/<int:pk>/rescore/", answers.answer_rescore, name="answer_rescore"),
+    path("answers/<int:pk>/judge/", answers.answer_judge_on_demand,
+         name="answer_judge_on_demand"),
     path(
         "answers/<int:pk>/runs/<int:run_pk>/retry/", answers.judge_run_retry,
         name="judge_run_retry",

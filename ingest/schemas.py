@@ -353,6 +353,13 @@ class ClaimOut(BaseModel):
     label: str = Field(description="GEDECKT | TEILWEISE | UNGEDECKT | UNPARSEABLE")
 
 
+class OnDemandOut(BaseModel):
+    score: float | None = Field(description="faithfulness 0..1 of the on-demand judgement")
+    abstention: bool
+    judge: JudgeOut
+    claims: list[ClaimOut]
+
+
 class AnswerDetailOut(AnswerOut):
     question: str
     answer: str
@@ -369,6 +376,14 @@ class AnswerDetailOut(AnswerOut):
     claims: list[ClaimOut] = Field(description="the claims of the current judge run")
     error: str | None = Field(
         description="when status is failed: why (the reason of the answer's newest judge run)"
+    )
+    on_demand: OnDemandOut | None = Field(
+        default=None,
+        description=(
+            "for an answer outside the sample that a team lead had judged on demand: the "
+            "newest such verdict. It is not in the estimates, which rest on the sample: the "
+            "answer's status stays not_sampled and its score null"
+        ),
     )
 
 

@@ -16,12 +16,14 @@ from django.db import (
     connection,
     transaction,
 )
+from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
 from ingest.decoding import Unreadable
 from ingest.domain import logprobs, questions, sampling
 from ingest.domain.content_probability import min_content_probability
+from ingest.models import RefusalCount
 from ingest.schemas import AnswerIn
 from ingest.storage import bulk_insert, insert_with_chunks, rolled_back, row_refused
 from judging.services.runs import judge_runs_create
@@ -448,6 +450,43 @@ def answer_ingest_batch(
     return [r if r is not None else IngestResult(IngestOutcome.INVALID) for r in results]
 
 
+# The outcomes of an answer that are a refusal, by their code on /metrics
+# (treue_ingest_answers_refused_total's reason).
+ANSWER_REFUSALS = (IngestOutcome.CONFLICT, IngestOutcome.NOT_ALLOWED, IngestOutcome.INVALID)
+
+
+def answers_refused_count(*, service: Service, results: Iterable[IngestResult]) -> None:
+    """Count the answers of an API request that were refused, by outcome (for /metrics and
+    the admin): the sender sees each refusal only as its item's status."""
+    reasons: dict[str, int] = {}
+    for result in results:
+        if result.outcome in ANSWER_REFUSALS:
+            reasons[result.outcome.value] = reasons.get(result.outcome.value, 0) + 1
+    refusals_count(service=service, kind=RefusalCount.Kind.ANSWER, reasons=reasons)
+
+
+def refusals_count(
+    *, service: Service, kind: RefusalCount.Kind, reasons: Mapping[str, int]
+) -> None:
+    """Add to the refusal counters of a service: `reasons` maps a code of a fixed set (never
+    the sender's text: it is a Prometheus label) to how many were refused for it.
+
+    A statement per reason, in a transaction of its own after the answers' own: a failure to
+    count is logged and never turns what was stored into an error."""
+    try:
+        for reason, n in sorted(reasons.items()):
+            if n <= 0:
+                continue
+            counts = RefusalCount.objects.filter(service=service, kind=kind, reason=reason)
+            if counts.update(count=F("count") + n):
+                continue
+            try:
+                with transaction.atomic():
+                    RefusalCount.objects.create(service=service, kind=kind, reason=reason, count=n)
+            except IntegrityError:  # created by a concurrent request in between
+                counts.update(count=F("count") + n)
+    except DatabaseError as e:
+        logger.warning("refusals of %s not counted: %s: %s", service, type(e).__name__, e)
 
 
 def _compare(stored: Answer, digest: str, raw: Any) -> IngestResult:

@@ -114,6 +114,18 @@ else
   echo "Generator (Konsistenzprüfungen / consistency investigations): $TREUE_GENERATOR_BASE_URL"
 fi
 
+# /metrics for Prometheus (docs/operations.md#prometheus): a bearer token of the demo's own,
+# kept in var/ so that it stays the same across restarts, unless TREUE_METRICS_TOKEN is set;
+# seed_demo prints it.
+if [ -z "${TREUE_METRICS_TOKEN:-}" ]; then
+  if [ ! -s var/metrics-token ]; then
+    (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))' \
+      >var/metrics-token)
+  fi
+  TREUE_METRICS_TOKEN=$(cat var/metrics-token)
+fi
+export TREUE_METRICS_TOKEN
+
 # After the judge settings: the demo answers sampled at ingest get their judge runs now, and
 # the worker scores them in the background.
 .venv/bin/python manage.py migrate --noinput -v0

@@ -16,11 +16,18 @@ python=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps ./clients/python
 
 # Browser tests drive Debian's chromium; Playwright never downloads a browser of its own.
-if [ ! -x /usr/bin/chromium ]; then
+# The Prometheus alerting rules (deploy/prometheus/) are checked and unit-tested with promtool,
+# from Debian's prometheus package (its server is not started here).
+missing=""
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+[ -x /usr/bin/promtool ] || missing="$missing prometheus"
+if [ -n "$missing" ]; then
   as_root=""
   [ "$(id -u)" = 0 ] || as_root="sudo"
   $as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+  # shellcheck disable=SC2086  # one word a package
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq \
+    $missing >/dev/null
 fi
 
 # The tests' own var/ (embedded broker file and the like), apart from the demo's.

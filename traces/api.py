@@ -12,7 +12,8 @@ other than protobuf/JSON and gzip, 429 over the key's rate limit and 503 while t
 is away (both with Retry-After; the exporter retries them, and nothing else). Spans refused one
 by one (a bad id, a use case the key may not send to, a span after its trace was assembled)
 cost only themselves: 200 with `partial_success` counting them, which the exporter does not
-retry.
+retry (and SDKs do not show): they are logged as a warning and counted on /metrics
+(`treue_otlp_spans_refused_total`).
 
 The key is checked as for the rest of the API (ingest.api.auth.service_for_token): an
 export is one request of the key's TREUE_API_RATE_LIMIT.
@@ -107,6 +108,11 @@ def export_traces(request: HttpRequest) -> HttpResponse:
         rejected[reason] = rejected.get(reason, 0) + count
     message = trace_service_pb2.ExportTraceServiceResponse()
     if rejected:
+        codes = dict(received.codes)
+        invalid = sum(decoded.rejected.values())
+        if invalid:
+            codes[services.SPAN_INVALID] = codes.get(services.SPAN_INVALID, 0) + invalid
+        services.otlp_refusals_record(service=service, codes=codes, reasons=rejected)
         # Set only when something was refused: an empty partial_success means full success.
         message.partial_success.rejected_spans = sum(rejected.values())
         message.partial_success.error_message = "; ".join(

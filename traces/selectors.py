@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db.models import Count, Min
 
+from monitoring.models import Service
 from traces.models import OtlpOutcomeCount, OtlpTrace
 
 
@@ -15,11 +16,20 @@ class Pending:
 
 
 def otlp_outcome_counts() -> list[tuple[str, str, int]]:
-    """(service name, outcome, traces ever) per service and outcome."""
-    return list(
-        OtlpOutcomeCount.objects.order_by("service__name", "outcome")
-        .values_list("service__name", "outcome", "count")
-    )
+    """(service name, outcome, traces ever) per service and outcome: every outcome of every
+    active service, 0 where no trace came to it (a rate over the counter sees the first such
+    trace, which a series that only appears with it would hide), and any other service that
+    has counts."""
+    counted = {
+        (name, outcome): count
+        for name, outcome, count in OtlpOutcomeCount.objects.values_list(
+            "service__name", "outcome", "count"
+        )
+    }
+    for name in Service.objects.filter(active=True).values_list("name", flat=True):
+        for outcome in OtlpTrace.Result.values:
+            counted.setdefault((name, outcome), 0)
+    return [(name, outcome, count) for (name, outcome), count in sorted(counted.items())]
 
 
 def otlp_pending() -> Pending:

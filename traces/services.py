@@ -23,8 +23,9 @@ from django.db.models.functions import Coalesce, Now, RowNumber
 from django.utils import timezone
 from pydantic import ValidationError
 
+from ingest.models import RefusalCount
 from ingest.schemas import AnswerIn
-from ingest.services import answer_ingest, field_errors
+from ingest.services import answer_ingest, field_errors, refusals_count
 from jobs import framework
 from jobs.framework import JobKind
 from monitoring.models import Service, UseCase
@@ -43,7 +44,10 @@ KEEP_FINISHED = timedelta(days=30)
 PURGE_BATCH = 5000
 MAX_DETAIL_CHARS = 2000
 
-REASON_NOT_ALLOWED = "treue.use_case names a use case this key may not send to"
+REASON_NOT_ALLOWED = (
+    "treue.use_case {slug} names no use case this key may send to (the key's use cases: "
+    "manage.py create_service --use-case, or the admin)"
+)
 REASON_TOO_MANY = "the trace has more spans than TREUE_OTLP_MAX_SPANS_PER_TRACE ({limit})"
 REASON_LATE = (
     "arrived after its trace was assembled; raise TREUE_OTLP_QUIET_SECONDS if spans of one "
@@ -59,17 +63,33 @@ KIND = JobKind(
 )
 
 
+# Why spans are refused one by one, as the code /metrics counts them by
+# (treue_otlp_spans_refused_total's reason: a fixed set, never the sender's text).
+SPAN_INVALID = "invalid_span"  # a bad id, an attribute that cannot be stored (traces.decoding)
+SPAN_NOT_ALLOWED = "use_case_not_allowed"
+SPAN_TOO_MANY = "trace_too_large"
+SPAN_LATE = "late"
+SPAN_REFUSALS = (SPAN_INVALID, SPAN_NOT_ALLOWED, SPAN_TOO_MANY, SPAN_LATE)
+# How much of a refused treue.use_case the message to the exporter repeats.
+MAX_SLUG_CHARS = 64
+# How much of the reasons a warning repeats (each refused slug is a reason of its own).
+MAX_LOG_CHARS = 1000
+
+
 @dataclass
 class Received:
     """What became of a request's spans: accepted (held, or dropped as noise of a trace that is
-    no RAG answer) and rejected, with a count per reason."""
+    no RAG answer) and rejected, with a count per reason (the message to the exporter) and per
+    code (SPAN_REFUSALS, for /metrics)."""
 
     accepted: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    codes: dict[str, int] = field(default_factory=dict)
 
-    def reject(self, reason: str, count: int = 1) -> None:
+    def reject(self, reason: str, count: int = 1, *, code: str) -> None:
         if count:
             self.rejected[reason] = self.rejected.get(reason, 0) + count
+            self.codes[code] = self.codes.get(code, 0) + count
 
 
 def otlp_spans_receive(
@@ -97,7 +117,9 @@ def otlp_spans_receive(
         slug = use_case_of(span)
         if slug is not None:
             if slug not in allowed:
-                received.reject(REASON_NOT_ALLOWED)
+                shown = slug if len(slug) <= MAX_SLUG_CHARS else slug[:MAX_SLUG_CHARS] + "…"
+                received.reject(REASON_NOT_ALLOWED.format(slug=repr(shown)),
+                                code=SPAN_NOT_ALLOWED)
                 continue
             named.setdefault(span.trace_id, slug)
         by_trace.setdefault(span.trace_id, []).append(span)
@@ -132,10 +154,11 @@ def otlp_spans_receive(
                 not_rag += any(s.is_root for s in group)
                 continue
             if row.status != OtlpTrace.Status.PENDING:
-                received.reject(REASON_LATE, len(group))
+                received.reject(REASON_LATE, len(group), code=SPAN_LATE)
                 continue
             room = max(limit - row.span_count, 0)
-            received.reject(REASON_TOO_MANY.format(limit=limit), max(len(group) - room, 0))
+            received.reject(REASON_TOO_MANY.format(limit=limit), max(len(group) - room, 0),
+                            code=SPAN_TOO_MANY)
             group = group[:room]
             received.accepted += len(group)
             stored += [
@@ -155,6 +178,20 @@ def otlp_spans_receive(
         if not_rag:
             _count(service.pk, Outcome.NOT_RAG, not_rag)
     return received
+
+
+def otlp_refusals_record(
+    *, service: Service, codes: Mapping[str, int], reasons: Mapping[str, int]
+) -> None:
+    """Spans of a request refused one by one: counted by code for /metrics and the admin, and
+    logged with their reasons. The exporter gets them as `partial_success`, which an SDK
+    reports as a success: this is where an operator sees that answers went missing."""
+    logger.warning(
+        "OTLP export of service %s: %d span%s refused: %s", service.name,
+        sum(codes.values()), "s" if sum(codes.values()) != 1 else "",
+        "; ".join(f"{count} × {reason}" for reason, count in reasons.items())[:MAX_LOG_CHARS],
+    )
+    refusals_count(service=service, kind=RefusalCount.Kind.OTLP_SPAN, reasons=codes)
 
 
 # --- the receiver's statements ----------------------------------------------------------------

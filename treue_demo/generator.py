@@ -124,7 +124,9 @@ DEMO_RAG_MODEL = "treue-demo-rag"
 _QUESTION = re.compile(r"(?:Question|Frage):")
 
 
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+# A sentence ends at ".", "!" or "?" before a blank or the end: a point inside a number
+# ("1.250,00 €") or an abbreviation without a blank after it ("z.B.") goes on.
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=[^\s.!?]))+[.!?]*")
 
 
 def rag_reply(messages: Sequence[Any]) -> tuple[str, dict[str, Any], str]:

@@ -89,6 +89,10 @@ app.conf.beat_schedule = {
         "task": "review.tasks.reconcile_shadow_runs",
         "schedule": 300.0,
     },
+    "reconcile-alarm-deliveries": {
+        "task": "alarms.tasks.reconcile_alarm_deliveries",
+        "schedule": 300.0,
+    },
     "reconcile-investigation-questions": {
         "task": "investigations.tasks.reconcile_questions",
         "schedule": 300.0,

@@ -36,6 +36,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("review/", include("review.urls")),
     path("investigations/", include("investigations.urls")),
+    path("", include("alarms.urls")),  # use-cases/<slug>/alarm-channels/ (staff)
     # The pages keep the "monitoring" namespace they had when one app held them all.
     path("", include(([*dashboard_urls.urlpatterns, *judging_urls.urlpatterns], "monitoring"))),
 ]

@@ -67,7 +67,7 @@ Plain values in, plain values out: the selectors feed it strata and reviewed pai
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -273,13 +273,31 @@ def expert_scale(
     with the ``reviews`` of the answers of those weeks taken as one sample, each review alike
     whatever its week (see the module's docstring; the dashboard weights them by week:
     `expert_weeks.expert_scale_by_week`)."""
-    z = z_value(confidence)
     weeks = [[_stratum_sums(s) for s in week] for week in weeks]
     if any(len(week) != 2 for week in weeks):
         raise ValueError("every week needs its [flagged, unflagged] strata")
     judge = pooled_mean(weeks, confidence=confidence)
     sizes = (sum(w[0].size for w in weeks), sum(w[1].size for w in weeks))
     fix = rectifier(sizes, reviews, confidence=confidence)
+    return expert_scale_from_parts(weeks, judge, fix,
+                                   lambda: _covariance(weeks, as_sums(reviews)),
+                                   confidence=confidence)
+
+
+def expert_scale_from_parts(
+    weeks: Sequence[Sequence[StratumSums]],
+    judge: Estimate,
+    fix: Rectifier,
+    covariance: Callable[[], float],
+    *,
+    confidence: float = 0.95,
+) -> ExpertScale:
+    """θ̂ = Ĵ + Δ̂ and its interval from the judge part over ``weeks`` (``judge``, their pooled
+    estimate) and the correction ``fix``, however Δ̂ was taken (its reviews as one sample here,
+    per week and stratum in `expert_weeks.expert_scale_by_week`). ``covariance`` gives
+    Cov(Ĵ, Δ̂) as that Δ̂ has it, before the bound (`_variance`); it is asked only where there
+    is a θ̂."""
+    z = z_value(confidence)
     # The judge part's spread as a week takes it (see the module's docstring).
     fit = fit_pooled(weeks, prior=SCORE_PRIOR, pooled=False)
     bare = fit_pooled(weeks, prior=JUDGE_PRIOR, pooled=False)
@@ -287,7 +305,7 @@ def expert_scale(
             or judge.value is None):
         return ExpertScale(None, None, None, fix.n, len(weeks), judge, fix.value, True)
     value = min(1.0, max(0.0, fit.value + fix.value))
-    variance = _variance(weeks, as_sums(reviews), fit, bare, fix)
+    variance = _variance(fit, bare, fix, covariance())
     low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
     return ExpertScale(value, low, high, fix.n, len(weeks), judge, fix.value,
                        fix.n < MIN_REVIEWS, fix.variance)
@@ -323,10 +341,7 @@ def pooling_weeks(
     return chosen
 
 
-def _variance(
-    weeks: Sequence[Sequence[StratumSums]], reviews: tuple[ReviewSums, ReviewSums], fit: Fit,
-    bare: Fit, fix: Rectifier,
-) -> float:
+def _variance(fit: Fit, bare: Fit, fix: Rectifier, cross: float) -> float:
     """V(θ̂) = V(Ĵ) + V(Δ̂) + 2·Cov(Ĵ, Δ̂), where the judge part's pseudo-answer and the
     correction's spread do not stack.
 
@@ -342,23 +357,28 @@ def _variance(
     a lenient judge, and the expert scale covered 96.2-97.5 % there (bench/statistics.py).
     """
     correction = fix.variance or 0.0  # None only without reviews, which has no θ̂
-    full = fit.variance + correction + 2 * _covariance(weeks, reviews, fit, fix)
-    lighter = bare.variance + correction + 2 * _covariance(weeks, reviews, bare, fix)
+    full = fit.variance + correction + 2 * _bounded(cross, fit.variance, correction)
+    lighter = bare.variance + correction + 2 * _bounded(cross, bare.variance, correction)
     return min(full, max(lighter, fit.variance))
 
 
+def _bounded(cross: float, judge: float, correction: float) -> float:
+    """Cov(Ĵ, Δ̂) bounded as a correlation of at most MAX_CORRELATION (Cauchy-Schwarz allows
+    1): |Cov| ≤ 0.9·√(V(Ĵ)·V(Δ̂)), so that V(θ̂) ≥ 0.1·(V(Ĵ) + V(Δ̂)) stays above zero even
+    where two equal parts would cancel exactly."""
+    bound = MAX_CORRELATION * math.sqrt(judge * correction)
+    return max(-bound, min(bound, cross))
+
+
 def _covariance(
-    weeks: Sequence[Sequence[StratumSums]], reviews: tuple[ReviewSums, ReviewSums], fit: Fit,
-    fix: Rectifier,
+    weeks: Sequence[Sequence[StratumSums]], reviews: tuple[ReviewSums, ReviewSums]
 ) -> float:
     """Cov(Ĵ, Δ̂): the reviewed answers are judged answers of the same strata, so at a few
     hundred answers a week the two means rest on nearly the same answers, and a judge's own
     error (a score too high is a difference too low) makes the covariance negative. Per stratum,
     reviews being a random subset of its n_h judged answers (of N_h):
     W_h²·(1 − n_h/N_h)/n_h · S_jd,h, with S_jd,h the reviews' covariance of judge score and
-    difference. Bounded as a correlation of at most 0.9 (Cauchy-Schwarz allows 1):
-    |Cov| ≤ 0.9·√(V(Ĵ)·V(Δ̂)), so that V(θ̂) ≥ 0.1·(V(Ĵ) + V(Δ̂)) stays above zero even where
-    two equal parts would cancel exactly."""
+    difference. Unbounded: `_bounded` bounds it."""
     population = sum(s.size for week in weeks for s in week)
     out = 0.0
     for h, own in enumerate(reviews):
@@ -368,8 +388,7 @@ def _covariance(
             continue
         w = size / population
         out += w * w * max(0.0, 1 - judged / size) / judged * own.cross / (own.n - 1)
-    bound = MAX_CORRELATION * math.sqrt(fit.variance * (fix.variance or 0.0))
-    return max(-bound, min(bound, out))
+    return out
 
 
 def _stratum_sums(s: Stratum | StratumSums) -> StratumSums:

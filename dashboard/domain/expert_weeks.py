@@ -52,20 +52,17 @@ from dataclasses import dataclass
 from scipy import stats
 
 from dashboard.domain.expert_scale import (
-    JUDGE_PRIOR,
-    MAX_CORRELATION,
-    MIN_REVIEWS,
     ExpertScale,
     Rectifier,
     Review,
     ReviewSums,
     as_sums,
-    experts_interval,
+    expert_scale_from_parts,
     merge_cells,
     pseudo_review_offset,
 )
 from dashboard.domain.statistics.cells import Stratum, StratumSums, summarize, z_value
-from dashboard.domain.statistics.estimates import SCORE_PRIOR, fit_pooled, pooled_mean
+from dashboard.domain.statistics.estimates import pooled_mean
 
 WeekReviews = tuple[ReviewSums, ReviewSums] | Sequence[Review]
 
@@ -176,28 +173,13 @@ def expert_scale_by_week(
 ) -> ExpertScale:
     """θ̂ = Ĵ + Δ̂ over ``weeks`` (each [flagged, unflagged]), Δ̂ per week and stratum;
     ``reviews[i]`` are the reviews of the answers of ``weeks[i]`` (empty where none yet)."""
-    z = z_value(confidence)
     sums = [[s if isinstance(s, StratumSums) else summarize(s) for s in week] for week in weeks]
     if any(len(week) != 2 for week in sums):
         raise ValueError("every week needs its [flagged, unflagged] strata")
     judge = pooled_mean(sums, confidence=confidence)
     weekly = weekly_rectifier(sums, reviews, confidence=confidence)
-    fix = weekly.rectifier
-    fit = fit_pooled(sums, prior=SCORE_PRIOR, pooled=False)
-    bare = fit_pooled(sums, prior=JUDGE_PRIOR, pooled=False)
-    if (fix.value is None or fix.variance is None or fit is None or bare is None
-            or judge.value is None):
-        return ExpertScale(None, None, None, fix.n, len(sums), judge, fix.value, True)
-    value = min(1.0, max(0.0, fit.value + fix.value))
-    # As `expert_scale._variance`: the judge part's pseudo-answer and the correction's spread
-    # do not stack.
-    cross = covariance(sums, weekly)
-    full = fit.variance + fix.variance + 2 * _bounded(cross, fit.variance, fix.variance)
-    lighter = bare.variance + fix.variance + 2 * _bounded(cross, bare.variance, fix.variance)
-    variance = min(full, max(lighter, fit.variance))
-    low, high = experts_interval(value, fit.ratio + fix.value, variance, z)
-    return ExpertScale(value, low, high, fix.n, len(sums), judge, fix.value,
-                       fix.n < MIN_REVIEWS, fix.variance)
+    return expert_scale_from_parts(sums, judge, weekly.rectifier,
+                                   lambda: covariance(sums, weekly), confidence=confidence)
 
 
 def covariance(weeks: Sequence[Sequence[StratumSums]], weekly: WeeklyRectifier) -> float:
@@ -216,11 +198,6 @@ def covariance(weeks: Sequence[Sequence[StratumSums]], weekly: WeeklyRectifier) 
         out += (c.weight * c.load * max(0.0, 1 - judged / size) / judged
                 * mine.cross / (mine.n - 1))
     return out
-
-
-def _bounded(cross: float, judge: float, correction: float) -> float:
-    bound = MAX_CORRELATION * math.sqrt(judge * correction)
-    return max(-bound, min(bound, cross))
 
 
 def _between_weeks(cells: Sequence[ReviewSums]) -> float:

@@ -2,8 +2,8 @@
 
 The weekly figures themselves come from `dashboard.selectors` (one estimator for the
 pages, the API and Prometheus); this module adds what only operations need - the judge queue,
-the oldest answer still waiting for its score, judge call counters - and the currency of each
-judge model, so a week's cost can name its currency without a query per week.
+the oldest answer still waiting for its score, judge call counters, the open alarms - and the
+currency of each judge model, so a week's cost can name its currency without a query per week.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db.models import Count, Min, Sum
 from django.utils import timezone
 
+from alarms.models import Alarm
 from common.db_router import reads_from_replica
 from dashboard.domain.headline import Headline
 from dashboard.domain.segments import top_values
@@ -23,7 +24,7 @@ from dashboard.selectors.reads import answers_in
 from dashboard.selectors.segments import value_of
 from dashboard.selectors.weeks import iso_weeks
 from judging.selectors.prices import price_currencies
-from monitoring.models import Answer, JudgeRun, RollupUsage, UseCase
+from monitoring.models import Answer, JudgeRun, RollupUsage, RollupUsageDay, UseCase
 from monitoring.models.rollups import rollups_ready
 
 # Answers sampled for the judge whose score is not there yet.
@@ -41,6 +42,22 @@ def week_currency(*, figures: WeekFigures, currencies: dict[str, str]) -> str | 
     """The currency of a week's cost: that of its judge models when they agree, else None."""
     found = {currencies[model] for model, _ in figures.judges if model in currencies}
     return found.pop() if len(found) == 1 else None
+
+
+def open_alarms(*, use_cases: Iterable[UseCase]) -> dict[tuple[str, str], int]:
+    """(use case slug, alarm kind) -> alarms open now, for every kind of every use case given
+    (0 where none is open; through the partial index `alarm_open`)."""
+    chosen = {u.pk: u.slug for u in use_cases}
+    found = dict.fromkeys(
+        ((slug, kind) for slug in chosen.values() for kind in Alarm.Kind.values), 0
+    )
+    rows = (
+        Alarm.objects.filter(use_case_id__in=list(chosen), cleared_at__isnull=True)
+        .values_list("use_case_id", "kind").annotate(n=Count("*")).order_by()
+    )
+    for use_case_id, kind, n in rows:
+        found[(chosen[use_case_id], kind)] = n
+    return found
 
 
 def active_use_cases() -> list[UseCase]:
@@ -115,6 +132,13 @@ def queue_figures(*, now: datetime | None = None) -> QueueFigures:
         runs[JudgeRun.Status.SUCCEEDED] = ended["ok"] or 0
         runs[JudgeRun.Status.FAILED] = ended["failed"] or 0
         calls = ended["spent"] or 0
+        # On-demand runs are not in the weeks' usage (rollups.in_week_usage): from the days'.
+        for status, n, spent in (
+            RollupUsageDay.objects.filter(trigger=JudgeRun.Trigger.ON_DEMAND)
+            .values_list("status").annotate(n=Sum("runs"), spent=Sum("calls")).order_by()
+        ):
+            runs[status] += n or 0
+            calls += spent or 0
         every = every.filter(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
     for status, n, spent in (
         every.values_list("status").annotate(n=Count("*"), spent=Sum("calls")).order_by()

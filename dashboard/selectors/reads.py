@@ -27,6 +27,7 @@ from dashboard.selectors.weeks import Week, week_bucket
 from monitoring import extensions
 from monitoring.domain.points import CLAIM_POINTS
 from monitoring.models import Answer, Claim, JudgeRun
+from monitoring.models.rollups import NOT_IN_WEEK_USAGE
 
 
 class JudgedRow(NamedTuple):
@@ -208,7 +209,9 @@ OPEN_RUNS = Q(status__in=[JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING])
 def usage_groups(
     use_case_ids: Sequence[int], weeks: Sequence[Week], runs: Q | None = None
 ) -> UsageGroups:
-    """The judge runs of the weeks' answers (those `runs` selects; all by default), grouped."""
+    """The judge runs of the weeks' answers (those `runs` selects; all by default), grouped;
+    never an on-demand run, as the weeks' usage rollup (monitoring.models.rollups.
+    in_week_usage)."""
     rows = (
         JudgeRun.objects.filter(
             runs or Q(),
@@ -216,6 +219,7 @@ def usage_groups(
             answer__created_at__gte=weeks[0].start,
             answer__created_at__lt=weeks[-1].end,
         )
+        .exclude(NOT_IN_WEEK_USAGE)
         .annotate(wk=week_bucket("answer__created_at", weeks))
         .values_list("answer__use_case_id", "wk", "judge_model", "prompt_version")
         .annotate(

@@ -37,7 +37,7 @@ from dashboard.selectors import answers as answer_selectors
 from judging.forms import RescoreForm
 from judging.selectors import runs as judging_selectors
 from judging.selectors.costs import rescore_estimate_for_answer
-from judging.services import rescoring
+from judging.services import on_demand, rescoring
 from judging.views import rescore_confirm
 from monitoring.models import Answer
 from monitoring.selectors.access import blind_answer_ids, use_cases_for_user
@@ -73,6 +73,11 @@ def answer_list(request: AuthenticatedRequest) -> HttpResponse:
     page = _Paginator(answers, PAGE_SIZE, count=count).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    # Verdicts asked for on demand of answers outside the sample: shown beside the answer,
+    # marked, never counted (the score filters and sorts read the sample's scores only).
+    verdicts = judging_selectors.on_demand_verdicts(answers=list(page))
+    for answer in page:
+        answer.on_demand = verdicts.get(answer.pk)  # type: ignore[attr-defined]  # the template
     return render(
         request,
         "monitoring/answer_list.html",
@@ -182,9 +187,8 @@ def _rescorable_answer(request: AuthenticatedRequest, pk: int) -> Answer:
 def _detail(
     request: AuthenticatedRequest, answer: Answer, rescore_form: RescoreForm | None = None
 ) -> HttpResponse:
-    may_rescore = answer.sampled and judging_selectors.user_may_rescore(
-        user=request.user, use_case=answer.use_case
-    )
+    may_judge = judging_selectors.user_may_rescore(user=request.user, use_case=answer.use_case)
+    may_rescore = answer.sampled and may_judge
     if may_rescore and rescore_form is None:
         rescore_form = RescoreForm(
             initial={"judge_model": answer.use_case.effective_judge_model},
@@ -200,6 +204,11 @@ def _detail(
             "chunks": answer.chunks.all(),
             "judging": judging_selectors.answer_judging(answer=answer),
             "may_rescore": may_rescore,
+            # Outside the sample a lead may still ask for a verdict, kept out of the estimates
+            # (judging/services/on_demand.py); in the sample the rescore form does that. An
+            # anonymised answer has no text left to judge.
+            "may_judge_on_demand": may_judge and not answer.sampled
+            and answer.anonymised_at is None,
             "rescore_form": rescore_form,
         },
     )
@@ -246,6 +255,49 @@ def answer_rescore(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         _("Neubewertung mit „%(model)s“ angefordert: Der Prüflauf wartet auf den Prüfer.")
         % {"model": model},
     )
+    return redirect(back + "#pruefung")
+
+
+@login_required
+@require_POST
+def answer_judge_on_demand(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """A lead asks the judge about any answer (issue 41, 12): the first POST shows the
+    expected calls and cost, the second (with `confirm`) queues the run. Outside the sample
+    its verdict stays out of the estimates; in the sample it is a rescore with the use case's
+    judge model (judging/services/on_demand.py)."""
+    answer = _rescorable_answer(request, pk)
+    back = reverse("monitoring:answer_detail", args=[answer.pk])
+    model = answer.use_case.effective_judge_model
+    if "confirm" not in request.POST:
+        if not model:
+            messages.error(request, _("Es ist kein Prüfmodell eingestellt (TREUE_JUDGE_MODEL)."))
+            return redirect(back + "#pruefung")
+        return rescore_confirm(request, {
+            "kind": "answer" if answer.sampled else "on_demand",
+            "answer": answer,
+            "use_case": answer.use_case,
+            "judge_model": model,
+            "estimate": rescore_estimate_for_answer(answer=answer, judge_model=model),
+            "action": reverse("monitoring:answer_judge_on_demand", args=[answer.pk]),
+            "fields": {},
+            "back": back,
+        })
+    try:
+        run = on_demand.answer_judge_on_demand(answer=answer, user=request.user)
+    except rescoring.RescoreRefused as e:
+        messages.error(request, str(e))
+        return redirect(back + "#pruefung")
+    if run.trigger == run.Trigger.ON_DEMAND:
+        messages.success(request, _(
+            "Prüfung mit „%(model)s“ angefordert: Der Prüflauf wartet auf den Prüfer. Sein "
+            "Urteil zählt nicht in den Schätzungen, weil die Antwort nicht in der Stichprobe ist."
+        ) % {"model": run.judge_model})
+    else:
+        messages.success(
+            request,
+            _("Neubewertung mit „%(model)s“ angefordert: Der Prüflauf wartet auf den Prüfer.")
+            % {"model": run.judge_model},
+        )
     return redirect(back + "#pruefung")
 
 

@@ -4,7 +4,8 @@ Operations chart and alert on these in the tools they already have: per active u
 ISO week's faithfulness estimate with its interval and sample sizes, the share below the action
 threshold, flagged share, volume, judge calls and cost (gauges labelled `use_case`); the judge
 queue, the age of the oldest sampled answer still without a score, and judge call counters
-(over all use cases: see `queue_figures`).
+(over all use cases: see `queue_figures`); the alarms open per use case and kind, and the
+answers the ingest API refused. The alerting rules over these ship in deploy/prometheus/.
 
 Written with `prometheus_client` rather than by hand: the exposition format has escaping rules
 for label values (backslash, quote, newline) and float spellings (NaN, +Inf, integral values)
@@ -38,6 +39,9 @@ from dashboard.domain.expert_scale import ExpertScale
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors import metrics as metric_selectors
 from dashboard.selectors.metrics import CurrentWeek, QueueFigures
+from ingest import selectors as ingest_selectors
+from ingest import services as ingest_services
+from ingest.models import RefusalCount
 from monitoring import extensions
 
 
@@ -64,11 +68,15 @@ class TreueCollector:
     def __init__(
         self, current: Sequence[CurrentWeek], queue: QueueFigures,
         currencies: dict[str, str], parts: Sequence[Metric] = (),
+        alarms: dict[tuple[str, str], int] | None = None,
+        refused: Sequence[tuple[str, str, int]] = (),
     ) -> None:
         self.weeks = [(c.use_case, c.figures) for c in current]
         self.headlines = [(c.use_case, c.headline) for c in current]
         self.queue = queue
         self.currencies = currencies
+        self.alarms = alarms or {}
+        self.refused = refused
         # Other apps' families (monitoring/extensions.py), read like the rest before collecting.
         self.parts = parts
 
@@ -76,7 +84,33 @@ class TreueCollector:
         yield from self._headline()
         yield from self._week()
         yield from self._judge()
+        yield from self._alarms()
+        yield from self._ingest()
         yield from self.parts
+
+    def _alarms(self) -> Iterator[Metric]:
+        """The alarms open now, per use case and kind (0 where none is): what the app mails
+        its team leads, for the monitoring a team already watches (deploy/prometheus/)."""
+        family = GaugeMetricFamily(
+            "treue_alarms_open",
+            "Alarms open now (raised and not cleared), by kind: action (the action signal), "
+            "drift (calibration drift), decomposition, missed_review (weekly review missed)",
+            labels=["use_case", "kind"],
+        )
+        for (slug, kind), n in sorted(self.alarms.items()):
+            family.add_metric([slug, kind], n)
+        yield family
+
+    def _ingest(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "treue_ingest_answers_refused",
+            "Answers of the ingest API refused one by one (a single answer's or a batch "
+            "item's 4xx), by reason: conflict (409), not_allowed (403), invalid (400)",
+            labels=["service", "reason"],
+        )
+        for service, reason, count in self.refused:
+            family.add_metric([service, reason], count)
+        yield family
 
     def _headline(self) -> Iterator[Metric]:
         """The figure each use case is judged by, as the overview's card and the action alarm
@@ -296,9 +330,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     refused = _access(request)
     if refused is not None:
         return refused
-    current = metric_selectors.current_week_figures(
-        use_cases=metric_selectors.active_use_cases()
-    )
+    use_cases = metric_selectors.active_use_cases()
+    current = metric_selectors.current_week_figures(use_cases=use_cases)
     collector = TreueCollector(
         current,
         metric_selectors.queue_figures(),
@@ -308,6 +341,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
         [family for part in extensions.registry.metrics_parts.values() for family in part()]
         + [segment_family(metric_selectors.segment_volumes(use_cases=[c.use_case
                                                                       for c in current]))],
+        alarms=metric_selectors.open_alarms(use_cases=use_cases),
+        refused=ingest_selectors.refusal_counts(
+            kind=RefusalCount.Kind.ANSWER,
+            reasons=[o.value for o in ingest_services.ANSWER_REFUSALS],
+        ),
     )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

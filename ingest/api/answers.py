@@ -6,16 +6,27 @@ from typing import Any
 
 from django.http import HttpResponse, JsonResponse
 from ninja import Router
-from ninja.params.functions import Path  # typed; ninja.Path is an alias to mypy
+from ninja.params.functions import Path, Query  # typed; ninja.Path is an alias to mypy
 
 from ingest import services
 from ingest.api.auth import ServiceRequest
 from ingest.api.errors import errors
-from ingest.schemas import AnswerDetailOut, AnswerIn, AnswerOut, BatchIn, BatchOut, ErrorOut
+from ingest.schemas import (
+    AnswerDetailOut,
+    AnswerIn,
+    AnswerOut,
+    BatchIn,
+    BatchOut,
+    ErrorOut,
+    check_text,
+)
 from ingest.services import IngestOutcome
 from judging.selectors import runs as judging_selectors
-from monitoring.models import Answer
-from monitoring.selectors.access import answer_get_for_service
+from monitoring.models import Answer, JudgeRun
+from monitoring.selectors.access import (
+    answer_get_for_service,
+    answer_get_for_service_by_external_id,
+)
 
 router = Router()
 
@@ -67,6 +78,7 @@ def post_answer(request: ServiceRequest, payload: AnswerIn) -> HttpResponse:
         raw=request.treue_raw,
         allowed=request.treue_use_cases,
     )
+    services.answers_refused_count(service=request.auth, results=[result])
     if result.answer is None:
         return errors(STATUS[result.outcome], result.errors)
     return JsonResponse(answer_to_dict(result.answer), status=STATUS[result.outcome])
@@ -86,6 +98,7 @@ def post_batch(request: ServiceRequest, payload: BatchIn) -> HttpResponse:
         raws=request.treue_raw,
         allowed=request.treue_use_cases,
     )
+    services.answers_refused_count(service=request.auth, results=results)
     out = []
     for index, result in enumerate(results):
         status = STATUS[result.outcome]
@@ -131,6 +144,38 @@ def _failure_reason(answer: Answer) -> str | None:
 
 
 @router.get(
+    "/answers",
+    response={
+        200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut,
+        503: ErrorOut,
+    },
+    summary="Find one of this key's answers by its external_id",
+    description=(
+        "The answer this key's service sent with `external_id` (unique per service, so at "
+        "most one), with the same body as `GET /answers/{answer_id}`; 404 when this key's "
+        "service sent none (answers of other services are never found)."
+    ),
+)
+def find_answer(
+    request: ServiceRequest,
+    external_id: str = Query(
+        ..., min_length=1, max_length=200, description="the id the answer was sent with"
+    ),
+) -> HttpResponse:
+    try:
+        check_text(external_id)
+    except ValueError as e:
+        return errors(400, [{"field": "external_id", "message": str(e)}])
+    answer = answer_get_for_service_by_external_id(
+        service_id=request.auth.pk, external_id=external_id
+    )
+    if answer is None:
+        return errors(404, [{"field": "external_id",
+                             "message": "no answer with this external_id for this key"}])
+    return JsonResponse(answer_detail(answer))
+
+
+@router.get(
     "/answers/{answer_id}",
     response={
         200: AnswerDetailOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut,
@@ -144,6 +189,36 @@ def get_answer(
     answer = answer_get_for_service(service_id=request.auth.pk, pk=answer_id)
     if answer is None:
         return errors(404, [{"field": "answer_id", "message": "no such answer for this key"}])
+    return JsonResponse(answer_detail(answer))
+
+
+def _claims(run: JudgeRun | None) -> list[dict[str, Any]]:
+    return [
+        {"position": c.position, "text": c.text, "label": c.label}
+        for c in (run.claims.all() if run is not None else ())
+    ]
+
+
+def _on_demand(answer: Answer) -> dict[str, Any] | None:
+    """The newest on-demand verdict of an answer outside the sample (judging/services/
+    on_demand.py): beside the answer's own fields, which it never changes."""
+    run = judging_selectors.on_demand_verdicts(answers=[answer]).get(answer.pk)
+    if run is None:
+        return None
+    return {
+        "score": run.score,
+        "abstention": run.abstention,
+        "judge": {
+            "model": run.judge_model,
+            "prompt_version": run.prompt_version,
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        },
+        "claims": _claims(run),
+    }
+
+
+def answer_detail(answer: Answer) -> dict[str, Any]:
+    """What the read endpoints return of one answer: its record, content, score and claims."""
     data = answer_to_dict(answer)
     data.update(
         question=answer.question,
@@ -164,10 +239,8 @@ def get_answer(
         score=answer.score,
         abstention=answer.abstention,
         judge=_judge_info(answer),
-        claims=[
-            {"position": c.position, "text": c.text, "label": c.label}
-            for c in (answer.current_run.claims.all() if answer.current_run else ())
-        ],
+        claims=_claims(answer.current_run),
         error=_failure_reason(answer),
+        on_demand=_on_demand(answer),
     )
-    return JsonResponse(data)
+    return data

@@ -2,6 +2,7 @@
 answers of a week that can be judged again, what is known of a judge endpoint."""
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -60,6 +61,9 @@ class AnswerJudging:
     demo: bool  # a run of the demo judge, whose verdicts are replayed human labels
     open_run: JudgeRun | None  # a run waiting or running: no second one until it is done
     retry_run: JudgeRun | None  # the newest run, failed, and worth another try
+    # The newest finished verdict asked for on demand of an answer outside the sample: shown,
+    # marked as outside the estimates (the answer itself carries no score; on_demand.py).
+    on_demand: JudgeRun | None = None
 
 
 def answer_judging(*, answer: Answer) -> AnswerJudging:
@@ -102,7 +106,33 @@ def answer_judging(*, answer: Answer) -> AnswerJudging:
         demo=bool(demo_model) and any(r.judge_model == demo_model for r in runs),
         open_run=open_run,
         retry_run=retry_run,
+        on_demand=None if answer.sampled else next(
+            (r for r in runs if r.trigger == JudgeRun.Trigger.ON_DEMAND
+             and r.status == JudgeRun.Status.SUCCEEDED), None),
     )
+
+
+def on_demand_verdicts(*, answers: Sequence[Answer]) -> dict[int, JudgeRun]:
+    """The newest succeeded on-demand run of each of ``answers`` that is outside the sample, by
+    answer id: the explorer shows its score beside the sample's, marked as outside the
+    estimates. The answers' own score fields never hold it (judging/services/on_demand.py)."""
+    outside = [a for a in answers if not a.sampled]
+    if not outside:
+        return {}
+    runs = (
+        JudgeRun.objects.filter(
+            reduce(operator.or_, (Q(answer_id=a.pk, answer_created_at=a.created_at)
+                                  for a in outside)),
+            trigger=JudgeRun.Trigger.ON_DEMAND, status=JudgeRun.Status.SUCCEEDED,
+        )
+        .only("pk", "answer_id", "score", "abstention", "judge_model", "prompt_version",
+              "finished_at")
+        .order_by("answer_id", "-finished_at", "-id")
+    )
+    newest: dict[int, JudgeRun] = {}
+    for run in runs:
+        newest.setdefault(run.answer_id, run)
+    return newest
 
 
 def week_judged_answers(*, use_case: UseCase, year: int, week: int) -> QuerySet[Answer]:

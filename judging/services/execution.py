@@ -248,8 +248,8 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
         answer = (
             Answer.objects.select_for_update()
             .filter(pk=run.answer_id)
-            .values("use_case_id", "created_at", "flagged", "in_random_sample", "status",
-                    "score", "abstention", "current_run_id", *rollups.TRAITS)
+            .values("use_case_id", "created_at", "flagged", "in_random_sample", "sampled",
+                    "status", "score", "abstention", "current_run_id", *rollups.TRAITS)
             .get()
         )
         done = jobs.finish(
@@ -293,6 +293,10 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
             )
             for c in judgement.claims
         )
+        if not moves_answer(run.trigger, sampled=answer["sampled"]):
+            # An on-demand verdict of an answer outside the sample stays on its run: the answer
+            # keeps its status and no score, so no estimate can count it (on_demand.py).
+            return True
         if failed:
             Answer.objects.filter(pk=run.answer_id, current_run__isnull=True).update(
                 status=Answer.Status.FAILED
@@ -319,6 +323,14 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
                 ),
             )
     return True
+
+
+def moves_answer(trigger: str, *, sampled: bool) -> bool:
+    """Whether a run that ends gives its answer its result (status, score, current run, and so
+    the rollups). Only for an answer of the sample, and never for an on-demand run: the
+    estimates rest on the sample, and an answer the sample did not draw has no inclusion
+    probability to count with (judging/services/on_demand.py)."""
+    return bool(sampled) and trigger != JudgeRun.Trigger.ON_DEMAND
 
 
 def judge_run_execute(*, run_id: int) -> str:

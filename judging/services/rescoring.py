@@ -30,11 +30,11 @@ def same_model_reason(model: str) -> str:
     ) % {"model": model}
 
 
-def _open_run_reason() -> str:
+def open_run_reason() -> str:
     return _("Für diese Antwort wartet schon ein Prüflauf oder läuft gerade.")
 
 
-def _lock(answer_id: int) -> Answer:
+def lock_for_judging(answer_id: int) -> Answer:
     """The answer, locked; refused when retention has anonymised it (there is no text left to
     judge, and a judge would score the empty answer as an abstention)."""
     answer = Answer.objects.select_for_update().get(pk=answer_id)
@@ -53,9 +53,9 @@ def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
     if selectors.same_model(judge_model, answer.model):
         raise RescoreRefused(same_model_reason(judge_model))
     with transaction.atomic():
-        locked = _lock(answer.pk)
+        locked = lock_for_judging(answer.pk)
         if locked.judge_runs.filter(status__in=selectors.OPEN_STATUSES).exists():
-            raise RescoreRefused(_open_run_reason())
+            raise RescoreRefused(open_run_reason())
         [run] = judge_runs_create(
             answers=[locked], judge_model=judge_model, trigger=JudgeRun.Trigger.RESCORE,
             requested_by_id=user.pk,
@@ -78,7 +78,7 @@ def judge_run_retry(*, run: JudgeRun, user: User) -> JudgeRun:
     to "waiting for the judge".
     """
     with transaction.atomic():
-        answer = _lock(run.answer_id)
+        answer = lock_for_judging(run.answer_id)
         newest = answer.judge_runs.order_by("-created_at", "-id").first()
         if newest is None or newest.pk != run.pk or run.status != JudgeRun.Status.FAILED:
             raise RescoreRefused(

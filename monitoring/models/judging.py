@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from jobs.models import LeasedJob
 from monitoring.domain.prices import token_cost
 from monitoring.models.answers import Answer
+from monitoring.models.rollups import ON_DEMAND_TRIGGER
 from monitoring.models.use_cases import JudgeMode
 
 
@@ -65,6 +66,10 @@ class JudgeRun(LeasedJob, JudgeUsage):
     class Trigger(models.TextChoices):
         SAMPLE = "sample", _("Stichprobe")
         RESCORE = "rescore", _("Neubewertung")
+        # A lead asked for a verdict on an answer outside the sample (judging/services/
+        # on_demand.py). Its result stays on the run: the answer keeps its status and no score,
+        # so no estimate, rollup or review draw, which all read the answer, can count it.
+        ON_DEMAND = ON_DEMAND_TRIGGER, _("auf Anforderung")
 
     answer = models.ForeignKey(
         Answer, on_delete=models.CASCADE, related_name="judge_runs", verbose_name=_("Antwort"),

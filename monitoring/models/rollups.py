@@ -157,6 +157,22 @@ USAGE_SUMS = ("runs", "succeeded_runs", "failed_runs", "calls", "succeeded_calls
               "prompt_tokens", "completion_tokens", "cached_tokens", "cost_micros",
               "priced_runs", "unpriced_runs")
 
+# The trigger of a run asked for on demand (JudgeRun.Trigger.ON_DEMAND).
+ON_DEMAND_TRIGGER = "on_demand"
+
+
+def in_week_usage(trigger: str) -> bool:
+    """Whether a run counts in its answer's week's usage (RollupUsage, and every read of the
+    weeks' runs): not an on-demand run. The weeks' judges (model, prompt version) decide where
+    the experts' scale pools again, so a verdict asked for on demand of an old answer with
+    today's judge would move an estimate (judging/services/on_demand.py). The days' usage
+    (RollupUsageDay, by trigger) counts it: it was spent."""
+    return trigger != ON_DEMAND_TRIGGER
+
+
+# What a read of the weeks' runs leaves out (`in_week_usage`).
+NOT_IN_WEEK_USAGE = models.Q(trigger=ON_DEMAND_TRIGGER)
+
 
 class RollupCause(_OfUseCase):
     """Answers per use case, week and stratum in each bucket of the diagnosis' causes: one row

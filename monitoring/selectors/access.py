@@ -97,6 +97,19 @@ def answer_get_for_service(*, service_id: int, pk: int) -> Answer | None:
     )
 
 
+def answer_get_for_service_by_external_id(
+    *, service_id: int, external_id: str
+) -> Answer | None:
+    """The one answer the service sent under ``external_id`` (AnswerKey keeps it unique per
+    service; found as ingest finds a replay's, by the index on service and external id)."""
+    return (
+        Answer.objects.filter(service_id=service_id, external_id=external_id)
+        .select_related("use_case", "current_run")
+        .prefetch_related("chunks", "current_run__claims")
+        .first()
+    )
+
+
 @dataclass(frozen=True)
 class KeyOwner:
     service: Service

@@ -41,6 +41,7 @@ from monitoring.models import (
 from monitoring.models.buckets import Bucket
 from monitoring.models.rollups import (
     NO_BUCKET,
+    NOT_IN_WEEK_USAGE,
     PROBABILITY_GRID,
     Dim,
     definition,
@@ -137,6 +138,7 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         JudgeRun.objects.filter(
             answer__in=answers, status__in=[JudgeRun.Status.SUCCEEDED, JudgeRun.Status.FAILED]
         )
+        .exclude(NOT_IN_WEEK_USAGE)
         .values("answer__use_case_id", "answer__created_at", *RUN_FIELDS)
         .order_by()
         .iterator(chunk_size=5000)

@@ -53,6 +53,7 @@ from monitoring.models.rollups import (
     bucket_of,
     cause_buckets,
     day_of,
+    in_week_usage,
     week_of,
 )
 
@@ -238,7 +239,10 @@ _USAGE_DAY_KEY = ("use_case", "day", "trigger", "status", "dropped")
 
 def run_ended(run_id: int) -> None:
     """Count a judge run that just ended (succeeded or failed), in the transaction that ended
-    it: a run that ended never changes again (a retry is a new run)."""
+    it: a run that ended never changes again (a retry is a new run).
+
+    An on-demand run counts in the days' usage (what the judge cost, by trigger) but not in
+    the weeks' (`in_week_usage`)."""
     run = (
         JudgeRun.objects.filter(pk=run_id)
         .values("use_case_id", "answer__created_at", *RUN_FIELDS)
@@ -246,10 +250,12 @@ def run_ended(run_id: int) -> None:
     )
     uc = run["use_case_id"]
     _lock_shared({uc})
-    key = (uc, week_of(run["answer__created_at"]), run["judge_model"], run["prompt_version"])
-    rows_add(RollupUsage, _USAGE_KEY, {key: usage_of(run)}, USAGE_SUMS)
+    if in_week_usage(run["trigger"]):
+        key = (uc, week_of(run["answer__created_at"]), run["judge_model"], run["prompt_version"])
+        rows_add(RollupUsage, _USAGE_KEY, {key: usage_of(run)}, USAGE_SUMS)
     rows_add(RollupUsageDay, _USAGE_DAY_KEY, {usage_day_key(run): usage_day_of(run)},
          USAGE_DAY_SUMS)
+
 
 
 RUN_FIELDS = ("judge_model", "prompt_version", "status", "trigger", "finished_at", "calls",

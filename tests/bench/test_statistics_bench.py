@@ -1,6 +1,6 @@
 """bench/statistics.py's count reference: the mid-p interval against hand-computed bounds, the
 reference on either scale by hand, and which over-96 % cells the target check counts as the
-count's discreteness."""
+count's discreteness; and bench/simulation.py's running week, looked at every hour."""
 
 import dataclasses
 import importlib.util
@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.stats import binom
+
+from bench.simulation import _ARRIVAL, SAMPLE_RATE, Stratum, Weeks, _running_sums, use_case
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,12 +101,12 @@ def test_monte_carlo_error_is_listed_not_missed(bench, coverage, intervals, miss
         assert cell.tolerance == pytest.approx(2 * math.sqrt(0.95 * 0.05 / intervals))
 
 
-def _one_week(bench, **values):
-    fields = [f.name for f in dataclasses.fields(bench.Weeks)]
+def _one_week(**values):
+    fields = [f.name for f in dataclasses.fields(Weeks)]
     arrays = {name: np.zeros((1, 1, 2)) for name in fields if name != "disagreements"}
     for name, pair in values.items():
         arrays[name][0, 0] = pair
-    return bench.Weeks(**arrays, disagreements=np.zeros((1, 1)))
+    return Weeks(**arrays, disagreements=np.zeros((1, 1)))
 
 
 @pytest.mark.parametrize(("scale", "fixed", "drawn", "k"), [
@@ -113,7 +115,7 @@ def _one_week(bench, **values):
 ])
 def test_count_reference_by_hand(bench, scale, fixed, drawn, k) -> None:
     # 10 flagged answers (all judged) and 90 unflagged (12 judged), a shortfall of 0.4.
-    weeks = _one_week(bench, size=(10, 90), n=(10, 12), total=(8.0, 11.0), short=(3, 2),
+    weeks = _one_week(size=(10, 90), n=(10, 12), total=(8.0, 11.0), short=(3, 2),
                       expert_total=(7.0, 10.4), expert_short=(4, 3))
     value, low, high = bench._reference(weeks, 0, range(1), 0.4, scale)
     q_low, q_high = bench._mid_p(k, 12)
@@ -123,25 +125,25 @@ def test_count_reference_by_hand(bench, scale, fixed, drawn, k) -> None:
 
 
 def test_count_reference_needs_a_judged_drawn_answer(bench) -> None:
-    weeks = _one_week(bench, size=(10, 90), n=(10, 0), total=(8.0, 0.0))
+    weeks = _one_week(size=(10, 90), n=(10, 0), total=(8.0, 0.0))
     assert bench._reference(weeks, 0, range(1), 0.4, "expert") is None
 
 
 def test_shortfall_on_each_scale(bench) -> None:
     # Three kinds of answer: (expert, judge) = (1, 1), (0.5, 1), (0.8, 0.6) at 50/30/20 %.
-    stratum = bench.Stratum(np.array([1.0, 0.5, 0.8]), np.array([1.0, 1.0, 0.6]),
+    stratum = Stratum(np.array([1.0, 0.5, 0.8]), np.array([1.0, 1.0, 0.6]),
                             np.array([0.5, 0.3, 0.2]))
     assert bench._shortfall(stratum) == pytest.approx(0.4)
     assert bench._shortfall(stratum, "expert") == pytest.approx((0.3 * 0.5 + 0.2 * 0.2) / 0.5)
 
 
-def test_the_running_week_is_seen_cumulatively_at_each_of_168_looks(bench) -> None:
+def test_the_running_week_is_seen_cumulatively_at_each_of_168_looks() -> None:
     from dashboard.domain.headline import RUNNING_LOOKS
 
-    case = bench.use_case(5, flagged_share=0.2, expert_mean=0.9, judge="strict", bias=0.0)
-    looks = bench._running_sums(np.random.default_rng(3), case, 2_000)
-    assert len(looks) == RUNNING_LOOKS == len(bench._ARRIVAL)
-    assert bench._ARRIVAL.sum() == pytest.approx(1.0)
+    case = use_case(5, flagged_share=0.2, expert_mean=0.9, judge="strict", bias=0.0)
+    looks = _running_sums(np.random.default_rng(3), case, 2_000)
+    assert len(looks) == RUNNING_LOOKS == len(_ARRIVAL)
+    assert _ARRIVAL.sum() == pytest.approx(1.0)
     for h in (0, 1):
         sizes = [look[h].size for look in looks]
         judged = [look[h].n for look in looks]
@@ -152,5 +154,5 @@ def test_the_running_week_is_seen_cumulatively_at_each_of_168_looks(bench) -> No
     assert looks[17][1].size - looks[7][1].size > looks[7][1].size
     flagged, unflagged = looks[-1]
     assert flagged.n >= 0.9 * flagged.size  # judged in full, but for failed runs
-    assert unflagged.n == pytest.approx(bench.SAMPLE_RATE * unflagged.size, rel=0.5)
+    assert unflagged.n == pytest.approx(SAMPLE_RATE * unflagged.size, rel=0.5)
     assert 0 < unflagged.total <= unflagged.n

@@ -57,7 +57,7 @@ WORKER_SETTINGS = {
     "TREUE_JUDGE_CONCURRENCY": "8",
 }
 # The apps whose tasks a test's workers run.
-TASK_APPS = ("monitoring", "review", "investigations")
+TASK_APPS = ("monitoring", "review", "investigations", "alarms")
 WORKERS_KEY = pytest.StashKey[list[tuple["Worker", int]]]()
 
 T = TypeVar("T")

@@ -110,6 +110,8 @@ CHECKS = [
 BUDGET = {
     ("/api/v1/answers", "post", "positive"): 100,
     ("/api/v1/answers", "post", "negative"): 30,
+    ("/api/v1/answers", "get", "positive"): 60,
+    ("/api/v1/answers", "get", "negative"): 60,
     ("/api/v1/answers/batch", "post", "positive"): 20,
     ("/api/v1/answers/batch", "post", "negative"): 20,
     ("/api/v1/answers/{answer_id}", "get", "positive"): 100,
@@ -121,7 +123,7 @@ BUDGET = {
 
 def test_budget_covers_every_operation():
     assert {(p, m) for p, m, _ in BUDGET} == set(OPERATIONS)
-    assert len(OPERATIONS) == 4
+    assert len(OPERATIONS) == 5
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
@@ -297,6 +299,7 @@ def test_arbitrary_bytes_are_never_a_5xx(api, raw):
 # are never checked against the schema. Here the same strategies are pointed at what exists.
 KNOWN_BUDGET = {
     ("/api/v1/answers", "post"): 60,
+    ("/api/v1/answers", "get"): 30,
     ("/api/v1/answers/batch", "post"): 15,
     ("/api/v1/answers/{answer_id}", "get"): 30,
     ("/api/v1/use-cases/{slug}/estimates", "get"): 40,
@@ -304,6 +307,7 @@ KNOWN_BUDGET = {
 # What each operation must reach at least once, or the test proved less than it claims.
 KNOWN_SUCCESS = {
     ("/api/v1/answers", "post"): {201},
+    ("/api/v1/answers", "get"): {200},
     ("/api/v1/answers/batch", "post"): {200},
     ("/api/v1/answers/{answer_id}", "get"): {200},
     ("/api/v1/use-cases/{slug}/estimates", "get"): {200},
@@ -325,7 +329,10 @@ def _known(path: str, answer_ids: list[int]):
     """A function that points a generated case at an existing use case or answer."""
 
     def point(case, data):
-        if path == "/api/v1/answers" and isinstance(case.body, dict):
+        if path == "/api/v1/answers" and case.method == "GET":
+            case.query = {"external_id": data.draw(
+                st.sampled_from([f"known-{i}" for i in range(len(answer_ids))]))}
+        elif path == "/api/v1/answers" and isinstance(case.body, dict):
             case.body["use_case"] = "kundenservice"
         elif path == "/api/v1/answers/batch" and isinstance(case.body, dict):
             for item in case.body.get("answers") or []:

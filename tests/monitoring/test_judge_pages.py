@@ -413,7 +413,11 @@ def test_unsampled_answer_says_it_is_not_judged(world: World, judge: Any) -> Non
     assert not answer.sampled
     lead = client_for(world, "lead")
     html = lead.get(f"/answers/{answer.pk}/").content.decode()
-    assert "Nicht in der Stichprobe: Diese Antwort wird nicht vom Modell geprüft." in html
+    # Issue 41 (12): a lead may have it judged on demand (tests/monitoring/test_on_demand.py),
+    # never rescored into the sample.
+    assert ("Nicht in der Stichprobe: Diese Antwort wird nur auf Anforderung vom Modell geprüft, "
+            "und ihr Urteil zählt nicht in den Schätzungen.") in html
+    assert f"/answers/{answer.pk}/judge/" in html
     assert "/rescore/" not in html
     response = lead.post(f"/answers/{answer.pk}/rescore/",
                          {"judge_model": OTHER_JUDGE, "confirm": "1"}, follow=True)

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from alarms.models import Alarm
 from dashboard.selectors.figures import use_case_weeks
 from judging.services.execution import judge_run_execute
 from monitoring.models import Answer, JudgePrice, JudgeRun, Service, UseCase
@@ -240,3 +241,73 @@ def test_access_rules(db: None, settings: Any) -> None:
     assert scrape(staff, HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     # Reading only.
     assert staff.post("/metrics").status_code in (403, 405)
+
+
+# --- alarms and ingest, for the alerting rules (deploy/prometheus/) ----------------------------
+
+
+def test_open_alarms_per_use_case_and_kind(world: World, staff: Client) -> None:
+    """Every kind of every active use case, 0 where none is open; a cleared alarm is not
+    counted, and the inactive use case's alarm is not reported."""
+    got = samples(scrape(staff))
+    for kind in Alarm.Kind.values:
+        assert got["treue_alarms_open", uc("pruefung", kind=kind)] == 0
+        assert got["treue_alarms_open", uc("ruhig", kind=kind)] == 0
+    Alarm.objects.create(use_case=world.use_case, kind=Alarm.Kind.DRIFT, key="2026-W48",
+                         message="Drift")
+    Alarm.objects.create(use_case=world.use_case, kind=Alarm.Kind.DRIFT, key="2026-W49",
+                         message="Drift")
+    Alarm.objects.create(use_case=world.use_case, kind=Alarm.Kind.MISSED_REVIEW,
+                         key="2026-W47", message="versäumt", cleared_at=timezone.now())
+    Alarm.objects.create(use_case=world.quiet, kind=Alarm.Kind.MISSED_REVIEW, key="2026-W48",
+                         message="versäumt")
+    Alarm.objects.create(use_case=world.retired, kind=Alarm.Kind.ACTION, key="2026-W48",
+                         message="rot")
+    response = scrape(staff)
+    assert families(response)["treue_alarms_open"] == "gauge"
+    got = samples(response)
+    assert got["treue_alarms_open", uc("pruefung", kind="drift")] == 2
+    assert got["treue_alarms_open", uc("pruefung", kind="missed_review")] == 0
+    assert got["treue_alarms_open", uc("ruhig", kind="missed_review")] == 1
+    assert ("treue_alarms_open", uc("alt", kind="action")) not in got
+
+
+def test_answers_the_ingest_api_refused_are_counted(
+    world: World, world_builder: WorldBuilder, staff: Client
+) -> None:
+    """A refused answer (409, 403, 400 of one answer or a batch item) is counted by service
+    and reason; every reason of every active service starts at 0."""
+    service, key = world_builder.service("zweiter-bot", world.use_case)
+    got = samples(scrape(staff))
+    for reason in ("conflict", "not_allowed", "invalid"):
+        labels = (("reason", reason), ("service", "zweiter-bot"))
+        assert got["treue_ingest_answers_refused_total", labels] == 0
+
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    body = {"external_id": "m-1", "use_case": "pruefung", "question": "Wie oft?",
+            "answer": "Alle 5 Jahre.", "model": "gpt-4o-mini", "chunks": [{"text": "5 Jahre."}]}
+    assert api.post("/api/v1/answers", body, content_type="application/json"
+                    ).status_code == 201
+    assert api.post("/api/v1/answers", {**body, "answer": "Alle 6 Jahre."},
+                    content_type="application/json").status_code == 409
+    assert api.post("/api/v1/answers", {**body, "use_case": "ruhig"},
+                    content_type="application/json").status_code == 403
+    batch = {"answers": [{**body, "external_id": "m-2"},
+                         {**body, "external_id": "m-4", "created_at": "gestern"},
+                         {**body, "external_id": "m-3", "use_case": "gibt-es-nicht"}]}
+    assert api.post("/api/v1/answers/batch", batch, content_type="application/json"
+                    ).json()["failed"] == 2
+
+    response = scrape(staff)
+    assert families(response)["treue_ingest_answers_refused"] == "counter"
+    got = samples(response)
+
+    def refused(reason: str) -> float:
+        return got["treue_ingest_answers_refused_total",
+                   (("reason", reason), ("service", "zweiter-bot"))]
+
+    assert (refused("conflict"), refused("not_allowed"), refused("invalid")) == (1, 2, 1)
+    # The other service refused nothing.
+    assert service.name == "zweiter-bot"
+    assert got["treue_ingest_answers_refused_total",
+               (("reason", "invalid"), ("service", "pruef-bot"))] == 0

@@ -482,10 +482,46 @@ def test_use_case_the_key_may_not_send_to_is_rejected(
         response = otlp.post(request(rag_spans(trace_id(33)), resource={"treue.use_case": slug}))
         partial = export_response(response).partial_success
         assert partial.rejected_spans == 3
+        # The same words whether the use case is another's or does not exist, with the slug
+        # the spans named, so that the exporter's log (where it shows) says which.
         assert partial.error_message == (
-            "3 spans: treue.use_case names a use case this key may not send to"
+            f"3 spans: treue.use_case '{slug}' names no use case this key may send to (the "
+            "key's use cases: manage.py create_service --use-case, or the admin)"
         )
     assert not OtlpTrace.objects.exists()
+
+
+def test_refused_spans_are_counted_on_metrics_and_logged(
+    otlp: OtlpClient, other_use_case: UseCase, admin_client: Any,
+    service_and_key: tuple[Service, str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The exporter gets a partial success, which an SDK reports as a success: the operator
+    finds the refused spans on /metrics, by a reason from a fixed set, and in the log."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def refused() -> dict[str, float]:
+        text = admin_client.get("/metrics").content.decode()
+        return {
+            s.labels["reason"]: s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == "treue_otlp_spans_refused_total"
+            and s.labels["service"] == service_and_key[0].name
+        }
+
+    assert refused() == {"invalid_span": 0, "use_case_not_allowed": 0, "trace_too_large": 0,
+                         "late": 0}
+    caplog.set_level("WARNING", logger="traces.services")
+    otlp.post(request(rag_spans(trace_id(34)), resource={"treue.use_case": "vertrieb"}))
+    bad = span(trace_id(35), 1)
+    bad.trace_id = b"short"
+    otlp.post(request([bad]))
+    assert refused() == {"invalid_span": 1, "use_case_not_allowed": 3, "trace_too_large": 0,
+                         "late": 0}
+    records = [r for r in caplog.records if r.name == "traces.services"]
+    assert [r.levelname for r in records] == ["WARNING", "WARNING"]
+    message = records[0].getMessage()
+    assert service_and_key[0].name in message and "3 spans refused" in message
+    assert "'vertrieb'" in message
 
 
 # --- log-probabilities (tier 1) ----------------------------------------------------------------
@@ -582,6 +618,9 @@ def test_metrics_count_traces_by_outcome(otlp: OtlpClient, quiet: None, admin_cl
     assert samples[("treue_otlp_traces_total", labels)] == 1
     labels = (("outcome", "not_rag"), ("service", "rag-bot"))
     assert samples[("treue_otlp_traces_total", labels)] == 1
+    # Every outcome of an active service from 0 on, so that a rate sees its first trace.
+    labels = (("outcome", "invalid"), ("service", "rag-bot"))
+    assert samples[("treue_otlp_traces_total", labels)] == 0
     assert samples[("treue_otlp_traces_pending", ())] == 1
     assert samples[("treue_otlp_oldest_pending_seconds", ())] >= 0
 

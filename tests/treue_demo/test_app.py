@@ -89,3 +89,28 @@ def test_the_demo_script_names_the_demo_judge_and_installs_the_app() -> None:
     assert re.search(r"^export TREUE_DEMO=True TREUE_DEMO_JUDGE_MODEL=\$demo_model$", script,
                      re.MULTILINE)
     assert "-m treue_demo.server" in script
+
+
+def test_the_demo_script_keeps_and_exports_a_metrics_token(tmp_path: Path) -> None:
+    """scripts/demo.sh gives /metrics a token of its own (kept in var/, the same on every
+    start, TREUE_METRICS_TOKEN wins), which seed_demo prints: its lines, run on their own."""
+    script = (ROOT / "scripts" / "demo.sh").read_text(encoding="utf-8")
+    start = script.index('if [ -z "${TREUE_METRICS_TOKEN:-}" ]; then')
+    end = script.index("export TREUE_METRICS_TOKEN", start)
+    part = script[start:end] + 'export TREUE_METRICS_TOKEN\necho "$TREUE_METRICS_TOKEN"\n'
+    (tmp_path / "var").mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+
+    def run(**env: str) -> str:
+        done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + part], cwd=tmp_path,
+                              env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                              text=True, check=True)
+        return done.stdout.strip()
+
+    first = run()
+    assert len(first) >= 40
+    assert (tmp_path / "var" / "metrics-token").stat().st_mode & 0o077 == 0
+    assert run() == first
+    assert run(TREUE_METRICS_TOKEN="eigenes-token") == "eigenes-token"
+

@@ -339,3 +339,20 @@ def test_seeding_checks_each_demo_use_cases_alarms(
     for task in ("dashboard.tasks.check_use_case_action_alarms",
                  "review.tasks.check_use_case_review_alarms"):
         assert sorted(i for name, items in published if name == task for i in items) == ids
+
+
+@pytest.mark.django_db
+def test_seeding_prints_the_metrics_token(demo_judge: DemoJudgeServer, settings: Any) -> None:
+    """The token scripts/demo.sh gives /metrics is printed with the login, and a scrape with
+    it is let in; without one the demo says that /metrics takes a staff login."""
+    settings.TREUE_METRICS_TOKEN = ""
+    assert "Kein TREUE_METRICS_TOKEN gesetzt" in seed(scale=0.01)
+    settings.TREUE_METRICS_TOKEN = "demo-metrik-token-4711"
+    out = seed(scale=0.01)
+    assert "metrics token (TREUE_METRICS_TOKEN): demo-metrik-token-4711" in out
+    line = next(line for line in out.splitlines() if line.startswith("curl "))
+    header = re.search(r'-H "Authorization: Bearer (\S+)"', line)
+    assert header is not None and header.group(1) == "demo-metrik-token-4711"
+    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {header.group(1)}")
+    assert response.status_code == 200
+    assert b'treue_alarms_open{kind="action",use_case="demo-kundenservice"}' in response.content

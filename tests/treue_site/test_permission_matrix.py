@@ -3,8 +3,9 @@
 The rows are the site's URL patterns, found by walking Django's resolver: a pattern without a row
 fails `test_every_url_pattern_has_a_row`, so a new page cannot be forgotten. To add a page, add a
 `Row` to ROWS: its resolver name, the method, a path (with `{answer_a}`, `{answer_b}`, `{run_a}`,
-`{item_a}`, `{reviewed_a}`, `{inv_a}`, `{a}`, `{b}` filled in from the world) and one expected cell
-per role, in the order of ROLES. A pattern may have several rows (another method, another object).
+`{item_a}`, `{reviewed_a}`, `{inv_a}`, `{chan_a}`, `{a}`, `{b}` filled in from the world) and one
+expected cell per role, in the order of ROLES. A pattern may have several rows (another method,
+another object).
 
 Roles: an anonymous visitor; a RAG service's bearer key (of use case A, no session); the expert
 and the team lead of use case A (the one the objects mostly belong to); the expert and the lead of
@@ -129,7 +130,12 @@ ROWS = [
     Row("api:post_answer", "POST", "/api/v1/answers",   (401, 403, 401, 401, 401, 401, 401, 401),
         body=answer_body("fremd", "matrix-foreign"), json=True,
         note="a key writes only to its own use cases"),
-    Row("api:post_answer", "GET", "/api/v1/answers",    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("api:post_answer", "PUT", "/api/v1/answers",    (405, 405, 405, 405, 405, 405, 405, 405)),
+    Row("api:find_answer", "GET", "/api/v1/answers?external_id={ext_a}",
+                                                        (401, 200, 401, 401, 401, 401, 401, 401)),
+    Row("api:find_answer", "GET", "/api/v1/answers?external_id={ext_b}",
+                                                        (401, 404, 401, 401, 401, 401, 401, 401),
+        note="another service's answer is not found by its external_id either"),
     Row("api:post_batch", "POST", "/api/v1/answers/batch",
                                                         (401, 200, 401, 401, 401, 401, 401, 401),
         body={"answers": []}, json=True),
@@ -173,6 +179,11 @@ ROWS = [
                                                         (L, L, 403, 200, 404, 404, 404, 200),
         body={}, note="leads and staff rescore; the empty form comes back with its errors"),
     Row("monitoring:answer_rescore", "GET", "/answers/{answer_a}/rescore/",
+                                                        (L, L, 405, 405, 405, 405, 405, 405)),
+    Row("monitoring:answer_judge_on_demand", "POST", "/answers/{answer_a}/judge/",
+                                                        (L, L, 403, 200, 404, 404, 404, 200),
+        body={}, note="leads and staff judge on demand; without `confirm`: the confirmation"),
+    Row("monitoring:answer_judge_on_demand", "GET", "/answers/{answer_a}/judge/",
                                                         (L, L, 405, 405, 405, 405, 405, 405)),
     Row("monitoring:judge_run_retry", "POST", "/answers/{answer_a}/runs/{run_a}/retry/",
                                                         (L, L, 403, 200, 404, 404, 404, 200),
@@ -268,6 +279,30 @@ ROWS = [
     Row("investigations:cancel", "POST", "/investigations/{inv_a}/cancel/",
                                                         (L, L, 403, 302, 404, 404, 404, 302),
         body={}),
+    # --- alarm channels: staff set them up; who may not see the use case gets a 404
+    Row("alarms:channels", "GET", "/use-cases/{a}/alarm-channels/",
+                                                        (L, L, 403, 403, 404, 404, 404, 200)),
+    Row("alarms:channels", "GET", "/use-cases/{b}/alarm-channels/",
+                                                        (L, L, 404, 404, 403, 403, 404, 200)),
+    Row("alarms:channels", "POST", "/use-cases/{a}/alarm-channels/",
+                                                        (L, L, 403, 403, 404, 404, 404, 400),
+        body={}, note="an empty form is refused with its errors"),
+    Row("alarms:channel", "GET", "/use-cases/{a}/alarm-channels/{chan_a}/",
+                                                        (L, L, 403, 403, 404, 404, 404, 200)),
+    Row("alarms:channel", "GET", "/use-cases/{b}/alarm-channels/{chan_a}/",
+                                                        (L, L, 404, 404, 403, 403, 404, 404),
+        note="a channel is found under its own use case only"),
+    Row("alarms:channel", "POST", "/use-cases/{a}/alarm-channels/{chan_a}/",
+                                                        (L, L, 403, 403, 404, 404, 404, 400),
+        body={}),
+    Row("alarms:channel_test", "GET", "/use-cases/{a}/alarm-channels/{chan_a}/test/",
+                                                        (L, L, 403, 403, 404, 404, 404, 405)),
+    Row("alarms:channel_test", "POST", "/use-cases/{a}/alarm-channels/{chan_a}/test/",
+                                                        (L, L, 403, 403, 404, 404, 404, 302),
+        body={}, note="nobody listens at the address: the error as a message, back to the page"),
+    Row("alarms:channel_delete", "POST", "/use-cases/{a}/alarm-channels/{chan_a}/delete/",
+                                                        (L, L, 403, 403, 404, 404, 404, 302),
+        body={}, note="after the other channel rows: staff delete it"),
     # --- last: ends the session
     Row("logout", "GET", "/logout/",                    (405, 405, 405, 405, 405, 405, 405, 405)),
     Row("logout", "POST", "/logout/",                   (TO_LOGIN,) * 8),
@@ -316,7 +351,8 @@ def fill(path: str, world: World) -> str:
     return path.format(
         answer_a=world.answer_a.pk, answer_b=world.answer_b.pk, run_a=world.run_a.pk,
         item_a=world.item_a.pk, inv_a=world.investigation_a.pk, a=world.a.slug, b=world.b.slug,
-        blind_a=world.blind_a.pk, reviewed_a=world.reviewed_a.pk,
+        blind_a=world.blind_a.pk, reviewed_a=world.reviewed_a.pk, chan_a=world.channel_a.pk,
+        ext_a=quote(world.answer_a.external_id), ext_b=quote(world.answer_b.external_id),
     )
 
 

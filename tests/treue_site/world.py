@@ -12,6 +12,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from alarms import services as alarm_services
+from alarms.models import AlarmChannel
 from common.domain.weeks import shift_week
 from investigations import selectors as investigation_selectors
 from investigations import services as investigation_services
@@ -41,6 +43,7 @@ class World:
     item_a: ReviewItem
     reviewed_a: ReviewItem  # in last week's batch, submitted by expert_a with a comment
     investigation_a: Investigation
+    channel_a: AlarmChannel  # a Slack channel of A whose address nobody listens at
     users: dict[str, User]
 
 
@@ -97,9 +100,13 @@ def build_world(builder: WorldBuilder) -> World:
     investigation = investigation_services.investigation_start(plan=plan, user=users["lead_a"])
     item_a = batch.items.order_by("pk").first()
     assert item_a is not None
+    channel_a = alarm_services.alarm_channel_create(
+        use_case=a, kind="slack", name="Recht-Team", url="http://127.0.0.1:9/hook",
+        user=users["staff"],
+    ).channel
     return World(
         a=a, b=b, service_a=service_a, key_a=key_a, service_b=service_b, key_b=key_b,
         answer_a=answer_a, answer_b=answer_b, blind_a=blind_a, run_a=answer_a.judge_runs.get(),
         item_a=item_a, reviewed_a=reviewed_a,
-        investigation_a=investigation, users=users,
+        investigation_a=investigation, channel_a=channel_a, users=users,
     )

@@ -402,6 +402,8 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "treue@localhost")
 
+# Alarm channels (Slack, Teams, signed webhooks): treue_site/settings/tiers.py.
+
 # Ingest limits. The whole batch (up to 500 answers) must fit; a single answer has its own cap.
 TREUE_MAX_BODY_BYTES = envint("TREUE_MAX_BODY_BYTES", 2 * 1024 * 1024)
 TREUE_MAX_BATCH_BODY_BYTES = envint("TREUE_MAX_BATCH_BODY_BYTES", 64 * 1024 * 1024)

@@ -1,8 +1,10 @@
 """Settings of the tiers: the judge (tier 2) and the generator (self-consistency), any
-OpenAI-compatible endpoint; investigations; the expert review's calibration and drift alarms.
+OpenAI-compatible endpoint; investigations; the expert review's calibration and drift alarms;
+the alarms' channels.
 Read from the environment like the rest (treue_site/settings/__init__.py); a value that cannot
 be right refuses to start."""
 
+import base64
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -78,3 +80,28 @@ TREUE_CALIBRATION_BIAS_TOLERANCE = envfloat("TREUE_CALIBRATION_BIAS_TOLERANCE", 
 # two wrong ones out of five would already alarm).
 TREUE_DECOMPOSITION_ALARM_SHARE = envfloat("TREUE_DECOMPOSITION_ALARM_SHARE", 0.2)
 TREUE_DECOMPOSITION_MIN_REVIEWS = envint("TREUE_DECOMPOSITION_MIN_REVIEWS", 10)
+
+# Alarm channels (alarms/, docs/alarm-channels.md): Slack, Microsoft Teams and signed webhooks.
+# The address where people reach Treue, for the link in every alarm a channel sends (a worker
+# has no request to take it from).
+TREUE_SITE_URL = os.environ.get("TREUE_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The channels' addresses and signing secrets are stored encrypted (Fernet). Keys: one or more
+# Fernet keys, comma-separated; the first encrypts, all decrypt (to rotate, put the new key
+# first). Unset: a key derived from SECRET_KEY (changing SECRET_KEY then makes the stored
+# channels unreadable: enter their addresses again).
+TREUE_ALARM_CHANNEL_KEYS = [
+    k.strip() for k in os.environ.get("TREUE_ALARM_CHANNEL_KEYS", "").split(",") if k.strip()
+]
+for _key in TREUE_ALARM_CHANNEL_KEYS:
+    try:
+        _key_ok = len(base64.urlsafe_b64decode(_key.encode("ascii"))) == 32
+    except ValueError:  # not base64, or not ASCII
+        _key_ok = False
+    if not _key_ok:
+        raise ImproperlyConfigured(
+            "TREUE_ALARM_CHANNEL_KEYS: each key must be a Fernet key (32 bytes, url-safe base64)"
+        )
+# One delivery's HTTP call; a receiver slower than this is retried (TREUE_JUDGE_MAX_ATTEMPTS).
+TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS = envfloat("TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS", 5.0)
+if not 0 < TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS <= 30:
+    raise ImproperlyConfigured("TREUE_ALARM_CHANNEL_TIMEOUT_SECONDS must be above 0 and at most 30")

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -155,6 +156,17 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Anmeldung / login: Benutzer {DEMO_USER!r}, Passwort {DEMO_PASSWORD!r}"
         )
+        token = settings.TREUE_METRICS_TOKEN
+        if token:
+            self.stdout.write(f"Metrik-Token / metrics token (TREUE_METRICS_TOKEN): {token}")
+            self.stdout.write(
+                f'curl -H "Authorization: Bearer {token}" "$TREUE_URL/metrics"'
+            )
+        else:
+            self.stdout.write(
+                "Kein TREUE_METRICS_TOKEN gesetzt: /metrics nur mit Staff-Anmeldung / "
+                "no TREUE_METRICS_TOKEN: /metrics for a staff login only"
+            )
 
     def _expert_labels(self, directory: Path, *, wait: int) -> None:
         started = time.monotonic()
