@@ -20,14 +20,12 @@ from dashboard.selectors import blind
 from dashboard.selectors import figures as dashboard_figures
 from dashboard.selectors import metrics as metric_selectors
 from dashboard.selectors import overview as dashboard_overview
-from dashboard.selectors import segments as segment_selectors
 from dashboard.selectors.segments import segment_filter
-from dashboard.selectors.weeks import CAUSES_WEEKS, iso_weeks
 from ingest.api.auth import CallerRequest, PersonSession, ServiceKey
 from ingest.api.errors import errors
 from ingest.schemas import ErrorOut
 from judging.domain import judgement
-from monitoring.domain.segments import SegmentError, dimensions, parse_dimension, parse_segments
+from monitoring.domain.segments import SegmentError, parse_segments
 from monitoring.models import Service, SettingChange, UseCase
 from monitoring.selectors.access import service_sees, use_cases_for_user, user_leads
 
@@ -194,43 +192,6 @@ class WeekOut(BaseModel):
     )
 
 
-class SegmentDifferenceOut(BaseModel):
-    value: float = Field(description="the segment's estimate minus the rest's")
-    low: float
-    high: float
-    confidence: float = Field(
-        description="the interval's level, corrected for the segments compared (Bonferroni)"
-    )
-    p_adjusted: float = Field(description="Holm-adjusted over the segments compared")
-    compared: int
-    holds: bool = Field(description="the corrected interval excludes 0")
-
-
-class SegmentOut(BaseModel):
-    value: str = Field(description="the segment's value (\"\" where answers have none)")
-    volume: int
-    flagged: int
-    share: float = Field(description="of the dimension's answers in the weeks")
-    estimate: EstimateOut = Field(description="pooled over the weeks, stratified")
-    share_below_threshold: EstimateOut
-    light: str
-    rest: EstimateOut = Field(description="the rest of the use case, the same way")
-    difference: SegmentDifferenceOut | None = Field(
-        description="null: too few judged answers in the segment or the rest"
-    )
-    sample_rate_needed: float | None = Field(
-        description="grey: the sample rate at which these weeks would have decided it"
-    )
-
-
-class SegmentsOut(BaseModel):
-    use_case: str
-    dimension: str
-    dimensions: list[str]
-    weeks: list[str]
-    segments: list[SegmentOut] = Field(description="largest first")
-
-
 class EstimatesOut(BaseModel):
     use_case: str
     name: str
@@ -266,7 +227,7 @@ def _week_monday(text: str, field: str) -> date:
     return date.fromisocalendar(year, week, 1)
 
 
-def _week_span(first: str | None, last: str | None) -> tuple[date, int]:
+def week_span(first: str | None, last: str | None) -> tuple[date, int]:
     """The Monday of the last week asked for and the number of weeks up to it."""
     today = timezone.localdate()
     until = _week_monday(last, "to") if last else today - timedelta(days=today.weekday())
@@ -281,7 +242,7 @@ def _week_span(first: str | None, last: str | None) -> tuple[date, int]:
     return until, weeks
 
 
-def _estimate_out(estimate: Estimate | None) -> dict[str, Any] | None:
+def estimate_out(estimate: Estimate | None) -> dict[str, Any] | None:
     if estimate is None:
         return None
     n_flagged, n_random = (tuple(estimate.n_by_stratum) + (0, 0))[:2]
@@ -307,10 +268,10 @@ def _week_out(
         "start": figures.week.start.isoformat(),
         "end": figures.week.end.isoformat(),
         "current": figures.current,
-        "estimate": _estimate_out(figures.estimate),
-        "share_below_threshold": _estimate_out(figures.below),
-        "claim_share": _estimate_out(figures.claims),
-        "abstention_share": _estimate_out(figures.abstention_share),
+        "estimate": estimate_out(figures.estimate),
+        "share_below_threshold": estimate_out(figures.below),
+        "claim_share": estimate_out(figures.claims),
+        "abstention_share": estimate_out(figures.abstention_share),
         "volume": figures.volume,
         "flagged": figures.flagged,
         "flagged_share": figures.flagged_share,
@@ -334,7 +295,7 @@ def _week_out(
             for c in changes.get(figures.label, [])
         ],
         "light": figures.light,
-        "pooled": _estimate_out(figures.pooled),
+        "pooled": estimate_out(figures.pooled),
         "pooled_weeks": figures.pooled_weeks,
         "pooled_light": figures.pooled_light,
         "headline": None if figures.current else _headline_out(figures.complete_headline),
@@ -367,7 +328,7 @@ SEGMENT_QUERY = Query(
 )
 
 
-def _readable(caller: Service | User, slug: str) -> tuple[UseCase | None, Any]:
+def readable_use_case(caller: Service | User, slug: str) -> tuple[UseCase | None, Any]:
     """The use case the caller may read the figures of, or the error response."""
     use_case = UseCase.objects.filter(slug=slug).first()
     if use_case is None or (
@@ -414,12 +375,12 @@ def get_estimates(
     segment: list[str] | None = SEGMENT_QUERY,
 ) -> Any:
     caller = request.auth
-    use_case, refused = _readable(caller, slug)
+    use_case, refused = readable_use_case(caller, slug)
     if refused is not None:
         return refused
     assert use_case is not None
     try:
-        until, weeks = _week_span(first, last)
+        until, weeks = week_span(first, last)
         chosen = parse_segments(segment or [], use_case.segment_keys)
     except WeekError as e:
         return errors(400, [{"field": e.field, "message": str(e)}])
@@ -447,73 +408,3 @@ def get_estimates(
         "weeks": [_week_out(f, currencies, changes) for f in figures],
     }
 
-
-@router.get(
-    "/use-cases/{slug}/segments",
-    auth=[ServiceKey(), PersonSession()],
-    response={
-        200: SegmentsOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut,
-        429: ErrorOut, 503: ErrorOut,
-    },
-    summary="A dimension's segments with their figures",
-    description=(
-        "The segments of one dimension (`model`, `service`, `prompt_version`, `source`, "
-        "`metadata.<key>` for a key the use case declares) over the weeks `from` to `to` "
-        f"(default: the {CAUSES_WEEKS} weeks up to the current one), largest "
-        "first: each segment's stratified estimate pooled over the weeks, its share below the "
-        "action threshold, its volume, and its difference to the rest of the use case with an "
-        "interval corrected for the number of segments compared."
-    ),
-)
-def get_segments(
-    request: CallerRequest,
-    slug: str = Path(..., max_length=64),
-    dimension: str = Query(..., max_length=80, description="e.g. model or metadata.kanal"),
-    first: str | None = Query(
-        None, alias="from", pattern=WEEK_PATTERN, description="first ISO week, e.g. 2026-W07"
-    ),
-    last: str | None = Query(
-        None, alias="to", pattern=WEEK_PATTERN, description="last ISO week, e.g. 2026-W18"
-    ),
-) -> Any:
-    caller = request.auth
-    use_case, refused = _readable(caller, slug)
-    if refused is not None:
-        return refused
-    assert use_case is not None
-    try:
-        chosen = parse_dimension(dimension, use_case.segment_keys)
-        if first is None:
-            until, weeks = _week_span(None, last)
-            weeks = min(weeks, CAUSES_WEEKS)
-        else:
-            until, weeks = _week_span(first, last)
-    except WeekError as e:
-        return errors(400, [{"field": e.field, "message": str(e)}])
-    except SegmentError as e:
-        return errors(400, [{"field": "dimension", "message": e.message}])
-    span = iso_weeks(weeks=weeks, until=until)
-    figures = segment_selectors.breakdown(use_case=use_case, dimension=chosen, weeks=span)
-    return {
-        "use_case": use_case.slug,
-        "dimension": chosen,
-        "dimensions": dimensions(use_case.segment_keys),
-        "weeks": [w.label for w in span],
-        "segments": [
-            {
-                "value": f.value,
-                "volume": f.volume,
-                "flagged": f.flagged,
-                "share": f.share,
-                "estimate": _estimate_out(f.estimate),
-                "share_below_threshold": _estimate_out(f.below),
-                "light": f.light,
-                "rest": _estimate_out(f.rest),
-                "difference": None if f.difference is None else {
-                    **dataclasses.asdict(f.difference), "holds": f.difference.holds,
-                },
-                "sample_rate_needed": f.sample_rate_needed,
-            }
-            for f in figures
-        ],
-    }

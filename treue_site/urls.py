@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from dashboard import api as estimates
+from dashboard import segments_api
 from dashboard import urls as dashboard_urls
 from dashboard.views import metrics
 from ingest.api import answers, site
@@ -12,7 +13,7 @@ from judging import urls as judging_urls
 from monitoring import views
 
 # One API, one OpenAPI document: the answers' endpoints and the estimates'.
-api = site.api_build(routers=[answers.router, estimates.router])
+api = site.api_build(routers=[answers.router, estimates.router, segments_api.router])
 
 urlpatterns = [
     # The OTLP/HTTP receiver: before the API, whose errors and body parsing it does not share.

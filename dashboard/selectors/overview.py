@@ -20,10 +20,9 @@ from dashboard.selectors.figures import (
     WeekFigures,
     use_case_headline,
     week_figures,
-    weekly_inputs,
-    weekly_usage,
 )
 from dashboard.selectors.reads import drift_restarts, read_reviews
+from dashboard.selectors.weekly_inputs import weekly_inputs, weekly_usage
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
 from judging.selectors.prices import price_currencies
 from monitoring.models import SettingChange, UseCase

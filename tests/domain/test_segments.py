@@ -118,11 +118,13 @@ def test_two_segments_are_one_comparison() -> None:
     b = [_tally(5, 100, {1.0: 4, 0.0: 1}, {1.0: 21, 0.0: 1})]
     whole = [Tally((10, 200), ({1.0: 9, 0.0: 1}, {1.0: 41, 0.0: 3}))]
     figures = breakdown("model", {"a": a, "b": b}, whole, threshold=0.8)
-    assert all(f.difference is not None and f.difference.compared == 1 for f in figures)
-    assert figures[0].difference.value == pytest.approx(-figures[1].difference.value)
+    first, second = (f.difference for f in figures)
+    assert first is not None and second is not None
+    assert first.compared == second.compared == 1
+    assert first.value == pytest.approx(-second.value)
     # Of the two mirrored differences the finding is the worse segment's.
-    worse = leading_finding([f for f in figures])
-    assert worse is None or worse.difference.value < 0
+    worse = leading_finding(figures)
+    assert worse is None or (worse.difference is not None and worse.difference.value < 0)
 
 
 def test_too_few_judged_is_grey_with_the_rate_that_would_decide() -> None:

@@ -1173,12 +1173,13 @@ def test_openapi_schema_describes_the_operations(client):
         ("/api/v1/answers/batch", "post"),
         ("/api/v1/answers/{answer_id}", "get"),
         ("/api/v1/use-cases/{slug}/estimates", "get"),  # tests/monitoring/test_estimates_api.py
+        ("/api/v1/use-cases/{slug}/segments", "get"),  # tests/monitoring/test_segments_api.py
     }
     components = schema["components"]
     answer_in = components["schemas"]["AnswerIn"]
     assert {"external_id", "use_case", "question"} <= set(answer_in["required"])
     assert {"answer", "model", "chunks", "logprobs", "completion", "messages", "created_at",
-            "metadata"} <= set(answer_in["properties"])
+            "metadata", "prompt_version"} <= set(answer_in["properties"])
     batch_items = components["schemas"]["BatchIn"]["properties"]["answers"]["items"]
     assert batch_items == {"$ref": "#/components/schemas/AnswerIn"}
     schemes = components["securitySchemes"]

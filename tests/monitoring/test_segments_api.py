@@ -7,6 +7,7 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 import pytest
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.utils import timezone
 
@@ -303,6 +304,7 @@ def test_the_explorer_and_its_exports_filter_by_segment(world: dict) -> None:
     html = client.get("/answers/?segment=model:neu&segment=metadata.kanal:mail").content.decode()
     assert "4 Antworten" in html
     exported = client.get("/answers/export.csv?segment=model:neu")
+    assert isinstance(exported, StreamingHttpResponse)
     csv = b"".join(exported.streaming_content).decode()
     rows = [line for line in csv.splitlines()[1:] if line]
     assert len(rows) == 12 and all(",neu," in row for row in rows)

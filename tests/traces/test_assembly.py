@@ -389,3 +389,20 @@ def test_indexed() -> None:
     assert indexed({"p.1.a": 2, "p.0.a": 1, "p.x.a": 3, "p.10.b": 4, "q.0.a": 5}, "p.") == [
         {"a": 1}, {"a": 2}, {"b": 4}
     ]
+
+
+# --- segments (issue 40) ----------------------------------------------------------------------
+
+def test_the_prompt_version_and_metadata_from_the_spans() -> None:
+    root = s("root", start=0, end=10, **oi("CHAIN", input__value="Die Frage?"),
+             treue__prompt_version="rag-7", treue__metadata__kanal="chat")
+    spans = [root, retriever(), llm(llm__prompt_template__version="tpl-2",
+                                    treue__metadata__kanal="mail", treue__metadata__stufe=2)]
+    body = payload(assemble(spans))
+    assert body["prompt_version"] == "rag-7"  # the root's first
+    assert body["metadata"]["kanal"] == "chat" and body["metadata"]["stufe"] == 2
+    assert "otlp" in body["metadata"]
+    # OpenInference's template version where Treue's is missing; none: no prompt version.
+    assert payload(assemble([ROOT, retriever(), llm(llm__prompt_template__version="tpl-2")]))[
+        "prompt_version"] == "tpl-2"
+    assert "prompt_version" not in payload(assemble([ROOT, retriever(), llm()]))

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from traces.domain import conventions as c
+from traces.domain.segments import add_segments
 from traces.domain.spans import SpanRecord, use_case_of
 
 MAX_CHUNKS = 200  # = ingest.schemas.MAX_CHUNKS
@@ -134,18 +135,7 @@ def assemble(spans: Sequence[SpanRecord]) -> Assembled | NotAnswer:
     )
     if use_case is not None:
         payload["use_case"] = use_case
-    ordered = [root, llm, *spans]
-    version = next((v for s in ordered if (v := _first_text(s.attributes, c.PROMPT_VERSIONS))),
-                   None)
-    if version is None and completion is not None:
-        version = _text(completion.get("system_fingerprint"))
-    if version is not None and len(version) <= 100:
-        payload["prompt_version"] = version
-    for s in reversed(ordered):  # the root's value wins
-        for name, value in s.attributes.items():
-            key = name[len(c.TREUE_METADATA):] if name.startswith(c.TREUE_METADATA) else ""
-            if key and key != "otlp" and isinstance(value, str | int | float | bool):
-                payload["metadata"][key] = value
+    add_segments(payload, [root, llm, *spans], completion)
     return Assembled(payload=payload, use_case=use_case)
 
 

@@ -20,7 +20,7 @@ def fill_source(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitoring', '0029_rollup_moments_by_similarity'),
+        ('monitoring', '0030_judge_run_trigger_on_demand'),
     ]
 
     operations = [
