@@ -335,17 +335,11 @@ def answer_ingest(
 
 
 def _declared_refused(use_case: UseCase, payload: AnswerIn) -> IngestResult | None:
-    """A 400 for metadata whose declared keys (the use case's segments) hold no segment value:
-    an object, a list, or text over the limit."""
-    if not use_case.segment_keys or not payload.metadata:
-        return None
-    problems = metadata_problems(payload.metadata, use_case.segment_keys)
-    if not problems:
-        return None
-    return IngestResult(
-        IngestOutcome.INVALID,
-        errors=[{"field": field, "message": message} for field, message in problems],
-    )
+    """A 400 for a declared metadata key (a segment) whose value is none: an object, a list,
+    or text over the limit."""
+    problems = use_case.segment_keys and metadata_problems(payload.metadata, use_case.segment_keys)
+    return IngestResult(IngestOutcome.INVALID, errors=[
+        {"field": f, "message": m} for f, m in problems]) if problems else None
 
 
 def answer_ingest_batch(

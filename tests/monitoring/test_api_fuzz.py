@@ -118,12 +118,14 @@ BUDGET = {
     ("/api/v1/answers/{answer_id}", "get", "negative"): 100,
     ("/api/v1/use-cases/{slug}/estimates", "get", "positive"): 60,
     ("/api/v1/use-cases/{slug}/estimates", "get", "negative"): 60,
+    ("/api/v1/use-cases/{slug}/segments", "get", "positive"): 60,
+    ("/api/v1/use-cases/{slug}/segments", "get", "negative"): 60,
 }
 
 
 def test_budget_covers_every_operation():
     assert {(p, m) for p, m, _ in BUDGET} == set(OPERATIONS)
-    assert len(OPERATIONS) == 5
+    assert len(OPERATIONS) == 6
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
@@ -303,6 +305,7 @@ KNOWN_BUDGET = {
     ("/api/v1/answers/batch", "post"): 15,
     ("/api/v1/answers/{answer_id}", "get"): 30,
     ("/api/v1/use-cases/{slug}/estimates", "get"): 40,
+    ("/api/v1/use-cases/{slug}/segments", "get"): 40,
 }
 # What each operation must reach at least once, or the test proved less than it claims.
 KNOWN_SUCCESS = {
@@ -311,6 +314,7 @@ KNOWN_SUCCESS = {
     ("/api/v1/answers/batch", "post"): {200},
     ("/api/v1/answers/{answer_id}", "get"): {200},
     ("/api/v1/use-cases/{slug}/estimates", "get"): {200},
+    ("/api/v1/use-cases/{slug}/segments", "get"): {200},
 }
 
 
@@ -342,6 +346,10 @@ def _known(path: str, answer_ids: list[int]):
             case.path_parameters["answer_id"] = data.draw(st.sampled_from(answer_ids))
         elif path == "/api/v1/use-cases/{slug}/estimates":
             case.path_parameters["slug"] = "kundenservice"
+        elif path == "/api/v1/use-cases/{slug}/segments":
+            case.path_parameters["slug"] = "kundenservice"
+            case.query = {**(case.query or {}), "dimension": data.draw(st.sampled_from(
+                ["model", "service", "prompt_version", "source"]))}
         return case
 
     return point
