@@ -38,6 +38,14 @@ class SegmentDifferenceOut(BaseModel):
     holds: bool = Field(description="the corrected interval excludes 0")
 
 
+class SegmentExpertOut(BaseModel):
+    value: float | None
+    low: float | None
+    high: float | None
+    n_reviews: int
+    too_few: bool
+
+
 class SegmentOut(BaseModel):
     value: str = Field(description="the segment's value (\"\" where answers have none)")
     volume: int
@@ -52,6 +60,9 @@ class SegmentOut(BaseModel):
     )
     sample_rate_needed: float | None = Field(
         description="grey: the sample rate at which these weeks would have decided it"
+    )
+    expert_scale: SegmentExpertOut | None = Field(
+        default=None, description="on the experts' scale, where its answers were reviewed"
     )
 
 
@@ -128,6 +139,10 @@ def get_segments(
                     **dataclasses.asdict(f.difference), "holds": f.difference.holds,
                 },
                 "sample_rate_needed": f.sample_rate_needed,
+                "expert_scale": None if f.expert is None else {
+                    "value": f.expert.value, "low": f.expert.low, "high": f.expert.high,
+                    "n_reviews": f.expert.n_reviews, "too_few": f.expert.too_few,
+                },
             }
             for f in figures
         ],

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dashboard.domain.adjusted import holm
+from dashboard.domain.expert_scale import ExpertScale, Review
+from dashboard.domain.expert_weeks import expert_scale_by_week
 from dashboard.domain.statistics.cells import (
     MIN_JUDGED,
     Estimate,
@@ -124,6 +126,8 @@ class SegmentFigure:
     difference: Difference | None  # None: this segment or the rest cannot be estimated
     # Grey: the sample rate at which these weeks would have decided it (None: none can say).
     sample_rate_needed: float | None
+    # On the experts' scale where its answers were reviewed (None: no review of them).
+    expert: ExpertScale | None = None
 
     @property
     def decided(self) -> bool:
@@ -157,13 +161,16 @@ def breakdown(
     *,
     threshold: float,
     confidence: float = CONFIDENCE,
+    reviews: Mapping[str, Sequence[Sequence[Review]]] | None = None,
 ) -> list[SegmentFigure]:
     """The figures of a dimension's segments over the same weeks, largest first.
 
     ``segments``: value → its weeks (each a Tally, in the order of ``whole``); ``whole``: the
     use case's weeks, all segments together. The segments compared are the MAX_SEGMENTS largest
     with an estimate and a rest to compare with; the interval of each difference is at level
-    1 − α/m for m of them, its p-value Holm-adjusted over them.
+    1 − α/m for m of them, its p-value Holm-adjusted over them. ``reviews``: value → the
+    experts' reviews of its answers per week (as ``whole``): each reviewed segment is also put
+    on the experts' scale, as the week is (`expert_weeks`).
     """
     total = sum(t.volume for t in whole)
     ranked = sorted(segments.items(), key=lambda kv: (-sum(t.volume for t in kv[1]), kv[0]))
@@ -208,7 +215,7 @@ def breakdown(
             dimension=dimension, value=value, volume=volume, flagged=merged.sizes[0],
             share=volume / total if total else 0.0, estimate=estimate,
             below=_below(weeks, threshold), light=light, rest=rest, difference=difference,
-            sample_rate_needed=needed,
+            sample_rate_needed=needed, expert=_expert(weeks, (reviews or {}).get(value)),
         ))
     return out
 
@@ -277,6 +284,13 @@ def spreads(weeks: Sequence[Tally]) -> tuple[float, float]:
         dof = n - sum(1 for s in sums if s.n)
         out.append(math.fsum(s.sq_dev for s in sums) / dof if dof > 0 else 0.0)
     return out[0], out[1]
+
+
+def _expert(weeks: Sequence[Tally], reviews: Sequence[Sequence[Review]] | None
+            ) -> ExpertScale | None:
+    if not reviews or not any(reviews):
+        return None
+    return expert_scale_by_week([t.strata() for t in weeks], list(reviews))
 
 
 def _p_value(difference: float, se: float) -> float:

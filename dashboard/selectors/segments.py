@@ -9,6 +9,7 @@ prompt version, the best-ranked chunk's source, a declared metadata key's value 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,10 +21,12 @@ from django.db.models.functions import Cast, Coalesce
 
 from common.db_router import reads_from_replica
 from dashboard.domain import segments as segment_stats
+from dashboard.domain.expert_scale import Review
 from dashboard.domain.segments import Change, SegmentFigure, Tally
 from dashboard.domain.statistics.cells import Estimate
 from dashboard.selectors.reads import answers_in
 from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
+from monitoring import extensions
 from monitoring.domain.segments import METADATA, Segment, dimensions
 from monitoring.models import Answer, UseCase
 
@@ -164,15 +167,43 @@ def _sum(tallies: Sequence[Tally]) -> Tally:
     return Tally((sizes[0], sizes[1]), (scores[0], scores[1]))
 
 
+def segment_reviews(
+    use_case: UseCase, weeks: Sequence[Week], dimension: str
+) -> dict[str, list[list[Review]]]:
+    """The experts' reviews of the weeks' answers by the answers' value in `dimension` and
+    week (the latest submission of each, as the weekly figures read them)."""
+    ends = [w.end for w in weeks]
+    found = [
+        r for reviews in extensions.registry.expert_reviews.values()
+        for r in reviews(use_case_ids=[use_case.pk], start=weeks[0].start, end=weeks[-1].end)
+        if r.answer_id is not None
+    ]
+    if not found:
+        return {}
+    values = dict(
+        Answer.objects.filter(pk__in=[r.answer_id for r in found])
+        .annotate(segment=value_of(dimension)).values_list("pk", "segment")
+    )
+    out: dict[str, list[list[Review]]] = defaultdict(lambda: [[] for _ in weeks])
+    for r in found:
+        if r.answer_id in values:
+            out[values[r.answer_id] or ""][bisect_right(ends, r.answer_created_at)].append(
+                Review(min(1.0, max(0.0, r.manual_score)), min(1.0, max(0.0, r.automatic_score)),
+                       r.flagged))
+    return dict(out)
+
+
 @reads_from_replica
 def breakdown(
     *, use_case: UseCase, dimension: str, weeks: Sequence[Week] | None = None
 ) -> list[SegmentFigure]:
-    """The dimension's segments over `weeks` (default: the causes' CAUSES_WEEKS up to now)."""
+    """The dimension's segments over `weeks` (default: the causes' CAUSES_WEEKS up to now),
+    on the experts' scale too where their answers were reviewed."""
     span = list(weeks) if weeks else iso_weeks(weeks=CAUSES_WEEKS)
     tallies = read_tallies(use_case, span, dimension)
     return segment_stats.breakdown(
-        dimension, tallies.segments, tallies.whole, threshold=use_case.action_threshold
+        dimension, tallies.segments, tallies.whole, threshold=use_case.action_threshold,
+        reviews=segment_reviews(use_case, span, dimension),
     )
 
 

@@ -356,6 +356,7 @@ def _use_case_page(
             (name, segment_views.dimension_label(name)) for name in segments.dimensions],
         "segment_dimension_label": segment_views.dimension_label(segments.dimension),
         "segment_rows": segment_views.segment_rows(segments.figures, use_case.slug),
+        "segment_experts": any(f.expert is not None for f in segments.figures),
         "segment_changes": [segment_views.change_reading(c) for c in segments.changes],
         "segment_finding": segment_views.finding_reading(segments),
         "shares_figure": shares_chart(weeks),

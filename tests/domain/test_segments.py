@@ -155,3 +155,18 @@ def test_tally_minus_takes_a_segment_out() -> None:
     whole = Tally((5, 50), ({1.0: 3, 0.0: 2}, {1.0: 9, 0.5: 1}))
     part = Tally((2, 20), ({1.0: 1, 0.0: 1}, {1.0: 4}))
     assert whole.minus(part) == Tally((3, 30), ({1.0: 2, 0.0: 1}, {1.0: 5, 0.5: 1}))
+
+
+def test_a_reviewed_segment_is_on_the_experts_scale_too() -> None:
+    from dashboard.domain.expert_scale import Review
+    from dashboard.domain.expert_weeks import expert_scale_by_week
+
+    a = [_tally(5, 100, {1.0: 3, 0.5: 2}, {1.0: 20, 0.5: 2})]
+    b = [_tally(5, 100, {1.0: 4, 0.0: 1}, {1.0: 21, 0.0: 1})]
+    whole = [Tally((10, 200), ({1.0: 7, 0.5: 2, 0.0: 1}, {1.0: 41, 0.5: 2, 0.0: 1}))]
+    reviews = [Review(0.5, 1.0, False), Review(1.0, 1.0, False), Review(0.5, 0.5, True)] * 4
+    by = {f.value: f for f in breakdown("model", {"a": a, "b": b}, whole, threshold=0.8,
+                                         reviews={"a": [reviews]})}
+    assert by["b"].expert is None
+    assert by["a"].expert == expert_scale_by_week([a[0].strata()], [reviews])
+    assert by["a"].expert is not None and by["a"].expert.n_reviews == 12

@@ -3,6 +3,7 @@ first chunk's source, declared metadata keys and their bounds), the breakdown en
 estimates restricted to segments, the changes found from the data, and the 400s that name
 what is allowed."""
 
+import io
 from datetime import datetime, time, timedelta
 from typing import Any
 
@@ -353,3 +354,26 @@ def test_the_use_case_page_restricted_to_a_segment(world: dict) -> None:
     assert ">12<" in table[:table.index("</table>")].replace(" ", "")
     refused = client.get("/use-cases/segmente/?segment=metadata.sprache:de")
     assert refused.status_code == 400 and "metadata.kanal" in refused.content.decode()
+
+
+def test_a_segment_is_on_the_experts_scale_where_its_answers_were_reviewed(
+    world_builder: WorldBuilder, world: dict, tmp_path: Any,
+) -> None:
+    from django.core.management import call_command
+
+    expert = world_builder.user("expertin", expert_of=[world["use_case"]])
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(f'{{"external_id": "s-{i}", "score": 0.25}}\n'
+                              for i in range(12, 24)), encoding="utf-8")
+    call_command("import_expert_labels", str(labels), use_case="segmente",
+                 reviewer=expert.username, stdout=io.StringIO())
+    url = (f"/api/v1/use-cases/segmente/segments?dimension=model&from={world['week']}"
+           f"&to={world['week']}")
+    by = {s["value"]: s for s in _lead(world).get(url).json()["segments"]}
+    assert by["alt"]["expert_scale"] is None
+    scale = by["neu"]["expert_scale"]
+    assert scale["n_reviews"] == 12
+    # The judge called every "neu" answer 0; the experts 0.25: the experts' scale is above.
+    assert scale["value"] == pytest.approx(0.25, abs=0.01)
+    html = _lead(world).get("/use-cases/segmente/").content.decode()
+    assert "Skala der Fachexperten" in html[html.index('id="segments"'):]
