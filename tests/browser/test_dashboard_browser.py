@@ -507,3 +507,36 @@ def test_settings_are_typed_as_the_page_writes_numbers_and_refused_in_view(
     screenshot(page, f"use-case-settings-refused-{width}")
     assert UseCase.objects.get(pk=world.a.pk).action_threshold == 0.8
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_segments_section_at_desk_and_phone_width(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 40: the segments' table, its dimensions and the declared keys' form, with nothing
+    wider than the screen; a bad key list answers at the form."""
+    world.last_week_scenario()
+    page.set_viewport_size({"width": width, "height": 900})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/use-cases/auskunft/#segments")
+    section = page.locator("#segments")
+    expect(section.get_by_role("heading", name="Segmente")).to_be_visible()
+    table = section.locator("table.segment-table")
+    expect(table).to_have_attribute("data-dimension", "model")
+    expect(table.locator("tbody tr")).to_have_count(1)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    with page.expect_navigation():
+        section.get_by_role("link", name="Dienst", exact=True).click()
+    expect(page.locator("table.segment-table")).to_have_attribute("data-dimension", "service")
+    form = page.locator("form.segment-keys")
+    form.get_by_label("Eigene Segment-Schlüssel").fill("kanal, sp$rache")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Schlüssel speichern").click()
+    expect(page.locator("form.segment-keys .field-error")).to_contain_text("sp$rache")
+    page.locator("form.segment-keys").get_by_label("Eigene Segment-Schlüssel").fill("kanal")
+    with page.expect_navigation():
+        page.locator("form.segment-keys").get_by_role("button", name="Schlüssel speichern").click()
+    expect(page.locator("#segments nav")).to_contain_text("Metadaten „kanal“")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"segments-{width}")
