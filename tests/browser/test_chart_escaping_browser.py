@@ -82,22 +82,25 @@ def screenshot(page: Page, name: str) -> None:
     assert path.stat().st_size > 0
 
 
+# Elements whose link leads to the attacker's host. A link of the site's own that carries the
+# hostile text as an escaped query parameter (the segments' "this segment's answers") is not one.
+POINTING_AT_EVIL = """root => [...root.querySelectorAll('[href], [*|href]')].filter(e => {
+    const target = e.getAttribute('href') || e.getAttribute('xlink:href') || '';
+    try { return new URL(target, location.href).hostname.includes('evil.example'); }
+    catch (error) { return target.includes('evil.example'); }
+}).length"""
+
+
 def no_link_in_the_plot(chart: Locator) -> None:
     """No `<a>` inside Plotly's SVGs (its modebar buttons are HTML links outside them), and no
     element anywhere pointing at the attacker's site."""
     expect(chart.locator("svg a")).to_have_count(0)
     expect(chart.locator("script")).to_have_count(0)
-    assert chart.evaluate(
-        "el => el.querySelectorAll('[href*=\"evil.example\"], [*|href*=\"evil.example\"]')"
-        ".length"
-    ) == 0
+    assert chart.evaluate(POINTING_AT_EVIL) == 0
 
 
 def no_link_on_the_page(page: Page) -> None:
-    assert page.evaluate(
-        "() => document.querySelectorAll('[href*=\"evil.example\"], [*|href*=\"evil.example\"]')"
-        ".length"
-    ) == 0
+    assert page.evaluate(f"() => ({POINTING_AT_EVIL})(document)") == 0
 
 
 def hostile_answer(world: DashWorld, external_id: str) -> Answer:  # noqa: F811

@@ -519,7 +519,7 @@ def test_the_segments_section_at_desk_and_phone_width(
     page.set_viewport_size({"width": width, "height": 900})
     base = live_server.url
     log_in(page, base, world.users["lead_a"])
-    page.goto(base + "/use-cases/auskunft/#segments")
+    page.goto(base + "/use-cases/auskunft/#segments", wait_until="commit")
     section = page.locator("#segments")
     expect(section.get_by_role("heading", name="Segmente")).to_be_visible()
     table = section.locator("table.segment-table")

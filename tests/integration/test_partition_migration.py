@@ -63,14 +63,18 @@ FILL = textwrap.dedent("""
     # Today's code writes the runs' use case and answer time (0025), the calls of unknown
     # usage (0026), the way the verdicts came and the use case's evidence switch (0027), which
     # 0023's tables lack: the columns while filling, dropped after, so that 0025 fills them
-    # from the answers.
+    # from the answers; and the segments' columns (0031).
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
                   " ADD COLUMN answer_created_at timestamptz,"
                   " ADD COLUMN usage_unknown_calls integer NOT NULL DEFAULT 0,"
                   " ADD COLUMN verify_path varchar(12) NOT NULL DEFAULT ''")
         c.execute("ALTER TABLE monitoring_usecase"
-                  " ADD COLUMN judge_evidence boolean NOT NULL DEFAULT true")
+                  " ADD COLUMN judge_evidence boolean NOT NULL DEFAULT true,"
+                  " ADD COLUMN segment_keys jsonb NOT NULL DEFAULT '[]'")
+        c.execute("ALTER TABLE monitoring_answer"
+                  " ADD COLUMN prompt_version varchar(100) NOT NULL DEFAULT '',"
+                  " ADD COLUMN source varchar(500) NOT NULL DEFAULT ''")
     use_case = use_case_create(slug="fall", name="Fall", language="de", sample_rate=0.2)
     service, _ = service_create(name="bot", use_cases=[use_case])
     now = timezone.now()
@@ -94,7 +98,9 @@ FILL = textwrap.dedent("""
         c.execute("ALTER TABLE monitoring_judgerun DROP COLUMN use_case_id,"
                   " DROP COLUMN answer_created_at, DROP COLUMN usage_unknown_calls,"
                   " DROP COLUMN verify_path")
-        c.execute("ALTER TABLE monitoring_usecase DROP COLUMN judge_evidence")
+        c.execute("ALTER TABLE monitoring_usecase DROP COLUMN judge_evidence,"
+                  " DROP COLUMN segment_keys")
+        c.execute("ALTER TABLE monitoring_answer DROP COLUMN prompt_version, DROP COLUMN source")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
 

@@ -276,11 +276,12 @@ def test_hostile_text_is_inert_on_every_page(hostile_world, client):
             assert_inert(html, path)
             if "&lt;script&gt;alert(1)&lt;/script&gt;" in html or "&lt;img src=x" in html:
                 shown.add(path)
-    # The hostile text is shown (escaped) where answers are shown, not just left out.
-    # (The overview, the use-case dashboard and the calibration page show figures, no text of an
-    # answer; they are checked above all the same.)
+    # The hostile text is shown (escaped) where answers are shown, not just left out; the
+    # use-case page shows the generator model as a segment (issue 40). (The overview and the
+    # calibration page show figures, no text of an answer; they are checked above all the same.)
     assert shown == {
-        "/answers/", f"/answers/{answer.pk}/", f"/use-cases/{slug}/judge/", "/review/",
+        "/answers/", f"/answers/{answer.pk}/", f"/use-cases/{slug}/", f"/use-cases/{slug}/judge/",
+        "/review/",
         f"/review/items/{items[answer.pk].pk}/", "/admin/monitoring/answer/",
         f"/admin/monitoring/answer/{answer.pk}/change/", "/admin/monitoring/answer/?q=%3Cscript%3E",
         "/admin/monitoring/judgerun/", f"/admin/monitoring/judgerun/{run.pk}/change/",
