@@ -124,7 +124,7 @@ def amount_places(amount: Decimal | float | None) -> int:
     if amount is None:
         return 2
     value = abs(Decimal(str(amount)) if isinstance(amount, float) else amount)
-    if value == 0 or value >= 1 or not value.is_finite():
+    if not value.is_finite() or value == 0 or value >= 1:
         return 2
     # adjusted(): the exponent of the first significant digit (0.00025 -> -4)
     return max(2, min(COST_DECIMALS, -value.adjusted() + 1))

@@ -1,7 +1,7 @@
 """Amounts of money as the pages write them: with enough decimals to be read and their
 currency (monitoring.domain.prices.amount_places), in the page's language."""
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
 from django.utils.formats import number_format
@@ -18,7 +18,10 @@ def money(amount: Decimal | float | None, currency: str = "") -> str:
         return "–"
     places = amount_places(amount)
     value = Decimal(str(amount)) if isinstance(amount, float) else Decimal(amount)
-    text = number_format(round(value, places), decimal_pos=places, force_grouping=True)
+    if not value.is_finite():
+        return "–"
+    rounded = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    text = number_format(rounded, decimal_pos=places, force_grouping=True)
     return f"{text}\u00a0{currency}" if currency else text
 
 
