@@ -170,11 +170,11 @@ def test_cost_without_a_price_says_so_instead_of_zero(world: DashWorld) -> None:
         client_for(scenario, "lead_a").get("/overview/").content.decode(), re.DOTALL,
     ).group(0))
     # This week and last, each with its calls.
-    assert ("Prüfkosten kein Preis hinterlegt (24 Aufrufe) kein Preis hinterlegt "
-            "(55 Aufrufe)") in card
+    assert ("Prüfkosten kein Preis hinterlegt (12 Läufe) (24 Aufrufe) kein Preis hinterlegt "
+            "(20 Läufe) (55 Aufrufe)") in card
     assert "0,00" not in card
     page = text_of(client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode())
-    assert "Prüfkosten (letzte Woche) kein Preis hinterlegt 55 Aufrufe" in page
+    assert "Prüfkosten (letzte Woche) kein Preis hinterlegt (20 Läufe) 55 Aufrufe" in page
 
 
 def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) -> None:
