@@ -236,7 +236,7 @@ def test_list_prices_are_per_thousand_tokens_and_written_only_where_none_is():
     assert len(by_model) == len(prices.LIST_PRICES)  # one price per model
     for p in prices.LIST_PRICES:
         assert p.judge_model == prices.price_key(p.judge_model)
-        assert p.prompt_per_1k.as_tuple().exponent >= -6  # JudgePrice keeps six decimals
+        assert p.prompt_per_1k == round(p.prompt_per_1k, 6)  # JudgePrice keeps six decimals
         assert p.cached_prompt_per_1k is None or p.cached_prompt_per_1k <= p.prompt_per_1k
     missing = prices.missing_list_prices([" GPT-4o ", "mein-modell"])
     assert "gpt-4o" not in {p.judge_model for p in missing}

@@ -888,7 +888,7 @@ def german(value: Decimal | float, places: int) -> str:
     return f"{rounded:,.{places}f}".replace(",", "_").replace(".", ",").replace("_", ".")
 
 
-def money(value: Decimal, currency: str = "EUR") -> str:
+def money(value: Decimal | float, currency: str = "EUR") -> str:
     """An amount as the pages write it: with its currency, two decimals from 1 up, two
     significant digits below (monitoring.domain.prices.amount_places)."""
     value = Decimal(str(value))

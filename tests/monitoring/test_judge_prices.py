@@ -36,7 +36,8 @@ def world(world_builder: WorldBuilder, db: None) -> DashWorld:
     return build_world(world_builder)
 
 
-def euros(amount: Decimal, currency: str = "EUR") -> str:
+def euros(amount: Decimal | float, currency: str = "EUR") -> str:
+    amount = Decimal(str(amount))
     places = 2 if amount >= 1 else max(2, -amount.adjusted() + 1)
     return f"{de(float(amount), places)} {currency}"
 
@@ -100,7 +101,7 @@ def test_a_price_set_in_the_admin_prices_the_past_runs(
     assert rollups_check() == []
     usage = RollupUsage.objects.get(use_case=world.a, judge_model=JUDGE)
     assert (usage.priced_runs, usage.unpriced_runs) == (20, 0)
-    total = sum(r.cost for r in runs)
+    total = sum((r.cost or Decimal(0) for r in runs), start=Decimal(0))
     assert usage.cost_micros == int(total.scaleb(6))
     # Twice costs nothing: no run is priced again.
     assert tasks.price_past_runs.run(JUDGE) == 0

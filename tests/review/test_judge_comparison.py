@@ -190,7 +190,7 @@ def test_the_cost_per_answer_names_each_columns_currency_and_its_digits(
 ) -> None:
     # Issue 41, point 6: the comparison wrote "0,00025" without a currency. Each column names
     # its own judge's currency, with two significant digits, and the sum for 1,000 answers.
-    judge_model = current_run(Answer.objects.first()).judge_model
+    judge_model = current_run(Answer.objects.all()[0]).judge_model
     JudgePrice.objects.update_or_create(judge_model=judge_model, defaults={
         "prompt_per_1k": Decimal("0.001"), "completion_per_1k": Decimal("0.002"),
         "currency": "EUR"})
