@@ -224,9 +224,9 @@ def bias_range(rows: Sequence[WeekBias]) -> list[float]:
     deviation of ±0.06 on a −1…1 axis reads as none), never past the possible −1…1."""
     values = [0.0]
     for r in rows:
-        values += [v for v in (r.bias, r.mae) if v is not None]
-        if not r.too_few:
-            values += [v for v in (r.low, r.high) if v is not None]
+        # A week of too few reviews draws its bias alone (no interval, no MAE).
+        drawn = (r.bias,) if r.too_few else (r.bias, r.mae, r.low, r.high)
+        values += [v for v in drawn if v is not None]
     low, high = min(values), max(values)
     if high - low < BIAS_MIN_SPAN:
         middle = (low + high) / 2

@@ -11,6 +11,7 @@ artifacts when scripts/test.sh sets it) as a test artifact.
 
 import os
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -528,8 +529,8 @@ def test_the_overview_chart_has_a_legend_naming_every_line_style_and_costs_a_cur
     expect(legend).to_be_visible()
     entries = {li.inner_text().strip(): li for li in legend.locator("li").all()}
     # Every line the chart draws is named (the data Plotly holds decides which are drawn).
-    drawn_names = set(chart.evaluate(
-        "el => el.data.filter(t => (t.y || []).some(y => y !== null)).map(t => t.name)"))
+    drawn_names = {unescape(name) for name in chart.evaluate(
+        "el => el.data.filter(t => (t.y || []).some(y => y !== null)).map(t => t.name)")}
     assert drawn_names <= set(entries), (drawn_names, list(entries))
     assert {"Handlungsschwelle", "Treue laut Prüfmodell"} <= set(entries)
     # The threshold's key is dashed as its line is, the estimate's solid.
@@ -565,7 +566,7 @@ def test_the_judge_pages_costs_name_their_currency(
     expect(runs.first).to_contain_text(re.compile(r"\d,\d+\s+EUR"))
     expect(page.locator("body")).not_to_contain_text("kein Preis hinterlegt")
     # An amount is never broken across lines, nor cut by its cell.
-    for cell in page.locator("table.usage .nowrap, table.runs .nowrap").all()[:20]:
+    for cell in page.locator("table.usage span.nowrap, table.runs span.nowrap").all()[:20]:
         if cell.is_visible():
             box = cell.bounding_box()
             assert box is not None and box["height"] < 30, cell.inner_text()

@@ -427,7 +427,7 @@ def test_the_weekly_deviation_axis_fits_the_data_with_zero_and_a_minimum_span() 
     low, high = review_charts.bias_range(wide)
     assert -1.05 <= low <= -1.0 and 0.9 <= high <= 1.05
     # Too few reviews: its bias is drawn (a grey point), its interval is not.
-    few = [review_charts.WeekBias("2026-W01", 1, 0.05, -0.9, 0.9, 0.05, True)]
+    few = [review_charts.WeekBias("2026-W01", 1, 0.05, -0.9, 0.9, 0.6, True)]
     low, high = review_charts.bias_range(few)
     assert low > -0.5 and high < 0.5
 
