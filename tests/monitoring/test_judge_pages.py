@@ -234,7 +234,7 @@ def test_detail_shows_claims_badges_score_and_run_facts(world: World, judge: Any
     cost = (Decimal(run.prompt_tokens) * Decimal("0.5")
             + Decimal(run.completion_tokens) * 2) / 1000
     assert run.cost == cost
-    assert facts["Kosten"] == f"{cost:.4f} EUR".replace(".", ",")
+    assert facts["Kosten"] == money(cost)
     assert re.fullmatch(r"\d+,\d s", facts["Dauer"])
     assert facts["fertig"] != "–"
     # The score also heads the answer's facts.

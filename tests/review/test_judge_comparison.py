@@ -207,6 +207,10 @@ def test_the_cost_per_answer_names_each_columns_currency_and_its_digits(
     # 400 and 2, 0.000404 USD.
     assert cells == ["0,00081 EUR 0,81 EUR je 1.000 Antworten",
                      "0,00040 USD 0,40 USD je 1.000 Antworten"]
+    # The list of comparisons likewise.
+    listed = client.get("/review/calibration/recht/judges/").content.decode()
+    cost = re.findall(r'<td class="nowrap" data-figure="cost">(.*?)</td>', listed, re.S)
+    assert [text_of(c) for c in cost] == ["0,00081 EUR → 0,00040 USD"]
 
 
 def test_adopting_makes_the_candidate_the_use_cases_judge(
