@@ -1,17 +1,32 @@
 """Django admin of the judge tier: judge runs with their claims (read-only, the audit trail of what
 the judge said), judge prices, and what is known of each judge endpoint."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.functional import lazy
+from django.utils.translation import gettext
 
+from monitoring.domain.prices import LIST_PRICES_AS_OF, LIST_PRICES_SOURCES
 from monitoring.models import (
     Claim,
     JudgeEndpoint,
     JudgePrice,
     JudgeRun,
 )
+from monitoring.services.prices import past_runs_price_on_commit
+
+
+def _list_prices_note() -> str:
+    return gettext(
+        "Voreingestellt sind Listenpreise Stand %(as_of)s in US-Dollar (Quellen: %(sources)s); "
+        "sie lassen sich hier ändern. Ein neuer oder geänderter Preis gilt auch für die "
+        "früheren Prüfläufe des Modells, die noch ohne Preis sind."
+    ) % {"as_of": LIST_PRICES_AS_OF, "sources": ", ".join(LIST_PRICES_SOURCES)}
+
+
+LIST_PRICES_NOTE = lazy(_list_prices_note, str)()
 
 if TYPE_CHECKING:  # django-stubs makes the admin classes generic; Django's cannot be subscripted
     _ClaimInline = admin.TabularInline[Claim, JudgeRun]
@@ -70,6 +85,16 @@ class JudgePriceAdmin(_JudgePriceAdmin):
         "judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k", "currency"
     )
     search_fields = ("judge_model",)
+    fieldsets = [(None, {
+        "fields": ("judge_model", "prompt_per_1k", "cached_prompt_per_1k", "completion_per_1k",
+                   "currency"),
+        "description": LIST_PRICES_NOTE,
+    })]
+
+    def save_model(self, request: HttpRequest, obj: JudgePrice, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # The model's past runs that ran without a price get one, on a worker.
+        past_runs_price_on_commit(judge_model=obj.judge_model)
 
 
 @admin.register(JudgeEndpoint)

@@ -36,6 +36,7 @@ from judging.selectors.paths import (
     judge_evidence_tokens,
     judge_paths_by_week,
 )
+from judging.selectors.prices import price_currencies
 from judging.services import rescoring
 from monitoring.models import JudgeMode, SettingChange, UseCase
 from monitoring.selectors import access as answer_selectors
@@ -63,10 +64,12 @@ def _judge_page(
     usage, total = judge_usage_by_day(use_case=use_case)
     recent = list(judging_selectors.judge_runs_recent(use_case=use_case))
     blind = answer_selectors.blind_answer_ids(user=request.user)
+    judge_model = use_case.effective_judge_model
+    currencies = price_currencies(models={r.judge_model for r in recent} | {judge_model})
     for run in recent:
         run.blind = run.answer_id in blind  # type: ignore[attr-defined]  # shown by the template
+        run.currency = currencies.get(run.judge_model, "")
     demo_model = settings.TREUE_DEMO_JUDGE_MODEL  # "" outside the demo: no run is marked
-    judge_model = use_case.effective_judge_model
     paths = judge_paths_by_week(use_case=use_case)
     fallback = paths.latest.fallback if paths.fallback_warning and paths.latest else None
     return render(request, "monitoring/use_case_judge.html", {
@@ -85,6 +88,8 @@ def _judge_page(
         "evidence_tokens": judge_evidence_tokens(use_case=use_case),
         "cost_window_days": COST_WINDOW_DAYS,
         "usage": usage,
+        # The day table's currency: that of the judge models' prices, when they agree.
+        "currency": found.pop() if len(found := set(currencies.values())) == 1 else "",
         "total": total,
         "counts": judge_run_counts(use_case=use_case),
         "recent": recent,

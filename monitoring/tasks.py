@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 
 from common.broker import delete_delivered_messages
+from monitoring.services.prices import past_runs_price, past_runs_price_all
 from monitoring.services.rollup_rebuild import rollups_repair
 
 
@@ -50,3 +51,19 @@ def apply_retention() -> int:
 
     dropped = sum(m.answers for m in retention.months_drop())
     return dropped + sum(r.anonymised for r in retention.retention_apply_all())
+
+
+@shared_task(name="monitoring.tasks.price_past_runs", acks_late=True,
+             reject_on_worker_lost=True, ignore_result=True,
+             soft_time_limit=3600, time_limit=3660)
+def price_past_runs(judge_model: str) -> int:
+    """A judge model got a price: its past runs without a cost get one (and the rollups)."""
+    return past_runs_price(judge_model=judge_model)
+
+
+@shared_task(name="monitoring.tasks.price_past_runs_all", acks_late=True,
+             reject_on_worker_lost=True, ignore_result=True,
+             soft_time_limit=3600, time_limit=3660)
+def price_past_runs_all() -> int:
+    """Nightly: the past runs of every model with a price that still have no cost."""
+    return sum(past_runs_price_all().values())

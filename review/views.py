@@ -14,12 +14,14 @@ from django.db.models import F
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from common.charts import chart_config
 from common.http import AuthenticatedRequest
+from dashboard.domain.charts import SEPARATORS
 from dashboard.domain.highlight import segments
 from judging.selectors import runs as judging_selectors
 from monitoring.models import JudgeMode, UseCase
@@ -232,6 +234,8 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         )
         for p in data.points
     ]
+    # Numbers on the charts as the page writes them: "0,5" in German.
+    separators = SEPARATORS.get((translation.get_language() or "de")[:2], SEPARATORS["de"])
     scatter = charts.calibration_scatter(points, action_threshold=use_case.action_threshold,
                                          labels={
         "x": _("automatisch (Prüfmodell)"),
@@ -240,7 +244,8 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "threshold": _("Handlungsschwelle"),
         "hover": _("Antwort {answer}"),
         "legend": _("Woche"),
-    }, config=chart_config())
+        "earlier": _("frühere Wochen"),
+    }, config=chart_config(), separators=separators)
     # The bias stratified by the answers' flag (top-ups weighted); n, MAE and "too few" are
     # the week's reviews as they are.
     weekly = []
@@ -253,7 +258,7 @@ def calibration(request: AuthenticatedRequest, slug: str) -> HttpResponse:
         "week": _("Woche"),
         "difference": _("Abweichung"),
         "too_few": _("zu wenige Prüfungen"),
-    }, config=chart_config())
+    }, config=chart_config(), separators=separators)
     drift = drift_cusum(
         use_case=use_case, data=data, restart=drift_restart(use_case=use_case)
     )

@@ -120,6 +120,12 @@ app.conf.beat_schedule = {
         "task": "monitoring.tasks.check_rollups",
         "schedule": crontab(minute=0, hour=4),
     },
+    # Past judge runs of a model that got a price since (its setting prices them at once; this
+    # catches a lost message and the list prices an update brought).
+    "price-past-runs": {
+        "task": "monitoring.tasks.price_past_runs_all",
+        "schedule": crontab(minute=30, hour=4),
+    },
     # Answers are partitioned by month on PostgreSQL: the months ahead, made a night early.
     "ensure-partitions": {
         "task": "monitoring.tasks.ensure_partitions",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from html import unescape
 from typing import Any
 
 from common.domain.plotly import CONFIG
@@ -295,6 +296,44 @@ def _change_note(week: str, label: str, detail: str, *, index: int, weeks: int, 
         "text": label, "hovertext": detail or label, "showarrow": False,
         "font": {"size": 10, "color": AMBER}, "name": "change",
     }
+
+
+@dataclass(frozen=True, slots=True)
+class LegendEntry:
+    """One line of a chart's legend written beside it (the small charts, which have no room
+    for Plotly's own): the trace's name and how it is drawn."""
+
+    name: str  # plain text, to be escaped where it is rendered
+    kind: str  # "line", "band", "marker" or "change" (a vertical line at a week)
+    color: str
+    dash: str = "solid"  # of a line: "solid", "dash", "dot"
+    symbol: str = ""  # of a marker: Plotly's symbol name
+
+
+def chart_legend(figure: Mapping[str, Any], *, change_label: str = "") -> list[LegendEntry]:
+    """The legend of a figure built here: an entry for each trace that draws something (a
+    name shown once), in the order drawn, and for the change lines when there are any."""
+    entries: list[LegendEntry] = []
+    seen: set[str] = set()
+    for trace in figure["data"]:
+        if not any(y is not None for y in trace.get("y", ())):
+            continue
+        name = unescape(str(trace.get("name", "")))
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        line, marker = trace.get("line", {}), trace.get("marker", {})
+        if trace.get("fill"):
+            entries.append(LegendEntry(name, "band", str(trace.get("fillcolor", BAND))))
+        elif "lines" in trace.get("mode", ""):
+            entries.append(LegendEntry(name, "line", str(line.get("color", INK)),
+                                       str(line.get("dash", "solid"))))
+        else:
+            entries.append(LegendEntry(name, "marker", str(marker.get("color", INK)),
+                                       symbol=str(marker.get("symbol", "circle"))))
+    if change_label and figure["layout"].get("shapes"):
+        entries.append(LegendEntry(change_label, "change", AMBER, "dot"))
+    return entries
 
 
 @dataclass(frozen=True, slots=True)

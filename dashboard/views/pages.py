@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from common.http import AuthenticatedRequest
+from dashboard.domain.charts import chart_legend
 from dashboard.domain.headline import JUDGE, POOLED
 from dashboard.domain.statistics import precision as statistics
 from dashboard.domain.statistics.cells import Estimate
@@ -198,8 +199,12 @@ def overview(request: AuthenticatedRequest) -> HttpResponse:
         # What the template shows beside the row's figures: its chart and precision sentence.
         row.chart_id = f"overview-chart-{i}"  # type: ignore[attr-defined]  # for the template
         row.data_id = f"overview-figure-{i}"  # type: ignore[attr-defined]  # for the template
-        row.figure = trend_chart(  # type: ignore[attr-defined]  # for the template
-            row.weeks, row.use_case.action_threshold, compact=True
+        figure = trend_chart(row.weeks, row.use_case.action_threshold, compact=True)
+        row.figure = figure  # type: ignore[attr-defined]  # for the template
+        # The small chart has no room for Plotly's legend: one in words beside it, naming
+        # every line style it draws.
+        row.legend = chart_legend(  # type: ignore[attr-defined]  # for the template
+            figure, change_label=_("Prüfer oder Einstellung geändert")
         )
         row.precision = (  # type: ignore[attr-defined]  # for the template
             precision_reading(row.this_week) or precision_reading(row.last_week)

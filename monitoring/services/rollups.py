@@ -257,6 +257,16 @@ def run_ended(run_id: int) -> None:
          USAGE_DAY_SUMS)
 
 
+def usage_moved(
+    *, use_case_ids: set[int], usage: Mapping[tuple[Any, ...], tuple[int, ...]],
+    usage_day: Mapping[tuple[Any, ...], tuple[int, ...]],
+) -> None:
+    """Add these differences to the usage rollups (a past run priced: its cost in, its count
+    moved from the unpriced to the priced), in the caller's transaction."""
+    _lock_shared(use_case_ids)
+    rows_add(RollupUsage, _USAGE_KEY, usage, USAGE_SUMS)
+    rows_add(RollupUsageDay, _USAGE_DAY_KEY, usage_day, USAGE_DAY_SUMS)
+
 
 RUN_FIELDS = ("judge_model", "prompt_version", "status", "trigger", "finished_at", "calls",
                "prompt_tokens", "completion_tokens", "cached_tokens", "cost")

@@ -170,7 +170,9 @@ class ComparisonFigures:
     current: domain.JudgeAgreement
     candidate: domain.JudgeAgreement
     current_judges: list[str]  # "model (version)" of the reviewed runs
-    currency: str
+    currency: str  # the candidate's, where both columns' prices agree on one
+    # Each column's: that of its judge models' prices when they agree, else "".
+    currencies: tuple[str, str]
     # The decomposition, made once per answer by whichever judge: its tokens per answer as
     # the current judge's runs spent them (the same for both columns, so not in them).
     decomposition_tokens_per_answer: float | None
@@ -232,6 +234,8 @@ def comparison_figures(*, comparison: JudgeComparison) -> ComparisonFigures:
     threshold = comparison.use_case.action_threshold
     candidate_price = prices.get(price_key(comparison.judge_model))
     currencies = {p.currency for p in prices.values()}
+    current_currencies = {prices[k].currency for k in
+                          {price_key(r.judge_model) for r in reviewed} if k in prices}
     return ComparisonFigures(
         comparison=comparison,
         total=len(runs),
@@ -241,6 +245,10 @@ def comparison_figures(*, comparison: JudgeComparison) -> ComparisonFigures:
         candidate=domain.judge_agreement(candidate, action_threshold=threshold),
         current_judges=sorted({f"{r.judge_model} ({r.prompt_version})" for r in reviewed}),
         currency=currencies.pop() if len(currencies) == 1 and candidate_price else "",
+        currencies=(
+            current_currencies.pop() if len(current_currencies) == 1 else "",
+            candidate_price.currency if candidate_price else "",
+        ),
         decomposition_tokens_per_answer=(
             sum(decomposition) / len(succeeded) if succeeded and decomposition else None
         ),

@@ -11,6 +11,7 @@ artifacts when scripts/test.sh sets it) as a test artifact.
 
 import os
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -507,6 +508,70 @@ def test_settings_are_typed_as_the_page_writes_numbers_and_refused_in_view(
     screenshot(page, f"use-case-settings-refused-{width}")
     assert UseCase.objects.get(pk=world.a.pk).action_threshold == 0.8
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_overview_chart_has_a_legend_naming_every_line_style_and_costs_a_currency(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 41 (3, 6): the small chart's four line styles, two of them dashed, were captioned
+    only "gestrichelt: Handlungsschwelle"; a legend beside it names each style, drawn as the
+    chart draws it, readable at a phone's width. The week's cost reads with its currency."""
+    world.last_week_scenario()
+    world.this_week_good(drawn=1, not_drawn=3)
+    page.set_viewport_size({"width": width, "height": 900})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/overview/", wait_until="commit")
+    card = page.locator("section.dash-case")
+    chart = drawn(page.locator("#overview-chart-0"))
+    legend = card.locator(".chart-legend")
+    expect(legend).to_be_visible()
+    entries = {li.inner_text().strip(): li for li in legend.locator("li").all()}
+    # Every line the chart draws is named (the data Plotly holds decides which are drawn).
+    drawn_names = {unescape(name) for name in chart.evaluate(
+        "el => el.data.filter(t => (t.y || []).some(y => y !== null)).map(t => t.name)")}
+    assert drawn_names <= set(entries), (drawn_names, list(entries))
+    assert {"Handlungsschwelle", "Treue laut Prüfmodell"} <= set(entries)
+    # The threshold's key is dashed as its line is, the estimate's solid.
+    dash = entries["Handlungsschwelle"].locator("line").get_attribute("stroke-dasharray")
+    assert dash == "5 3"
+    assert entries["Treue laut Prüfmodell"].locator("line").get_attribute(
+        "stroke-dasharray") is None
+    for li in entries.values():
+        assert li.is_visible() and inside(li, card), li.inner_text()
+    expect(card).not_to_contain_text("gestrichelt")
+    # The cost of last week with its currency, and never "+?".
+    cost = card.locator("tr.row-cost td").nth(1)
+    expect(cost).to_contain_text(re.compile(r"\d,\d+\s+EUR"))
+    expect(card).not_to_contain_text("+?")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"overview-legend-{width}")
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_the_judge_pages_costs_name_their_currency(
+    page: Page, live_server: Any, world: DashWorld, width: int  # noqa: F811
+) -> None:
+    """Issue 41 (6): the judge page's day table, path table and latest runs write each amount
+    with its currency, small ones with their digits ("0,00025 EUR", not "0,0003")."""
+    world.last_week_scenario()
+    page.set_viewport_size({"width": width, "height": 900})
+    base = live_server.url
+    log_in(page, base, world.users["lead_a"])
+    page.goto(base + "/use-cases/auskunft/judge/", wait_until="commit")
+    total = page.locator('tr[data-day="total"]')
+    expect(total).to_contain_text(re.compile(r"\d,\d+\s+EUR"))
+    runs = page.locator("table.runs tbody tr")
+    expect(runs.first).to_contain_text(re.compile(r"\d,\d+\s+EUR"))
+    expect(page.locator("body")).not_to_contain_text("kein Preis hinterlegt")
+    # An amount is never broken across lines, nor cut by its cell.
+    for cell in page.locator("table.usage span.nowrap, table.runs span.nowrap").all()[:20]:
+        if cell.is_visible():
+            box = cell.bounding_box()
+            assert box is not None and box["height"] < 30, cell.inner_text()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"judge-costs-{width}")
 
 
 @pytest.mark.parametrize("width", [1440, 375])

@@ -64,6 +64,8 @@ def lead_world(world: World, enqueued: list[int]) -> World:  # noqa: F811
     for external_id, question in (("k-known", Q_KNOWN), ("k-guessed", Q_GUESSED),
                                   ("k-other", Q_OTHER)):
         world.answer(external_id, question)
+    # The generator's list price (migration monitoring.0030) replaced by the test's own.
+    JudgePrice.objects.filter(judge_model=GENERATOR).delete()
     JudgePrice.objects.create(judge_model=GENERATOR, prompt_per_1k=Decimal("0.15"),
                               completion_per_1k=Decimal("0.6"))
     JudgePrice.objects.create(judge_model=JUDGE, prompt_per_1k=Decimal("2.5"),

@@ -524,3 +524,67 @@ def test_calibration_scatter_keeps_scores_between_0_and_1(
         x_range, y_range = page.evaluate(ranges)
         assert x_range == pytest.approx([-0.03, 1.03]), (width, x_range)
         assert y_range == pytest.approx([-0.03, 1.03]), (width, y_range)
+
+
+@pytest.mark.parametrize("width", [1440, 375])
+def test_calibration_charts_are_readable_on_a_phone(
+    page: Page, live_server: Any, review_world: ReviewWorld,  # noqa: F811
+    calibrated: Calibrated, width: int,
+) -> None:
+    """Issue 41 (8): at 375 px the scatter shrank to about 100 px beside its legend, its ticks
+    and labels overlapped, its numbers had decimal points; the weekly deviation on a −1…1 axis
+    flattened ±0.06. The plot fills the card, the legend stands above it, ticks stand apart,
+    decimals are commas, the deviation's axis fits its values with 0 on it."""
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server.url, f"/review/calibration/{review_world.use_case.slug}/",
+           "leitung")
+    for chart_id in ("calibration-scatter", "bias-chart"):
+        # plotly.min.js is large: on a busy machine it needs longer than 5 s.
+        expect(page.locator(f"#{chart_id} .main-svg").first).to_be_attached(timeout=30_000)
+        chart = page.locator(f"#{chart_id}")
+        shape = chart.evaluate("""el => {
+            const size = el._fullLayout._size, box = el.getBoundingClientRect();
+            const plot = el.querySelector('.nsewdrag').getBoundingClientRect();
+            const legend = el.querySelector('.legend').getBoundingClientRect();
+            return {plot_w: el._fullLayout.xaxis._length, plot_h: el._fullLayout.yaxis._length,
+                    card_w: box.width, plot_top: plot.top, legend_bottom: legend.bottom,
+                    legend_right: legend.right, box_right: box.right,
+                    separators: el._fullLayout.separators,
+                    range: el._fullLayout.yaxis.range};
+        }""")
+        # The plot takes most of the card's width on a phone: no legend beside it (on a wide
+        # screen the square scatter is as wide as its height allows).
+        if width < 600 or chart_id == "bias-chart":
+            assert shape["plot_w"] >= 0.6 * shape["card_w"], shape
+        else:
+            assert shape["plot_w"] >= 300, shape
+        assert shape["plot_h"] >= 150, shape
+        # The legend above the plot, within the chart.
+        assert shape["legend_bottom"] <= shape["plot_top"] + 1, shape
+        assert shape["legend_right"] <= shape["box_right"] + 1, shape
+        assert shape["separators"] == ",.", shape
+        ticks = chart.evaluate("""el => [...el.querySelectorAll('.xtick text, .ytick text')]
+            .map(t => t.textContent)""")
+        assert not any(re.fullmatch(r"-?\d+\.\d+", t) for t in ticks), ticks
+        overlaps = chart.evaluate("""el => {
+            const boxes = [...el.querySelectorAll(
+                    '.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .legendtext')]
+                .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
+                .map(t => [t.textContent, t.getBoundingClientRect()]);
+            const out = [];
+            for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                const [a, r] = boxes[i], [b, q] = boxes[j];
+                if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5
+                    && q.top < r.bottom - 0.5) out.push([a, b]);
+            }
+            return out;
+        }""")
+        assert overlaps == [], (chart_id, overlaps)
+        if chart_id == "bias-chart":
+            low, high = shape["range"]
+            assert low < 0 < high and high - low < 2, shape
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    screenshot(page, f"calibration-{width}")
+    assert not errors, errors

@@ -369,3 +369,103 @@ def test_bias_chart_draws_too_few_weeks_grey_without_a_bar() -> None:
     assert list(mae["y"]) == [0.06, None]
     assert figure["layout"]["xaxis"]["range"] == [-0.5, 1.5]
     assert figure["config"]["showSendToCloud"] is False
+
+
+def test_the_small_charts_legend_names_every_line_style_drawn():
+    # Issue 41, point 3: the overview's small chart draws four line styles (the estimate, the
+    # threshold dashed, the pooled view dotted, the experts' scale dashed) and said only
+    # "gestrichelt: Handlungsschwelle". Its legend names each, as it is drawn.
+    points = [P(w, 0.9, too_few=w == 43) for w in range(40, 44)]
+    overlays = [Series("4 Wochen <b>", [P(w, 0.88) for w in range(40, 44)], charts.GREY, "dot"),
+                Series("Fachexperten", [P(w, 0.86) for w in range(40, 44)], charts.GREEN,
+                       "dash")]
+    figure = charts.trend_figure(points, threshold=0.85, labels=LABELS, compact=True,
+                                 overlays=overlays, changes=[("2026-W42", "neu", "Prüfer")])
+    assert figure["layout"]["showlegend"] is False  # no room for Plotly's own
+    legend = charts.chart_legend(figure, change_label="Prüfer gewechselt")
+    by_name = {e.name: e for e in legend}
+    assert [e.name for e in legend] == [
+        LABELS["band"], LABELS["value"], LABELS["too_few"], LABELS["threshold"],
+        "4 Wochen <b>", "Fachexperten", "Prüfer gewechselt",
+    ]  # plain text again: the page escapes it
+    assert (by_name[LABELS["threshold"]].kind, by_name[LABELS["threshold"]].dash) == (
+        "line", "dash")
+    assert by_name["4 Wochen <b>"].dash == "dot" and by_name["Fachexperten"].dash == "dash"
+    assert by_name[LABELS["value"]].dash == "solid"
+    assert by_name[LABELS["too_few"]].kind == "marker"
+    assert by_name[LABELS["band"]].kind == "band"
+    assert by_name["Prüfer gewechselt"].kind == "change"
+    # A trace that draws nothing (no too-few week, no change) has no entry.
+    plain = charts.trend_figure([P(w, 0.9) for w in range(40, 44)], threshold=0.85,
+                                labels=LABELS, compact=True)
+    names = [e.name for e in charts.chart_legend(plain, change_label="Prüfer gewechselt")]
+    assert names == [LABELS["band"], LABELS["value"], LABELS["threshold"]]
+
+
+BIAS_LABELS = {"bias": "Abweichung", "mae": "MAE", "week": "Woche", "difference": "Δ",
+               "too_few": "zu wenige Prüfungen"}
+SCATTER_LABELS = {"x": "automatisch", "y": "manuell", "diagonal": "Übereinstimmung",
+                  "threshold": "Schwelle", "hover": "Antwort {answer}", "legend": "Woche",
+                  "earlier": "frühere Wochen"}
+
+
+def test_the_weekly_deviation_axis_fits_the_data_with_zero_and_a_minimum_span() -> None:
+    # Issue 41, point 8: ±0.06 on a −1…1 axis read as a flat line.
+    rows = [review_charts.WeekBias(f"2026-W{w:02d}", 20, b, b - 0.02, b + 0.02, abs(b), False)
+            for w, b in ((1, 0.06), (2, -0.06), (3, 0.01))]
+    figure = review_charts.weekly_bias_chart(rows, labels=BIAS_LABELS)
+    valid(figure)
+    low, high = figure["layout"]["yaxis"]["range"]
+    assert low < -0.08 and high > 0.08  # every value and interval on the axis
+    assert high - low < 0.5  # not −1…1
+    # All values on one side of zero: zero still on the axis; a tiny spread: at least 0.2.
+    small = [review_charts.WeekBias("2026-W01", 20, 0.03, 0.02, 0.04, 0.03, False)]
+    low, high = review_charts.bias_range(small)
+    assert low < 0 < high and high - low >= review_charts.BIAS_MIN_SPAN
+    # Large deviations: the axis grows, but never past what a score difference can be.
+    wide = [review_charts.WeekBias("2026-W01", 20, -0.9, -1.0, -0.8, 0.9, False)]
+    low, high = review_charts.bias_range(wide)
+    assert -1.05 <= low <= -1.0 and 0.9 <= high <= 1.05
+    # Too few reviews: its bias is drawn (a grey point), its interval is not.
+    few = [review_charts.WeekBias("2026-W01", 1, 0.05, -0.9, 0.9, 0.6, True)]
+    low, high = review_charts.bias_range(few)
+    assert low > -0.5 and high < 0.5
+
+
+@pytest.mark.parametrize(("separators", "expected"), [(",.", ",."), (".,", ".,")])
+def test_calibration_charts_write_numbers_in_the_pages_language(separators, expected) -> None:
+    points = [review_charts.ScatterPoint(1, "2026-W01", 0.5, 0.6, "/answers/1/")]
+    scatter = review_charts.calibration_scatter(points, action_threshold=0.8,
+                                                labels=SCATTER_LABELS, separators=separators)
+    rows = [review_charts.WeekBias("2026-W01", 20, 0.05, 0.0, 0.1, 0.05, False)]
+    bias = review_charts.weekly_bias_chart(rows, labels=BIAS_LABELS, separators=separators)
+    assert scatter["layout"]["separators"] == bias["layout"]["separators"] == expected
+
+
+def test_the_scatters_legend_stays_short_and_above_the_plot() -> None:
+    # Issue 41, point 8: fourteen weeks, each in the legend beside the plot, left the plot
+    # about 100 px on a phone. The latest weeks keep a colour each, the older share one grey
+    # trace (each point still names its week in the hover), and the legend is a row above.
+    points = [review_charts.ScatterPoint(w * 10 + k, f"2026-W{w:02d}", 0.5, 0.5 + k / 10,
+                                         f"/answers/{w * 10 + k}/")
+              for w in range(1, 15) for k in range(2)]
+    figure = review_charts.calibration_scatter(points, action_threshold=0.8,
+                                               labels=SCATTER_LABELS)
+    valid(figure)
+    markers = [t for t in figure["data"] if t["mode"] == "markers"]
+    assert [t["name"] for t in markers] == ["frühere Wochen", "2026-W11", "2026-W12",
+                                            "2026-W13", "2026-W14"]
+    earlier = markers[0]
+    assert len(earlier["x"]) == 20 and earlier["marker"]["color"] == "#999"
+    assert [c[2] for c in earlier["customdata"]][:2] == ["2026-W01", "2026-W01"]
+    assert "%{customdata[2]}" in earlier["hovertemplate"]
+    assert sum(len(t["x"]) for t in markers) == len(points)
+    legend = figure["layout"]["legend"]
+    assert (legend["orientation"], legend["yanchor"]) == ("h", "bottom") and legend["y"] >= 1
+    # Ticks spaced by the axis' length (no fixed 0.1 step that overlaps on a phone).
+    assert "dtick" not in figure["layout"]["xaxis"] and "dtick" not in figure["layout"]["yaxis"]
+    # Five weeks or fewer: one trace each, as before.
+    few = review_charts.calibration_scatter(points[:10], action_threshold=0.8,
+                                            labels=SCATTER_LABELS)
+    assert [t["name"] for t in few["data"] if t["mode"] == "markers"] == [
+        f"2026-W{w:02d}" for w in range(1, 6)]

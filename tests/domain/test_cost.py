@@ -2,6 +2,7 @@
 comments."""
 
 import math
+from decimal import Decimal
 
 import pytest
 
@@ -14,6 +15,7 @@ from judging.domain.cost import (
     expected_weekly_judge_cost,
     rescore_calls,
 )
+from monitoring.domain import prices
 from monitoring.domain.prices import price_key, token_cost
 
 # (id, volume, flagged, rate, calls/answer, prompt tok/call, completion tok/call, prompt price,
@@ -211,3 +213,31 @@ def test_weekly_cost_prices_the_cached_share():
 @pytest.mark.parametrize("name", ["gpt-4o-mini", " GPT-4o-mini", "gpt-4O-MINI\t"])
 def test_one_rule_finds_a_price(name):
     assert price_key(name) == "gpt-4o-mini"
+
+
+# --- list prices and how amounts are written (issue 41, point 6) ----------------------------
+
+
+@pytest.mark.parametrize(("amount", "places"), [
+    (None, 2), (Decimal(0), 2), (Decimal("12.4"), 2), (Decimal("1"), 2), (Decimal("0.5"), 2),
+    (Decimal("0.05"), 3), (Decimal("0.012"), 3), (Decimal("0.00025"), 5),
+    (Decimal("0.000254"), 5), (Decimal("0.0000007"), 6), (0.00025, 5), (-0.003, 4),
+    (Decimal("NaN"), 2), (float("inf"), 2),
+])
+def test_amounts_keep_two_significant_digits_below_one_unit(amount, places):
+    assert prices.amount_places(amount) == places
+
+
+def test_list_prices_are_per_thousand_tokens_and_written_only_where_none_is():
+    by_model = {p.judge_model: p for p in prices.LIST_PRICES}
+    # Published per million tokens: gpt-4o 2.50 / 1.25 cached / 10.00 USD.
+    assert by_model["gpt-4o"] == prices.ListPrice(
+        "gpt-4o", Decimal("0.0025"), Decimal("0.00125"), Decimal("0.01"), "USD")
+    assert len(by_model) == len(prices.LIST_PRICES)  # one price per model
+    for p in prices.LIST_PRICES:
+        assert p.judge_model == prices.price_key(p.judge_model)
+        assert p.prompt_per_1k == round(p.prompt_per_1k, 6)  # JudgePrice keeps six decimals
+        assert p.cached_prompt_per_1k is None or p.cached_prompt_per_1k <= p.prompt_per_1k
+    missing = prices.missing_list_prices([" GPT-4o ", "mein-modell"])
+    assert "gpt-4o" not in {p.judge_model for p in missing}
+    assert len(missing) == len(prices.LIST_PRICES) - 1

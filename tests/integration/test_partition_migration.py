@@ -63,7 +63,7 @@ FILL = textwrap.dedent("""
     # Today's code writes the runs' use case and answer time (0025), the calls of unknown
     # usage (0026), the way the verdicts came and the use case's evidence switch (0027), which
     # 0023's tables lack: the columns while filling, dropped after, so that 0025 fills them
-    # from the answers; and the segments' columns (0031).
+    # from the answers; and the segments' columns (0032).
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
                   " ADD COLUMN answer_created_at timestamptz,"

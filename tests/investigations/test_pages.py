@@ -44,6 +44,8 @@ def test_the_preview_shows_calls_cost_warning_and_skipped_answers(world: World) 
     world.answer("a1", Q_GUESSED)
     world.answer("a2", Q_KNOWN)
     world.answer("a3", "Ohne Nachrichten?", messages=False)
+    # The generator's list price (migration monitoring.0030) replaced by the test's own.
+    JudgePrice.objects.filter(judge_model=GENERATOR).delete()
     JudgePrice.objects.create(
         judge_model=GENERATOR, prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
     )

@@ -52,6 +52,8 @@ def test_the_plan_counts_calls_skips_answers_without_messages_and_prices_them(
     ]
     assert plan.generator_calls == 6 and plan.judge_calls == 2 and plan.calls == 8
     assert plan.estimated_cost is None  # no prices known
+    # The generator's list price (migration monitoring.0030) replaced by the test's own.
+    JudgePrice.objects.filter(judge_model=GENERATOR).delete()
     JudgePrice.objects.create(
         judge_model=GENERATOR, prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
     )
@@ -263,6 +265,8 @@ def test_cancelling_stops_questions_not_yet_asked(world: World) -> None:
 
 
 def test_the_cost_is_counted_per_call_at_each_models_price(world: World) -> None:
+    # The generator's list price (migration monitoring.0030) replaced by the test's own.
+    JudgePrice.objects.filter(judge_model=GENERATOR).delete()
     JudgePrice.objects.create(
         judge_model=GENERATOR, prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
     )
@@ -364,6 +368,8 @@ def test_a_sample_with_nul_and_a_lone_surrogate_is_stored_without_them(world: Wo
 def test_calls_with_absurd_usage_count_with_unknown_tokens(world: World, client: Any) -> None:
     # -5 and 10^30 tokens broke the end of a run ("integer out of range"); here the calls
     # count, their tokens are unknown and the report says how many.
+    # The generator's list price (migration monitoring.0030) replaced by the test's own.
+    JudgePrice.objects.filter(judge_model=GENERATOR).delete()
     JudgePrice.objects.create(
         judge_model=GENERATOR, prompt_per_1k=Decimal("1"), completion_per_1k=Decimal("2")
     )

@@ -121,7 +121,7 @@ def test_use_case_figures_and_page_match_the_hand_computation(scenario: DashWorl
     assert cells[BELOW].startswith("20,0 %")
     assert cells[CLAIMS].startswith("0,89 (") and cells[CLAIMS].endswith("n = 20")
     assert cells[CALLS] == "55"
-    assert cells[COST] == de(float(last.cost), 2)
+    assert cells[COST] == f"{de(float(last.cost), 2)} EUR"
     assert JUDGE in cells[JUDGES]
     assert (f"letzte Woche, laut Prüfmodell ({scenario.last_week.label}) "
             f"{estimate_text(last.estimate)}") in text
@@ -188,12 +188,12 @@ def test_weekly_table_totals_sit_under_their_headers(scenario: DashWorld) -> Non
     # Issue 20: a colspan two short put the calls' and the cost's totals two columns left.
     html = client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode()
     headers, totals = weekly_table(html)
-    assert headers[CALLS] == "Aufrufe" and headers[COST] == "Kosten (EUR)"
+    assert headers[CALLS] == "Aufrufe" and headers[COST] == "Kosten"
     filled = {column: text for column, text in totals if text}
     weeks = dashboard_figures.use_case_weeks(use_case=scenario.a)
     cost = sum((w.cost for w in weeks), start=Decimal(0))
     assert filled == {WEEK: "Summe", CALLS: str(sum(w.calls for w in weeks)),
-                      COST: de(float(cost), 2)}
+                      COST: f"{de(float(cost), 2)} EUR"}
     assert week_row(html, scenario.last_week)[CALLS] == "55"
 
 

@@ -56,14 +56,15 @@ def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
                                                            settings: Any) -> None:
     # Issue 20: a week judged by a model without a price showed "0,00 +?"; the cost says
     # "kein Preis hinterlegt", as on the overview and the judge page, in every row and the
-    # totals. Where some runs had a price and some not, the sum has "+?".
+    # totals. Issue 41: where some runs had a price and some not, the sum has its currency and
+    # says in words how many runs are left out, never "+?".
     JudgePrice.objects.all().delete()
     world.last_week_scenario()
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     headers, totals = weekly_table(html)
     assert headers[COST] == "Kosten"
-    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
-    assert dict(totals)[COST] == "kein Preis hinterlegt"
+    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt (20 Läufe)"
+    assert dict(totals)[COST] == "kein Preis hinterlegt (20 Läufe)"
     table = found(r'<table class="usage numbers dash-table">(.*?)</table>', html,
                   re.DOTALL).group(1)
     assert "0,00" not in text_of(table)
@@ -74,11 +75,17 @@ def test_weekly_table_says_when_no_price_is_set_never_zero(world: DashWorld,
     html = client_for(world, "lead_a").get("/use-cases/auskunft/").content.decode()
     this = dashboard_figures.use_case_weeks(use_case=world.a)[-1]
     assert this.cost > 0 and not this.unpriced_runs
-    assert week_row(html, world.this_week)[COST] == de(float(this.cost), 2)
-    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt"
+    assert week_row(html, world.this_week)[COST] == euros(this.cost)
+    assert week_row(html, world.last_week)[COST] == "kein Preis hinterlegt (20 Läufe)"
     _, totals = weekly_table(html)
-    assert dict(totals)[COST] == f"{de(float(this.cost), 2)} +?"
+    assert dict(totals)[COST] == f"{euros(this.cost)} dazu 20 Läufe ohne Preis"
+    assert "+?" not in html
 
+
+def euros(amount: Decimal) -> str:
+    """An amount as the pages write it: two significant digits below 1 EUR, with "EUR"."""
+    places = 2 if amount >= 1 else max(2, -amount.adjusted() + 1)
+    return f"{de(float(amount), places)} EUR"
 
 
 def test_a_small_week_shows_its_number_and_interval_and_is_grey_only_when_undecided(
@@ -163,11 +170,11 @@ def test_cost_without_a_price_says_so_instead_of_zero(world: DashWorld) -> None:
         client_for(scenario, "lead_a").get("/overview/").content.decode(), re.DOTALL,
     ).group(0))
     # This week and last, each with its calls.
-    assert ("Prüfkosten kein Preis hinterlegt (24 Aufrufe) kein Preis hinterlegt "
-            "(55 Aufrufe)") in card
+    assert ("Prüfkosten kein Preis hinterlegt (12 Läufe) (24 Aufrufe) kein Preis hinterlegt "
+            "(20 Läufe) (55 Aufrufe)") in card
     assert "0,00" not in card
     page = text_of(client_for(scenario, "lead_a").get("/use-cases/auskunft/").content.decode())
-    assert "Prüfkosten (letzte Woche) kein Preis hinterlegt 55 Aufrufe" in page
+    assert "Prüfkosten (letzte Woche) kein Preis hinterlegt (20 Läufe) 55 Aufrufe" in page
 
 
 def test_light_is_red_only_when_the_whole_interval_is_below(world: DashWorld) -> None:

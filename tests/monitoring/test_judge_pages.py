@@ -234,7 +234,7 @@ def test_detail_shows_claims_badges_score_and_run_facts(world: World, judge: Any
     cost = (Decimal(run.prompt_tokens) * Decimal("0.5")
             + Decimal(run.completion_tokens) * 2) / 1000
     assert run.cost == cost
-    assert facts["Kosten"] == f"{cost:.4f} EUR".replace(".", ",")
+    assert facts["Kosten"] == money(cost)
     assert re.fullmatch(r"\d+,\d s", facts["Dauer"])
     assert facts["fertig"] != "–"
     # The score also heads the answer's facts.
@@ -892,6 +892,14 @@ def german(value: Decimal | float, places: int) -> str:
     return f"{rounded:,.{places}f}".replace(",", "_").replace(".", ",").replace("_", ".")
 
 
+def money(value: Decimal | float, currency: str = "EUR") -> str:
+    """An amount as the pages write it: with its currency, two decimals from 1 up, two
+    significant digits below (monitoring.domain.prices.amount_places)."""
+    value = Decimal(str(value))
+    places = 2 if value == 0 or abs(value) >= 1 else min(6, max(2, -value.adjusted() + 1))
+    return f"{german(value, places)} {currency}"
+
+
 def test_usage_table_sums_calls_tokens_and_cost_per_day(
     world: World, judge: Any, fixed_now: Callable[[datetime | None], None]
 ) -> None:
@@ -937,8 +945,8 @@ def test_usage_table_sums_calls_tokens_and_cost_per_day(
         cost = sum((Decimal(r.prompt_tokens) * 3 + Decimal(r.completion_tokens) * 6) / 1000
                    for r in slot_runs)
         return [str(len(slot_runs)), german(calls, 0), german(prompt, 0),
-                german(completion, 0), german(cost, 4),
-                german(calls / len(slot_runs), 1), german(cost / len(slot_runs), 4)]
+                german(completion, 0), money(cost),
+                german(calls / len(slot_runs), 1), money(cost / len(slot_runs))]
 
     # today: 3 runs; (1 + 2) + (1 + 3) + 0 = 7 calls
     assert sum(r.calls for r in runs["today"]) == 7
@@ -970,8 +978,8 @@ def test_usage_marks_runs_without_a_price(world: World, judge: Any, settings: An
     row = usage_rows(lead.get("/use-cases/pruefung/judge/").content.decode())[today]
     cost = Decimal(priced.prompt_tokens + priced.completion_tokens) / 1000
     assert row[:2] == ["2", "5"]
-    assert row[4] == f"{german(cost, 4)} + 1 Lauf ohne Preis"
-    assert row[6] == german(cost, 4), "cost per priced run"
+    assert row[4] == f"{money(cost)} dazu 1 Lauf ohne Preis"
+    assert row[6] == money(cost), "cost per priced run"
 
 
 def test_judge_page_counts_waiting_runs_and_lists_recent_runs(

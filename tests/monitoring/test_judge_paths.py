@@ -189,27 +189,27 @@ def test_the_ways_per_week_with_shares_and_costs_per_answer(
 
     # Two weeks ago: 4 runs with a way, 3 batched (75 %) and 1 per claim (25 %).
     assert rows[(w2, "batched")] == [
-        "gebündelt", "3", "75,0 %", "2,0", "1.000", "100", "0,0300 EUR", "0,0100 EUR"]
+        "gebündelt", "3", "75,0 %", "2,0", "1.000", "100", "0,030 EUR", "0,010 EUR"]
     assert rows[(w2, "per-claim")] == [
-        "je Aussage", "1", "25,0 %", "6,0", "4.500", "20", "0,0300 EUR", "0,0300 EUR"]
+        "je Aussage", "1", "25,0 %", "6,0", "4.500", "20", "0,030 EUR", "0,030 EUR"]
     # Last week: 10 runs with a way. Batched: 5 (50 %), 2 calls each; prompt tokens
     # 1,200 + 1,300 + 1,400 + 1,500 + 1,600 = 7,000, i.e. 1,400 per answer; completion 150;
     # cost 0.010 + 0.011 + 0.012 + 0.013 + 0.014 = 0.060, 0.012 per answer.
     assert rows[(w1, "batched")] == [
-        "gebündelt", "5", "50,0 %", "2,0", "1.400", "150", "0,0600 EUR", "0,0120 EUR"]
+        "gebündelt", "5", "50,0 %", "2,0", "1.400", "150", "0,060 EUR", "0,012 EUR"]
     # After a correction: 2 (20 %), 3 calls each; (2,600 + 2,700) / 2 = 2,650 prompt and
     # (260 + 271) / 2 = 265.5 completion tokens (266 shown); 0.0531, 0.02655 per answer.
     assert rows[(w1, "corrected")] == [
-        "gebündelt nach Korrektur", "2", "20,0 %", "3,0", "2.650", "266", "0,0531 EUR",
-        "0,0266 EUR"]
+        "gebündelt nach Korrektur", "2", "20,0 %", "3,0", "2.650", "266", "0,053 EUR",
+        "0,027 EUR"]
     # Asked again: 2 (20 %), (5 + 4) / 2 = 4.5 calls; (3,000 + 2,800) / 2 = 2,900 and
     # (200 + 180) / 2 = 190 tokens. One of them has no price: the cost is the other's, said so,
     # and per answer divided by the one priced run.
     assert rows[(w1, "fallback")] == [
         "einzeln nachgefragt", "2", "20,0 %", "4,5", "2.900", "190",
-        "0,0320 EUR + 1 Lauf ohne Preis", "0,0320 EUR"]
+        "0,032 EUR dazu 1 Lauf ohne Preis", "0,032 EUR"]
     assert rows[(w1, "single")] == [
-        "ein Aufruf", "1", "10,0 %", "1,0", "900", "300", "0,0150 EUR", "0,0150 EUR"]
+        "ein Aufruf", "1", "10,0 %", "1,0", "900", "300", "0,015 EUR", "0,015 EUR"]
     # The ways in the page's order, newest week first; the week's run without a way beside it.
     assert list(rows) == [
         (w1, "batched"), (w1, "corrected"), (w1, "fallback"), (w1, "single"),
@@ -281,7 +281,7 @@ def test_the_english_page_names_the_ways(
     assert [cells[0] for cells in rows.values()][:4] == [
         "batched", "batched after a correction", "asked again claim by claim", "one call"]
     assert rows[(week_label(1), "batched")][2:] == [
-        "50.0 %", "2.0", "1,400", "150", "0.0600 EUR", "0.0120 EUR"]
+        "50.0 %", "2.0", "1,400", "150", "0.060 EUR", "0.012 EUR"]
     text = text_of(html)
     assert f"In week {week_label(1)}, 20 % of the judge runs asked again claim by claim" in text
     assert "Ways of the verdicts per week" in text

@@ -369,3 +369,23 @@ def test_the_page_says_what_the_drift_check_costs(
     settings.TREUE_CUSUM_P0, settings.TREUE_CUSUM_P1, settings.TREUE_CUSUM_LIMIT = 0.1, 0.3, 6
     client.cookies["django_language"] = "de"
     assert cost(calibration(client)) is None
+
+
+def test_the_charts_write_decimal_commas_in_german_and_points_in_english(
+    review_world: ReviewWorld, six: dict[str, Any], login: Any
+) -> None:
+    # Issue 41, point 8: the calibration charts wrote "0.5" on a German page.
+    client = login(review_world.users["lead"])
+    html = calibration(client)
+    for element_id in ("scatter-figure", "bias-figure"):
+        assert figure(html, element_id)["layout"]["separators"] == ",."
+    bias = figure(html, "bias-figure")
+    low, high = bias["layout"]["yaxis"]["range"]
+    assert low < 0 < high and [low, high] != [-1, 1]
+    client.cookies["django_language"] = "en"
+    try:
+        english = calibration(client)
+    finally:
+        translation.activate(settings.LANGUAGE_CODE)
+    for element_id in ("scatter-figure", "bias-figure"):
+        assert figure(english, element_id)["layout"]["separators"] == ".,"

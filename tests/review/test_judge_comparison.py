@@ -185,6 +185,34 @@ def test_the_comparison_page_by_hand(
     assert [k.split("→")[0].strip() for k in kappas] == [cells["kappa"][0].split(" ")[2]]
 
 
+def test_the_cost_per_answer_names_each_columns_currency_and_its_digits(
+    review_world: ReviewWorld, reviewed: list[Any], login: Any
+) -> None:
+    # Issue 41, point 6: the comparison wrote "0,00025" without a currency. Each column names
+    # its own judge's currency, with two significant digits, and the sum for 1,000 answers.
+    judge_model = current_run(Answer.objects.all()[0]).judge_model
+    JudgePrice.objects.update_or_create(judge_model=judge_model, defaults={
+        "prompt_per_1k": Decimal("0.001"), "completion_per_1k": Decimal("0.002"),
+        "currency": "EUR"})
+    JudgePrice.objects.create(judge_model=CANDIDATE, prompt_per_1k=Decimal("0.001"),
+                              completion_per_1k=Decimal("0.002"), currency="USD")
+    client = login(review_world.users["lead"])
+    start(client, confirm="1")
+    for run in ShadowRun.objects.all():
+        shadow_run_execute(run_id=run.pk)
+    comparison = JudgeComparison.objects.get()
+    html = client.get(f"/review/calibration/recht/judges/{comparison.pk}/").content.decode()
+    cells = [text_of(c) for c in re.findall(r'<td data-figure="cost">(.*?)</td>', html, re.S)]
+    # Per answer: the judge 800 prompt and 4 completion tokens, 0.000808 EUR; the candidate
+    # 400 and 2, 0.000404 USD.
+    assert cells == ["0,00081 EUR 0,81 EUR je 1.000 Antworten",
+                     "0,00040 USD 0,40 USD je 1.000 Antworten"]
+    # The list of comparisons likewise.
+    listed = client.get("/review/calibration/recht/judges/").content.decode()
+    cost = re.findall(r'<td class="nowrap" data-figure="cost">(.*?)</td>', listed, re.S)
+    assert [text_of(c) for c in cost] == ["0,00081 EUR → 0,00040 USD"]
+
+
 def test_adopting_makes_the_candidate_the_use_cases_judge(
     review_world: ReviewWorld, reviewed: list[Any], login: Any
 ) -> None:

@@ -33,7 +33,7 @@ from judging.domain.judge_parse import parse_claims, parse_verdict
 from judging.domain.judge_prompt import decompose_messages, format_context, verify_messages
 from judging.domain.scoring import score_labels
 from judging.services.execution import judge_run_execute
-from monitoring.models import Answer, Claim, JudgeMode, JudgeRun, UseCase
+from monitoring.models import Answer, Claim, JudgeMode, JudgePrice, JudgeRun, UseCase
 from review.domain.imports import LabelLine, parse_line
 from review.models import ReviewSubmission
 from treue_demo.answers import DemoAnswer, expert_score, load_answers
@@ -201,6 +201,10 @@ def test_seed_then_judge_then_import_the_experts_labels(
     assert set(UseCase.objects.values_list("judge_mode", flat=True)) == {JudgeMode.BATCHED}
     scored = JudgeRun.objects.filter(pk__in=runs)
     assert set(scored.values_list("judge_mode", flat=True)) == {JudgeMode.BATCHED}
+    # Issue 41, point 6: the demo judge has a price (gpt-4o-mini's, editable), so every run
+    # has a cost and no page says "kein Preis hinterlegt".
+    assert JudgePrice.objects.filter(judge_model=DEMO_JUDGE_MODEL, currency="USD").exists()
+    assert not scored.filter(cost__isnull=True).exists()
     claims = Claim.objects.filter(run__in=scored)
     assert claims.exclude(evidence_chunks=[]).exists() and claims.exclude(reason="").exists()
 

@@ -30,7 +30,9 @@ from dashboard.selectors.weeks import Week, iso_weeks
 from ingest import services
 from ingest.services import IngestOutcome
 from monitoring import extensions
+from monitoring.domain.prices import LIST_PRICES, ListPrice
 from monitoring.models import Answer, JudgeMode, JudgeRun, Service, UseCase
+from monitoring.services.prices import list_prices_create
 from monitoring.services.use_cases import (
     service_create,
     use_case_create,
@@ -38,6 +40,7 @@ from monitoring.services.use_cases import (
 )
 from treue_demo.answers import DemoAnswer, expert_labels, expert_score, load_answers
 from treue_demo.data import DEMO_JUDGE_MODEL, DEMO_SEGMENT_KEY, USE_CASES, WEEKS, week_answers
+from treue_demo.judge import JUDGE_VARIANTS
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "treue-demo"
@@ -52,6 +55,19 @@ DEMO_SERVICE = "demo-rag"
 # reconciler (10 minutes). Small calls keep that rest small.
 BATCH = 100
 POLL_SECONDS = 2.0
+
+
+# The list price the demo judge and its variants are priced at.
+DEMO_PRICED_AS = "gpt-4o-mini"
+
+
+def demo_prices() -> list[ListPrice]:
+    like = next(p for p in LIST_PRICES if p.judge_model == DEMO_PRICED_AS)
+    return [
+        ListPrice(model, like.prompt_per_1k, like.cached_prompt_per_1k, like.completion_per_1k,
+                  like.currency)
+        for model in (DEMO_JUDGE_MODEL, *JUDGE_VARIANTS)
+    ]
 
 
 class Command(BaseCommand):
@@ -109,6 +125,9 @@ class Command(BaseCommand):
                 use_case.team_leads.add(user)
                 use_case.experts.add(user)
                 use_cases.append(use_case)
+            # The demo judge costs nothing, yet its cost figures should read as a real judge's:
+            # priced as DEMO_PRICED_AS (an editable price, set only where none is).
+            list_prices_create(prices=demo_prices())
             service = Service.objects.filter(name=DEMO_SERVICE).first()
             key = None
             if service is None:

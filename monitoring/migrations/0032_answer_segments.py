@@ -20,7 +20,7 @@ def fill_source(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('monitoring', '0030_judge_run_trigger_on_demand'),
+        ('monitoring', '0031_judge_list_prices'),
     ]
 
     operations = [
