@@ -348,7 +348,7 @@ def _use_case_page(
         "tops_at": _tops_at_any(
             headline, *(e for w in weeks for e in (w.estimate, w.pooled, w.claims)),
             *(b.estimate for b in (*causes.similarity, *causes.chunks)),
-            causes.single, causes.multi,
+            causes.single, causes.multi, *(f.estimate for f in segments.figures),
         ),
         "diagnosis": diagnosis,
         "causes": causes,
