@@ -122,38 +122,52 @@ class Tallies:
 
 def read_tallies(use_case: UseCase, weeks: Sequence[Week], dimension: str) -> Tallies:
     """The dimension's values with their answers and judged scores per week and stratum."""
-    expression = value_of(dimension)
-    base = answers_in([use_case.pk], weeks)
-    counts = (
-        base.annotate(wk=week_bucket("created_at", weeks), segment=expression)
-        .values_list("segment", "wk", "flagged")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
-    judged = (
-        base.filter(status=Answer.Status.JUDGED, score__isnull=False)
-        .annotate(wk=week_bucket("created_at", weeks), segment=expression)
-        .values_list("segment", "wk", "flagged", "score")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
-    sizes: dict[str, list[list[int]]] = defaultdict(lambda: [[0, 0] for _ in weeks])
-    for value, wk, flagged, n in counts:
-        sizes[value or ""][wk][0 if flagged else 1] += n
-    scores: dict[str, list[list[dict[float, int]]]] = defaultdict(
-        lambda: [[{}, {}] for _ in weeks])
-    for value, wk, flagged, score, n in judged:
-        cell = scores[value or ""][wk][0 if flagged else 1]
-        cell[float(score)] = cell.get(float(score), 0) + n
-    segments: dict[str, list[Tally]] = {}
-    for value in set(sizes) | set(scores):
-        own_sizes, own_scores = sizes[value], scores[value]
-        segments[value] = [
-            Tally((own_sizes[i][0], own_sizes[i][1]), (own_scores[i][0], own_scores[i][1]))
-            for i in range(len(weeks))
-        ]
-    whole = [_sum([t[i] for t in segments.values()]) for i in range(len(weeks))]
-    return Tallies(list(weeks), segments, whole)
+    return read_many(use_case, weeks, [dimension])[dimension]
+
+
+def read_many(
+    use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], *,
+    judged: bool = True,
+) -> dict[str, Tallies]:
+    """`read_tallies` of several dimensions from one grouped read of the answers and one of
+    the judged ones (grouped by all the dimensions' values at once, then summed per dimension
+    here): the page's breakdowns cost two scans of the weeks, not two per dimension.
+    `judged` False: the volumes alone (no scores)."""
+    names = [f"d{i}" for i in range(len(dimensions))]
+    values = {name: value_of(d) for name, d in zip(names, dimensions, strict=True)}
+    base = answers_in([use_case.pk], weeks).annotate(wk=week_bucket("created_at", weeks),
+                                                     **values)
+    counts = base.values_list(*names, "wk", "flagged").annotate(n=Count("*")).order_by()
+    sizes: dict[str, defaultdict[str, list[list[int]]]] = {
+        d: defaultdict(lambda: [[0, 0] for _ in weeks]) for d in dimensions}
+    for row in counts:
+        *keys, wk, flagged, n = row
+        for d, value in zip(dimensions, keys, strict=True):
+            sizes[d][value or ""][wk][0 if flagged else 1] += n
+    scores: dict[str, defaultdict[str, list[list[dict[float, int]]]]] = {
+        d: defaultdict(lambda: [[{}, {}] for _ in weeks]) for d in dimensions}
+    if judged:
+        rows = (
+            base.filter(status=Answer.Status.JUDGED, score__isnull=False)
+            .values_list(*names, "wk", "flagged", "score").annotate(n=Count("*")).order_by()
+        )
+        for row in rows:
+            *keys, wk, flagged, score, n = row
+            for d, value in zip(dimensions, keys, strict=True):
+                cell = scores[d][value or ""][wk][0 if flagged else 1]
+                cell[float(score)] = cell.get(float(score), 0) + n
+    out: dict[str, Tallies] = {}
+    for d in dimensions:
+        segments: dict[str, list[Tally]] = {}
+        for value in set(sizes[d]) | set(scores[d]):
+            own_sizes, own_scores = sizes[d][value], scores[d][value]
+            segments[value] = [
+                Tally((own_sizes[i][0], own_sizes[i][1]), (own_scores[i][0], own_scores[i][1]))
+                for i in range(len(weeks))
+            ]
+        whole = [_sum([t[i] for t in segments.values()]) for i in range(len(weeks))]
+        out[d] = Tallies(list(weeks), segments, whole)
+    return out
 
 
 def _sum(tallies: Sequence[Tally]) -> Tally:
@@ -229,16 +243,23 @@ def team_changes(
         return []
     lead = segment_stats.CHANGE_WEEKS
     wide = iso_weeks(weeks=len(span) + lead, until=span[-1].start)
+    volumes = read_many(use_case, wide, dimensions, judged=False)
+    found = [
+        change for dimension in dimensions
+        for change in segment_stats.changes(dimension, volumes[dimension].volumes(), since=lead)
+    ]
+    if not found:
+        return []
+    # The use case's figures around each change: its judged scores read only now, once.
+    whole = read_many(use_case, wide, ["service"])["service"].whole
     out: list[ChangeFigures] = []
-    for dimension in dimensions:
-        tallies = read_tallies(use_case, wide, dimension)
-        for change in segment_stats.changes(dimension, tallies.volumes(), since=lead):
-            before, after = segment_stats.change_window(len(wide), change)
-            out.append(ChangeFigures(
-                change, wide[change.week],
-                segment_stats.pooled_of([tallies.whole[i] for i in before]),
-                segment_stats.pooled_of([tallies.whole[i] for i in after]),
-            ))
+    for change in found:
+        before, after = segment_stats.change_window(len(wide), change)
+        out.append(ChangeFigures(
+            change, wide[change.week],
+            segment_stats.pooled_of([whole[i] for i in before]),
+            segment_stats.pooled_of([whole[i] for i in after]),
+        ))
     return sorted(out, key=lambda c: (c.week.start, c.change.dimension))
 
 
@@ -264,8 +285,15 @@ def segments_view(
     over all of them. `dimension` must be one of the use case's."""
     names = segment_stats_dimensions(use_case)
     recent = list(weeks)[-until_weeks:]
+    tallies = read_many(use_case, recent, names)
     by_dimension = {
-        name: breakdown(use_case=use_case, dimension=name, weeks=recent) for name in names
+        name: segment_stats.breakdown(
+            name, tallies[name].segments, tallies[name].whole,
+            threshold=use_case.action_threshold,
+            # Reviews only where the table shows them: the finding reads the judge's scale.
+            reviews=segment_reviews(use_case, recent, name) if name == dimension else None,
+        )
+        for name in names
     }
     leading = [f for f in (segment_stats.leading_finding(figures)
                            for figures in by_dimension.values()) if f is not None]
