@@ -275,16 +275,20 @@ class SegmentsView:
     compared: int  # the differences looked at for it (all dimensions)
     changes: list[ChangeFigures]
     weeks: list[Week]  # the breakdown's
+    hidden: bool = False  # the reader does not lead the use case: no segment is shown
 
 
 @reads_from_replica
 def segments_view(
     *, use_case: UseCase, weeks: Sequence[Week], dimension: str, until_weeks: int = CAUSES_WEEKS,
+    shown: bool = True,
 ) -> SegmentsView:
     """The page's segments: the breakdowns and the changes over the last CAUSES_WEEKS of
     `weeks`. `dimension` must be one of the use case's."""
     names = segment_stats_dimensions(use_case)
     recent = list(weeks)[-until_weeks:]
+    if not shown:  # nothing read, nothing shown (`hidden`)
+        return SegmentsView(names, dimension, [], None, 0, [], recent, hidden=True)
     tallies = read_many(use_case, recent, names)
     by_dimension = {
         name: segment_stats.breakdown(

@@ -290,8 +290,11 @@ def _use_case_page(
                                      segment=segment),
         user=request.user, use_case_id=use_case.pk,
     )
+    # Segments only for those who lead the use case: an expert's blind answer would show its
+    # score through the estimate of a segment of a few answers.
     segments = segment_selectors.segments_view(
-        use_case=use_case, weeks=[w.week for w in page.weeks], dimension=dimension)
+        use_case=use_case, weeks=[w.week for w in page.weeks], dimension=dimension,
+        shown=dashboard_overview.user_may_tune(user=request.user, use_case=use_case))
     threshold = use_case.action_threshold
     headline = use_case_headline(page.weeks)
     diagnosis = page.diagnosis

@@ -73,6 +73,8 @@ def change_reading(change: ChangeFigures) -> str:
 def finding_reading(view: SegmentsView) -> str:
     """The largest difference that holds after the correction, or that none does."""
     f = view.finding
+    if view.hidden:
+        return _("Segmente und ihre Unterschiede sehen die Teamleitungen des Anwendungsfalls.")
     if f is None or f.difference is None:
         if not view.compared:
             return _("Zu wenige geprüfte Antworten, um Segmente zu vergleichen.")

@@ -377,3 +377,16 @@ def test_a_segment_is_on_the_experts_scale_where_its_answers_were_reviewed(
     assert scale["value"] == pytest.approx(0.25, abs=0.01)
     html = _lead(world).get("/use-cases/segmente/").content.decode()
     assert "Skala der Fachexperten" in html[html.index('id="segments"'):]
+
+
+def test_an_expert_sees_no_segment_that_could_tell_a_blind_score(
+    world_builder: WorldBuilder, world: dict,
+) -> None:
+    expert = world_builder.user("expertin", expert_of=[world["use_case"]])
+    client = Client()
+    client.force_login(expert)
+    html = client.get("/use-cases/segmente/").content.decode()
+    assert 'data-reading="segments-hidden"' in html
+    assert 'data-segment="neu"' not in html and "Größter Unterschied" not in html
+    lead_html = _lead(world).get("/use-cases/segmente/").content.decode()
+    assert 'data-segment="neu"' in lead_html
