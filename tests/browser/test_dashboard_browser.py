@@ -591,16 +591,16 @@ def test_the_segments_section_at_desk_and_phone_width(
     expect(table).to_have_attribute("data-dimension", "model")
     expect(table.locator("tbody tr")).to_have_count(1)
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
-    with page.expect_navigation():
+    with page.expect_navigation(wait_until="commit"):
         section.get_by_role("link", name="Dienst", exact=True).click()
     expect(page.locator("table.segment-table")).to_have_attribute("data-dimension", "service")
     form = page.locator("form.segment-keys")
     form.get_by_label("Eigene Segment-Schlüssel").fill("kanal, sp$rache")
-    with page.expect_navigation():
+    with page.expect_navigation(wait_until="commit"):
         form.get_by_role("button", name="Schlüssel speichern").click()
     expect(page.locator("form.segment-keys .field-error")).to_contain_text("sp$rache")
     page.locator("form.segment-keys").get_by_label("Eigene Segment-Schlüssel").fill("kanal")
-    with page.expect_navigation():
+    with page.expect_navigation(wait_until="commit"):
         page.locator("form.segment-keys").get_by_role("button", name="Schlüssel speichern").click()
     expect(page.locator("#segments nav")).to_contain_text("Metadaten „kanal“")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
