@@ -66,14 +66,7 @@ def _week(
         Counter(_scores(rng, int(judged_flagged), cleans[0]).tolist()),
         Counter(_scores(rng, int(judged_unflagged), cleans[1]).tolist()),
     )
-    return Tally(sizes, (dict(scores[0]), dict(scores[1])))
-
-
-def _add(a: Tally, b: Tally) -> Tally:
-    return Tally(
-        (a.sizes[0] + b.sizes[0], a.sizes[1] + b.sizes[1]),
-        tuple(dict(Counter(x) + Counter(y)) for x, y in zip(a.scores, b.scores, strict=True)),
-    )
+    return Tally.of(sizes, (dict(scores[0]), dict(scores[1])), THRESHOLD)
 
 
 def _run(
@@ -103,7 +96,7 @@ def _run(
                 cleans = (_clean_for_drop(CLEAN[0], drop), _clean_for_drop(CLEAN[1], drop))
             t = _week(rng, int(round(week_volume * week_shares[i])), flag_share, rate, cleans)
             segments[f"m{i}"].append(t)
-            total = _add(total, t)
+            total = total + t
         whole.append(total)
     figures = breakdown("model", segments, whole, threshold=THRESHOLD)
     called = any(f.difference is not None and f.difference.holds for f in figures)

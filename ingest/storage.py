@@ -22,6 +22,7 @@ from django.db import (
 )
 
 from judging.services.runs import judge_run_new, judge_runs_enqueue_on_commit
+from monitoring.domain.segments import segment_values
 from monitoring.models import (
     Answer,
     AnswerKey,
@@ -29,6 +30,7 @@ from monitoring.models import (
     JudgeRun,
     RollupCause,
     RollupDay,
+    RollupSegment,
 )
 from monitoring.models.rollups import day_of, week_of
 from monitoring.services import rollups
@@ -57,12 +59,13 @@ def rolled_back(error: DatabaseError) -> bool:
 
 def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     """Insert one new answer with its chunks and, when it is sampled, its pending judge run, and
-    count it in the rollups (`rollups.answers_added`: the shared lock, then +1 on its day and
-    in its causes' buckets), in one PostgreSQL statement: one round trip, and no ORM query
-    building, which cost more CPU than the statement itself. The columns are
-    the models' own; a unique violation surfaces as IntegrityError as with save(). The run is
+    count it in the rollups (`rollups.answers_added`: the shared lock, then +1 on its day, in
+    its causes' buckets and in its segments), in one PostgreSQL statement: one round trip, and
+    no ORM query building, which cost more CPU than the statement itself. The columns are the
+    models' own; a unique violation surfaces as IntegrityError as with save(). The run is
     enqueued once the transaction commits."""
-    answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql()
+    segments = segment_values(vars(answer), answer.use_case.segment_keys or [])
+    answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql(len(segments))
     run = judge_run_new(answer=answer) if answer.sampled else None
     params: list[Any] = [
         f.get_db_prep_save(f.pre_save(answer, add=True), connection) for f in answer_fields
@@ -82,6 +85,8 @@ def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     week = week_of(answer.created_at)
     for dim, bucket in rollups.Traits.of(answer).buckets():  # sorted, as a batch sorts them
         params += [answer.use_case_id, week, bool(answer.flagged), dim, bucket]
+    for dimension, value in segments:  # sorted by dimension, as a batch sorts them
+        params += [answer.use_case_id, week, bool(answer.flagged), dimension, value]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         answer.pk, run_id = cursor.fetchone()
@@ -94,7 +99,9 @@ def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
 
 
 @functools.cache
-def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
+def _insert_with_chunks_sql(segments: int) -> tuple[list[Any], list[Any], list[Any], str]:
+    """The statement for an answer with this many segments (the built-in dimensions and its use
+    case's declared keys)."""
     q = connection.ops.quote_name
 
     def columns(fields: list[Any]) -> str:
@@ -129,6 +136,14 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     )
     cause_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::smallint, %s::smallint)"]
                            * len(rollups.TRAITS))
+    segment_table = q(RollupSegment._meta.db_table)
+    segment_columns = ", ".join(
+        q(_column(f)) for f in (RollupSegment._meta.get_field(name) for name in
+                                rollups.SEGMENT_KEY)
+        if isinstance(f, models.Field)
+    )
+    segment_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::varchar, %s::text)"]
+                             * segments)
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
         f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"
@@ -160,7 +175,13 @@ def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
         f", b AS (INSERT INTO {cause_table} ({cause_columns}, {answers})"
         f" SELECT v.*, 1 FROM d, (VALUES {cause_rows}) AS v"
         f" ON CONFLICT ({cause_columns}) DO UPDATE SET"
-        f" {answers} = {cause_table}.{answers} + excluded.{answers})"
+        f" {answers} = {cause_table}.{answers} + excluded.{answers} RETURNING 1 AS ok)"
+        # ... then its segments, after all of the causes' rows (an aggregate reads them all).
+        f", sg AS (INSERT INTO {segment_table} ({segment_columns}, {answers})"
+        f" SELECT v.*, 1 FROM (SELECT count(*) AS n FROM b) AS done,"
+        f" (VALUES {segment_rows}) AS v WHERE done.n > 0"
+        f" ON CONFLICT ({segment_columns}) DO UPDATE SET"
+        f" {answers} = {segment_table}.{answers} + excluded.{answers})"
         f" SELECT a.{q('id')}, (SELECT r.{q('id')} FROM r) FROM a"
     )
     return answer_fields, chunk_fields, run_fields, sql

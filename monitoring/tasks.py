@@ -8,6 +8,7 @@ from django.conf import settings
 from common.broker import delete_delivered_messages
 from monitoring.services.prices import past_runs_price, past_runs_price_all
 from monitoring.services.rollup_rebuild import rollups_repair
+from monitoring.services.segment_rollups import SEGMENT_KEYS_ROLL_TASK, segment_keys_roll
 
 
 @shared_task(ignore_result=True)
@@ -67,3 +68,10 @@ def price_past_runs(judge_model: str) -> int:
 def price_past_runs_all() -> int:
     """Nightly: the past runs of every model with a price that still have no cost."""
     return sum(past_runs_price_all().values())
+
+
+@shared_task(name=SEGMENT_KEYS_ROLL_TASK, acks_late=True, reject_on_worker_lost=True,
+             ignore_result=True, soft_time_limit=3600, time_limit=3660)
+def roll_segment_keys(use_case_id: int) -> list[str]:
+    """Metadata keys were declared: count their past answers' segments in the rollups."""
+    return segment_keys_roll(use_case_id=use_case_id)

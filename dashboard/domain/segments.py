@@ -13,17 +13,15 @@ difference, one of them would otherwise differ "significantly" in 40 % of use ca
 A change on the team's side — a new generator model or prompt version — is found from the
 volumes alone (`changes`): the week a value starts carrying most of a dimension's answers.
 
-Plain Python (no django): the selectors feed it histograms of judged scores per week and
-stratum, from the raw rows or the rollups.
+Plain Python (no django): the selectors feed it the sums of judged scores per week and
+stratum (`Scores`), from the raw rows or the rollups.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dashboard.domain.adjusted import holm
 from dashboard.domain.expert_scale import ExpertScale, Review
@@ -32,10 +30,10 @@ from dashboard.domain.statistics.cells import (
     MIN_JUDGED,
     Estimate,
     StratumSums,
+    unit,
     wilson,
     z_value,
 )
-from dashboard.domain.statistics.counts import indicator_counts, sums_from_counts
 from dashboard.domain.statistics.estimates import pooled_mean, share_from_sums
 from dashboard.domain.statistics.precision import (
     DECISIVE_HALF_WIDTH,
@@ -58,12 +56,68 @@ CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True, slots=True)
+class Scores:
+    """A stratum's judged scores by their sums: how many, Σ score, Σ score² and how many lie
+    below the action threshold — what the estimates, the spreads and the share below need, and
+    what the database sums for a segment's week (in exact decimals, so that the raw rows and
+    the rollups give the same floats)."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    below: int = 0
+
+    @classmethod
+    def of(cls, histogram: Mapping[float, int], threshold: float) -> Scores:
+        """The sums of a histogram (score → judged answers)."""
+        items = [(unit(v), int(k)) for v, k in histogram.items()]
+        if any(k < 0 for _, k in items):
+            raise ValueError("counts must be at least 0")
+        return cls(sum(k for _, k in items), math.fsum(v * k for v, k in items),
+                   math.fsum(v * v * k for v, k in items),
+                   sum(k for v, k in items if v < threshold))
+
+    def __add__(self, other: Scores) -> Scores:
+        return Scores(self.n + other.n, self.total + other.total,
+                      self.squares + other.squares, self.below + other.below)
+
+    def minus(self, other: Scores) -> Scores:
+        n = max(0, self.n - other.n)
+        if not n:
+            return Scores()
+        return Scores(n, max(0.0, self.total - other.total),
+                      max(0.0, self.squares - other.squares), max(0, self.below - other.below))
+
+    def sums(self, size: int, *, drawn: bool, below: bool = False) -> StratumSums:
+        """The stratum's sums for the estimators: of the scores, or (`below`) of the indicator
+        "below the threshold"."""
+        if below:
+            total, squares = float(self.below), float(self.below)
+        else:
+            total, squares = self.total, self.squares
+        sq_dev = max(0.0, squares - total * total / self.n) if self.n else 0.0
+        return StratumSums(max(size, self.n), self.n, total, sq_dev, drawn)
+
+
+@dataclass(frozen=True, slots=True)
 class Tally:
     """One week of a segment (or of the whole use case): answers per stratum and the judged
-    answers' scores per stratum, [flagged, unflagged]."""
+    answers' score sums per stratum, [flagged, unflagged]."""
 
     sizes: tuple[int, int] = (0, 0)
-    scores: tuple[Mapping[float, int], Mapping[float, int]] = ({}, {})
+    scores: tuple[Scores, Scores] = (Scores(), Scores())
+
+    @classmethod
+    def of(cls, sizes: tuple[int, int],
+           histograms: tuple[Mapping[float, int], Mapping[float, int]],
+           threshold: float) -> Tally:
+        """From each stratum's histogram of judged scores (score → answers)."""
+        return cls(sizes, (Scores.of(histograms[0], threshold),
+                           Scores.of(histograms[1], threshold)))
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally((self.sizes[0] + other.sizes[0], self.sizes[1] + other.sizes[1]),
+                     (self.scores[0] + other.scores[0], self.scores[1] + other.scores[1]))
 
     @property
     def volume(self) -> int:
@@ -71,28 +125,19 @@ class Tally:
 
     @property
     def judged(self) -> int:
-        return sum(self.scores[0].values()) + sum(self.scores[1].values())
+        return self.scores[0].n + self.scores[1].n
 
     def minus(self, other: Tally) -> Tally:
         """This week without `other`'s answers (a segment taken out of the use case)."""
-        scores = []
-        for mine, theirs in zip(self.scores, other.scores, strict=True):
-            left = Counter(mine)
-            left.subtract(theirs)
-            scores.append({v: k for v, k in left.items() if k > 0})
         return Tally(
             (max(0, self.sizes[0] - other.sizes[0]), max(0, self.sizes[1] - other.sizes[1])),
-            (scores[0], scores[1]),
+            (self.scores[0].minus(other.scores[0]), self.scores[1].minus(other.scores[1])),
         )
 
-    def strata(self, counts: Any = None) -> list[StratumSums]:
-        """[flagged, unflagged] sums (`counts`: the histogram taken of each stratum's scores)."""
-        out = []
-        for h, (size, scores) in enumerate(zip(self.sizes, self.scores, strict=True)):
-            taken = scores if counts is None else counts(scores)
-            n = sum(scores.values())
-            out.append(sums_from_counts(taken, size=max(size, n), drawn=h == 1))
-        return out
+    def strata(self, *, below: bool = False) -> list[StratumSums]:
+        """[flagged, unflagged] sums (`below`: of the indicator "below the threshold")."""
+        return [scores.sums(size, drawn=h == 1, below=below)
+                for h, (size, scores) in enumerate(zip(self.sizes, self.scores, strict=True))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,18 +185,11 @@ def pooled_of(weeks: Sequence[Tally]) -> Estimate:
 
 
 def _merged(weeks: Sequence[Tally]) -> Tally:
-    sizes = [0, 0]
-    scores: list[Counter[float]] = [Counter(), Counter()]
-    for t in weeks:
-        for h in (0, 1):
-            sizes[h] += t.sizes[h]
-            scores[h].update(t.scores[h])
-    return Tally((sizes[0], sizes[1]), (dict(scores[0]), dict(scores[1])))
+    return sum(weeks, Tally())
 
 
-def _below(weeks: Sequence[Tally], threshold: float) -> Estimate:
-    merged = _merged(weeks)
-    return share_from_sums(merged.strata(lambda s: indicator_counts(s, lambda v: v < threshold)))
+def _below(weeks: Sequence[Tally]) -> Estimate:
+    return share_from_sums(_merged(weeks).strata(below=True))
 
 
 def breakdown(
@@ -170,7 +208,8 @@ def breakdown(
     with an estimate and a rest to compare with; the interval of each difference is at level
     1 − α/m for m of them, its p-value Holm-adjusted over them. ``reviews``: value → the
     experts' reviews of its answers per week (as ``whole``): each reviewed segment is also put
-    on the experts' scale, as the week is (`expert_weeks`).
+    on the experts' scale, as the week is (`expert_weeks`). ``threshold`` decides the lights;
+    the share below it comes with the tallies (`Scores.below`), counted at the same threshold.
     """
     total = sum(t.volume for t in whole)
     ranked = sorted(segments.items(), key=lambda kv: (-sum(t.volume for t in kv[1]), kv[0]))
@@ -214,7 +253,7 @@ def breakdown(
         out.append(SegmentFigure(
             dimension=dimension, value=value, volume=volume, flagged=merged.sizes[0],
             share=volume / total if total else 0.0, estimate=estimate,
-            below=_below(weeks, threshold), light=light, rest=rest, difference=difference,
+            below=_below(weeks), light=light, rest=rest, difference=difference,
             sample_rate_needed=needed, expert=_expert(weeks, (reviews or {}).get(value)),
         ))
     return out
@@ -243,8 +282,7 @@ def model_mean(
     spreads: list[float] = []
     for h in (0, 1):
         sizes = [t.sizes[h] for t in weeks]
-        sums = [sums_from_counts(t.scores[h], size=max(t.sizes[h], sum(t.scores[h].values())),
-                                 drawn=h == 1) for t in weeks]
+        sums = [t.scores[h].sums(t.sizes[h], drawn=h == 1) for t in weeks]
         size, n = sum(max(a, s.n) for a, s in zip(sizes, sums, strict=True)), sum(s.n for s in sums)
         if size and not n:
             return None
@@ -278,8 +316,7 @@ def spreads(weeks: Sequence[Tally]) -> tuple[float, float]:
     unflagged]: the floor of every segment's in `model_mean`."""
     out = []
     for h in (0, 1):
-        sums = [sums_from_counts(t.scores[h], size=max(t.sizes[h], sum(t.scores[h].values())),
-                                 drawn=h == 1) for t in weeks]
+        sums = [t.scores[h].sums(t.sizes[h], drawn=h == 1) for t in weeks]
         n = sum(s.n for s in sums)
         dof = n - sum(1 for s in sums if s.n)
         out.append(math.fsum(s.sq_dev for s in sums) / dof if dof > 0 else 0.0)

@@ -20,8 +20,7 @@ from common.db_router import reads_from_replica
 from dashboard.domain.headline import Headline
 from dashboard.domain.segments import top_values
 from dashboard.selectors.figures import WeekFigures, use_case_headline, use_cases_weeks
-from dashboard.selectors.reads import answers_in
-from dashboard.selectors.segments import value_of
+from dashboard.selectors.segment_reads import week_volumes
 from dashboard.selectors.weeks import iso_weeks
 from judging.selectors.prices import price_currencies
 from monitoring.models import Answer, JudgeRun, RollupUsage, RollupUsageDay, UseCase
@@ -162,19 +161,7 @@ def segment_volumes(
     chosen = list(use_cases)
     if not chosen:
         return {}
-    week = iso_weeks(weeks=1)
     slugs = {u.pk: u.slug for u in chosen}
-    chosen_dimensions = list(dimensions)
-    names = {f"d{i}": value_of(d) for i, d in enumerate(chosen_dimensions)}
-    # One grouped read of the week's answers for every dimension at once.
-    rows = (
-        answers_in(list(slugs), week).annotate(**names)
-        .values_list("use_case_id", *names).annotate(n=Count("*")).order_by()
-    )
-    counts: dict[tuple[str, str], dict[str, int]] = {}
-    for use_case_id, *values, n in rows:
-        for dimension, value in zip(chosen_dimensions, values, strict=True):
-            bucket = counts.setdefault((slugs[use_case_id], dimension), {})
-            bucket[value or ""] = bucket.get(value or "", 0) + n
-    out = {key: top_values(values) for key, values in counts.items()}
-    return out
+    counts = week_volumes(list(slugs), iso_weeks(weeks=1), list(dimensions))
+    return {(slugs[pk], dimension): top_values(values)
+            for (pk, dimension), values in counts.items()}

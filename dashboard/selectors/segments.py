@@ -1,6 +1,6 @@
-"""Segments (issue 40) from the answers: a dimension's values with their weekly tallies, the
-changes on the team's side (a new generator model or prompt version), and the filter that
-restricts every figure to segments.
+"""Segments (issue 40): a dimension's values with their figures (the tallies come from
+segment_reads.py: the rollups or the raw answers), the changes on the team's side (a new
+generator model or prompt version), and the filter that restricts every figure to segments.
 
 A segment's value as the breakdown names it: the generator model, the service's name, the
 prompt version, the best-ranked chunk's source, a declared metadata key's value (as text);
@@ -14,40 +14,22 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import CharField, Count, F, Q, Value
-from django.db.models.expressions import Expression
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import Q
 
 from common.db_router import reads_from_replica
 from dashboard.domain import segments as segment_stats
 from dashboard.domain.expert_scale import Review
-from dashboard.domain.segments import Change, SegmentFigure, Tally
+from dashboard.domain.segments import Change, SegmentFigure
 from dashboard.domain.statistics.cells import Estimate
-from dashboard.selectors.reads import answers_in
-from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks, week_bucket
+from dashboard.selectors.segment_reads import RAW_FIELDS, read_many, value_of
+from dashboard.selectors.weeks import CAUSES_WEEKS, Week, iso_weeks
 from monitoring import extensions
 from monitoring.domain.segments import METADATA, Segment, dimensions
 from monitoring.models import Answer, UseCase
+from monitoring.models.rollups import rollups_ready
 
 # The dimensions whose changes are marked on the trend and restart the experts' pool.
 CHANGING = ("model", "prompt_version")
-
-
-def _field(dimension: str) -> str:
-    return {
-        "model": "model", "service": "service__name", "prompt_version": "prompt_version",
-        "source": "source",
-    }[dimension] if not dimension.startswith(METADATA) else ""
-
-
-def value_of(dimension: str) -> Expression:
-    """The expression of an answer's value in `dimension` ("" where it has none)."""
-    if dimension.startswith(METADATA):
-        key = dimension[len(METADATA):]
-        return Coalesce(Cast(KT(f"metadata__{key}"), CharField()), Value(""),
-                        output_field=CharField())
-    return Coalesce(F(_field(dimension)), Value(""), output_field=CharField())
 
 
 @dataclass(frozen=True)
@@ -96,89 +78,11 @@ def _condition(dimension: str, value: str, prefix: str) -> Q:
             else:
                 condition |= Q(**{path: number})
         return condition
-    return Q(**{f"{prefix}{_field(dimension)}": value})
+    return Q(**{f"{prefix}{RAW_FIELDS[dimension]}": value})
 
 
 def segment_filter(segments: Sequence[Segment]) -> SegmentFilter:
     return SegmentFilter(tuple(segments), tuple(s.text for s in segments))
-
-
-@dataclass(frozen=True)
-class Tallies:
-    """A dimension over weeks: each value's weekly tallies and the whole use case's."""
-
-    weeks: list[Week]
-    segments: dict[str, list[Tally]]
-    whole: list[Tally]
-
-    def volumes(self) -> list[dict[str, int]]:
-        """Per week, value → answers."""
-        return [
-            {value: tallies[i].volume for value, tallies in self.segments.items()
-             if tallies[i].volume}
-            for i in range(len(self.weeks))
-        ]
-
-
-def read_tallies(use_case: UseCase, weeks: Sequence[Week], dimension: str) -> Tallies:
-    """The dimension's values with their answers and judged scores per week and stratum."""
-    return read_many(use_case, weeks, [dimension])[dimension]
-
-
-def read_many(
-    use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], *,
-    judged: bool = True,
-) -> dict[str, Tallies]:
-    """`read_tallies` of several dimensions from one grouped read of the answers and one of
-    the judged ones (grouped by all the dimensions' values at once, then summed per dimension
-    here): the page's breakdowns cost two scans of the weeks, not two per dimension.
-    `judged` False: the volumes alone (no scores)."""
-    names = [f"d{i}" for i in range(len(dimensions))]
-    values = {name: value_of(d) for name, d in zip(names, dimensions, strict=True)}
-    base = answers_in([use_case.pk], weeks).annotate(wk=week_bucket("created_at", weeks),
-                                                     **values)
-    counts = base.values_list(*names, "wk", "flagged").annotate(n=Count("*")).order_by()
-    sizes: dict[str, defaultdict[str, list[list[int]]]] = {
-        d: defaultdict(lambda: [[0, 0] for _ in weeks]) for d in dimensions}
-    for row in counts:
-        *keys, wk, flagged, n = row
-        for d, value in zip(dimensions, keys, strict=True):
-            sizes[d][value or ""][wk][0 if flagged else 1] += n
-    scores: dict[str, defaultdict[str, list[list[dict[float, int]]]]] = {
-        d: defaultdict(lambda: [[{}, {}] for _ in weeks]) for d in dimensions}
-    if judged:
-        rows = (
-            base.filter(status=Answer.Status.JUDGED, score__isnull=False)
-            .values_list(*names, "wk", "flagged", "score").annotate(n=Count("*")).order_by()
-        )
-        for row in rows:
-            *keys, wk, flagged, score, n = row
-            for d, value in zip(dimensions, keys, strict=True):
-                cell = scores[d][value or ""][wk][0 if flagged else 1]
-                cell[float(score)] = cell.get(float(score), 0) + n
-    out: dict[str, Tallies] = {}
-    for d in dimensions:
-        segments: dict[str, list[Tally]] = {}
-        for value in set(sizes[d]) | set(scores[d]):
-            own_sizes, own_scores = sizes[d][value], scores[d][value]
-            segments[value] = [
-                Tally((own_sizes[i][0], own_sizes[i][1]), (own_scores[i][0], own_scores[i][1]))
-                for i in range(len(weeks))
-            ]
-        whole = [_sum([t[i] for t in segments.values()]) for i in range(len(weeks))]
-        out[d] = Tallies(list(weeks), segments, whole)
-    return out
-
-
-def _sum(tallies: Sequence[Tally]) -> Tally:
-    sizes = [0, 0]
-    scores: list[dict[float, int]] = [{}, {}]
-    for t in tallies:
-        for h in (0, 1):
-            sizes[h] += t.sizes[h]
-            for v, k in t.scores[h].items():
-                scores[h][v] = scores[h].get(v, 0) + k
-    return Tally((sizes[0], sizes[1]), (scores[0], scores[1]))
 
 
 def segment_reviews(
@@ -214,7 +118,7 @@ def breakdown(
     """The dimension's segments over `weeks` (default: the causes' CAUSES_WEEKS up to now),
     on the experts' scale too where their answers were reviewed."""
     span = list(weeks) if weeks else iso_weeks(weeks=CAUSES_WEEKS)
-    tallies = read_tallies(use_case, span, dimension)
+    tallies = read_many(use_case, span, [dimension])[dimension]
     return segment_stats.breakdown(
         dimension, tallies.segments, tallies.whole, threshold=use_case.action_threshold,
         reviews=segment_reviews(use_case, span, dimension),
@@ -251,7 +155,7 @@ def team_changes(
     if not found:
         return []
     # The use case's figures around each change: its judged scores read only now, once.
-    whole = read_many(use_case, wide, ["service"])["service"].whole
+    whole = read_many(use_case, wide, ["model"])["model"].whole
     out: list[ChangeFigures] = []
     for change in found:
         before, after = segment_stats.change_window(len(wide), change)
@@ -310,10 +214,12 @@ def segments_view(
     return SegmentsView(
         dimensions=names, dimension=dimension, figures=by_dimension[dimension],
         finding=finding, compared=compared,
-        # The changes of the breakdown's weeks only, until the segments are in the rollups
-        # (issue 40, point 4): over all the page's 26 weeks their raw read cost 160 ms at a
+        # The changes of all the page's weeks from the rollups; read raw (before a rebuild),
+        # those of the breakdown's weeks only: over 26 weeks that read cost 160 ms at a
         # million answers.
-        changes=team_changes(use_case=use_case, weeks=recent), weeks=recent,
+        changes=team_changes(use_case=use_case,
+                             weeks=list(weeks) if rollups_ready() else recent),
+        weeks=recent,
     )
 
 

@@ -44,6 +44,7 @@ from judging.domain.verification import judge_answer
 from judging.selectors import runs as judging_selectors
 from judging.selectors.prices import price_for_model
 from judging.services.runs import JUDGE_RUN, SELF_JUDGING, judge_runs_enqueue
+from monitoring.domain.segments import SEGMENT_FIELDS
 from monitoring.models import (
     Answer,
     Claim,
@@ -249,7 +250,8 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
             Answer.objects.select_for_update()
             .filter(pk=run.answer_id)
             .values("use_case_id", "created_at", "flagged", "in_random_sample", "sampled",
-                    "status", "score", "abstention", "current_run_id", *rollups.TRAITS)
+                    "status", "score", "abstention", "current_run_id", *rollups.TRAITS,
+                    *SEGMENT_FIELDS)
             .get()
         )
         done = jobs.finish(
@@ -317,7 +319,7 @@ def _finish(run: JudgeRun, token: uuid.UUID, judgement: Judgement) -> bool:
             rollups.answer_judged(
                 use_case_id=answer["use_case_id"], created_at=answer["created_at"],
                 flagged=answer["flagged"], in_random_sample=answer["in_random_sample"],
-                traits=rollups.Traits.of(answer), before=before,
+                traits=rollups.Traits.of(answer), before=before, segment_fields=answer,
                 after=rollups.judged_state(
                     result.score, result.abstention, (c.label.value for c in judgement.claims)
                 ),

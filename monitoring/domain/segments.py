@@ -145,3 +145,35 @@ def metadata_problems(metadata: Mapping[str, Any], declared: Sequence[str]) -> l
             out.append((f"metadata.{key}", f"a declared key's value is at most "
                                            f"{MAX_VALUE_CHARS} characters"))
     return out
+
+
+# An answer's fields its segments come from (`segment_values`).
+SEGMENT_FIELDS = ("model", "service_id", "prompt_version", "source", "metadata")
+
+
+def segment_values(fields: Mapping[str, Any], declared: Sequence[str]) -> tuple[
+        tuple[str, str], ...]:
+    """An answer's (dimension, value) in every dimension of a use case with these declared
+    keys, sorted by dimension (the order the rollups' writers lock rows in). The value as its
+    segment names it, "" where the answer has none; the service by its id (a name can change:
+    the readers name it). A declared key's value that is no segment (an object, a list: stored
+    before the key was declared) counts as none."""
+    metadata = fields.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    out = [
+        *((dimension, built_in_value(fields.get(field))) for dimension, field in FIELDS.items()),
+        *((METADATA + key, segment_value(metadata.get(key)) or "") for key in declared),
+    ]
+    return tuple(sorted(out))
+
+
+# The answer's field of each built-in dimension.
+FIELDS = {"model": "model", "service": "service_id", "prompt_version": "prompt_version",
+          "source": "source"}
+
+
+def built_in_value(raw: Any) -> str:
+    """A built-in dimension's value as the rollups keep it: the text, the service's id as
+    text, "" for none."""
+    return "" if raw is None else str(raw)

@@ -137,6 +137,10 @@ class UseCase(models.Model):
     # Metadata keys whose values become segments (issue 40), at most 10.
     segment_keys = models.JSONField(_("Segment-Schlüssel der Metadaten"), default=list,
                                     blank=True)
+    # The declared keys whose segments the rollups hold in full (a key declared later is read
+    # from the raw answers until a task has counted its past answers: segment_keys_roll).
+    segment_keys_rolled = models.JSONField(_("Segment-Schlüssel in den Wochensummen"),
+                                           default=list, blank=True, editable=False)
     active = models.BooleanField(_("aktiv"), default=True)
     created_at = models.DateTimeField(_("angelegt"), auto_now_add=True)
 

@@ -48,6 +48,7 @@ from monitoring.domain.retention import BATCH_SIZE, retention_cutoff, scrub_call
 from monitoring.models import Answer, AnswerKey, Chunk, Claim, DroppedMonth, JudgeRun, UseCase
 from monitoring.services import partitions, rollups
 from monitoring.services.rollup_rebuild import rollups_seal
+from monitoring.services.segment_rollups import metadata_cleared
 
 # A run in these states still reads the answer's text.
 _OPEN_RUNS = (JudgeRun.Status.PENDING, JudgeRun.Status.RUNNING)
@@ -105,6 +106,12 @@ def answers_anonymise(*, answer_ids: Sequence[int], now: datetime | None = None)
         todo = [pk for pk in locked if pk not in in_review and pk not in for_judge]
         if not todo:
             return 0
+        # The declared keys' segments of the metadata emptied now move to "none", as a
+        # recount of the rollups would count them.
+        metadata_cleared(
+            Answer.objects.filter(pk__in=todo).exclude(metadata={})
+            .values("use_case_id", "created_at", "flagged", "status", "score", "metadata")
+        )
         count = Answer.objects.filter(pk__in=todo).update(
             question="", text="", messages=None, metadata={}, token_data=None,
             uncertain_tokens=[], anonymised_at=now,

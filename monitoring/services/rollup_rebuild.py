@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Case, Count, IntegerField, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -63,6 +63,11 @@ from monitoring.services.rollups import (
     usage_day_key,
     usage_day_of,
     usage_of,
+)
+from monitoring.services.segment_rollups import (
+    expected_segments,
+    segment_keys_roll_pending,
+    unrolled,
 )
 
 logger = logging.getLogger(__name__)
@@ -158,7 +163,13 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
     for run in ended.values("use_case_id", *RUN_FIELDS).order_by().iterator(chunk_size=5000):
         key = usage_day_key(run)
         usage_day[key] = plus(usage_day.get(key), usage_day_of(run))
+    # A partial recount (`since`) counts the keys already rolled only: a key declared since
+    # waits for its task, which counts all its weeks.
+    segments, segment_scores = expected_segments(use_case_ids, since,
+                                                  rolled_only=since is not None)
     return {
+        "segment": segments,
+        "segment_score": segment_scores,
         "day": {k: (n,) for k, n in days.items()},
         "score": {k: (n,) for k, n in scores.items()},
         "usage": usage,
@@ -253,6 +264,8 @@ def rollups_rebuild(
                 _moments_row(key, values) for key, values in expected["moments"].items()
             ])
             written["moments"] += len(expected["moments"])
+            if since is None:  # the segments now hold every declared key's answers
+                UseCase.objects.filter(pk=pk).update(segment_keys_rolled=F("segment_keys"))
     if whole:
         RollupState.objects.all().delete()
         RollupState.objects.create(definition=definition(), ready_at=timezone.now())
@@ -268,6 +281,9 @@ def rollups_check(
     sealed = _sealed(ids)
     expected = _without_sealed(_expected(ids, since), sealed)
     stored = _without_sealed(_stored(ids, since), sealed)
+    for rows in (expected, stored):  # a key declared since is its task's to count
+        for name in ("segment", "segment_score"):
+            rows[name] = unrolled(rows[name], ids)
     out = []
     for name in [*TABLES, "moments"]:
         want, have = expected[name], stored[name]
@@ -366,6 +382,7 @@ def rollups_repair(*, weeks: int = CHECK_WEEKS) -> int:
     if not rollups_ready():
         logger.info("the rollups are not whole for this definition: rebuilding them")
         return rollups_rebuild().use_cases
+    segment_keys_roll_pending()  # declared keys whose task was lost
     repaired = 0
     for use_case in UseCase.objects.order_by("pk"):
         differences = rollups_check(use_cases=[use_case], weeks=weeks)

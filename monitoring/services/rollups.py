@@ -1,11 +1,12 @@
 """Keeping the weekly rollups (monitoring/models/rollups.py) equal to what they count.
 
 - `answers_added`: an ingest's new answers, in the ingest's transaction (`RollupDay`,
-  `RollupCause`).
+  `RollupCause`, `RollupSegment`).
 - `answer_judged`: a judge run's completion moves its answer's judged state (`RollupScore`,
-  `RollupCauseScore`, `RollupMoments`): the state it had is subtracted (a rescore), the new one
-  added, in the run's transaction.
-- Rebuilding and checking them against a recount: rollup_rebuild.py.
+  `RollupCauseScore`, `RollupMoments`, `RollupSegmentScore`): the state it had is subtracted
+  (a rescore), the new one added, in the run's transaction.
+- Rebuilding and checking them against a recount: rollup_rebuild.py; the segments' part of
+  it, a key declared later, and metadata that retention clears: segment_rollups.py.
 
 Writers aggregate in Python and send one statement per table: INSERT … ON CONFLICT DO UPDATE,
 adding to what is there (the same text on PostgreSQL and SQLite), keys sorted so that two
@@ -34,6 +35,7 @@ from monitoring.domain.moments import (
     moments_of,
 )
 from monitoring.domain.points import POINTS2
+from monitoring.domain.segments import segment_values
 from monitoring.models import (
     Answer,
     Claim,
@@ -43,8 +45,11 @@ from monitoring.models import (
     RollupDay,
     RollupMoments,
     RollupScore,
+    RollupSegment,
+    RollupSegmentScore,
     RollupUsage,
     RollupUsageDay,
+    UseCase,
 )
 from monitoring.models.rollups import (
     USAGE_DAY_SUMS,
@@ -141,27 +146,36 @@ def run_labels(run_id: int | None) -> list[str]:
 
 
 def answers_added(answers: Iterable[Answer]) -> None:
-    """Count new answers (just inserted in this transaction) in their days and their weeks'
-    cause buckets (the day first: every writer locks the rollups' rows in one order)."""
+    """Count new answers (just inserted in this transaction) in their days, their weeks' cause
+    buckets and their segments (in this order: every writer locks the rollups' rows in one
+    order). The segments of the metadata keys their use case (as loaded with the answer)
+    declares."""
     counts: Counter[tuple[Any, ...]] = Counter()
     buckets: Counter[tuple[Any, ...]] = Counter()
+    segments: Counter[tuple[Any, ...]] = Counter()
     for a in answers:
         counts[a.use_case_id, day_of(a.created_at), bool(a.flagged)] += 1
         week = week_of(a.created_at)
         for dim, bucket in Traits.of(a).buckets():
             buckets[a.use_case_id, week, bool(a.flagged), dim, bucket] += 1
+        for dimension, value in segment_values(vars(a), a.use_case.segment_keys or []):
+            segments[a.use_case_id, week, bool(a.flagged), dimension, value] += 1
     if not counts:
         return
-    _lock_shared({uc for uc, _, _ in counts})
+    lock_shared({uc for uc, _, _ in counts})
     rows_add(RollupDay, DAY_KEY, counts)
     rows_add(RollupCause, CAUSE_KEY, buckets)
+    rows_add(RollupSegment, SEGMENT_KEY, segments)
 
 
 def answer_judged(
     *, use_case_id: int, created_at: datetime, flagged: bool, in_random_sample: bool,
     traits: Traits, before: Judged | None, after: Judged | None,
+    segment_fields: Mapping[str, Any] | None = None,
 ) -> None:
-    """Move one answer from its judged state `before` (None: it was not judged) to `after`."""
+    """Move one answer from its judged state `before` (None: it was not judged) to `after`;
+    `segment_fields`: its SEGMENT_FIELDS, for its segments' scores (under the lock, of the
+    keys its use case declares now)."""
     week = week_of(created_at)
     flagged, in_random_sample = bool(flagged), bool(in_random_sample)
     delta: Counter[tuple[Any, ...]] = Counter()
@@ -177,7 +191,7 @@ def answer_judged(
     delta = Counter({k: v for k, v in delta.items() if v})
     if not delta:
         return
-    _lock_shared({use_case_id})
+    lock_shared({use_case_id})
     rows_add(RollupScore, _SCORE_KEY, delta)
     rows_add(RollupCauseScore, _CAUSE_SCORE_KEY, {k: v for k, v in by_cause.items() if v})
     _moments_move(
@@ -185,6 +199,17 @@ def answer_judged(
         add=None if after is None else traits.moments(after.score),
         sub=None if before is None else traits.moments(before.score),
     )
+    if segment_fields is not None:
+        declared = UseCase.objects.filter(pk=use_case_id).values_list(
+            "segment_keys", flat=True).first() or []
+        by_segment: Counter[tuple[Any, ...]] = Counter()
+        for state, sign in ((before, -1), (after, +1)):
+            if state is None:
+                continue
+            for dimension, value in segment_values(segment_fields, declared):
+                by_segment[(use_case_id, week, flagged, dimension, value, state.score)] += sign
+        rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY,
+                 {k: v for k, v in by_segment.items() if v})
 
 
 def _moments_move(
@@ -229,6 +254,8 @@ _SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "abstention", "
 DAY_KEY = ("use_case", "day", "flagged")
 CAUSE_KEY = ("use_case", "week", "flagged", "dim", "bucket")
 _CAUSE_SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "dim", "bucket", "score")
+SEGMENT_KEY = ("use_case", "week", "flagged", "dimension", "value")
+SEGMENT_SCORE_KEY = ("use_case", "week", "flagged", "dimension", "value", "score")
 
 
 _USAGE_KEY = ("use_case", "week", "judge_model", "prompt_version")
@@ -249,7 +276,7 @@ def run_ended(run_id: int) -> None:
         .get()
     )
     uc = run["use_case_id"]
-    _lock_shared({uc})
+    lock_shared({uc})
     if in_week_usage(run["trigger"]):
         key = (uc, week_of(run["answer__created_at"]), run["judge_model"], run["prompt_version"])
         rows_add(RollupUsage, _USAGE_KEY, {key: usage_of(run)}, USAGE_SUMS)
@@ -263,7 +290,7 @@ def usage_moved(
 ) -> None:
     """Add these differences to the usage rollups (a past run priced: its cost in, its count
     moved from the unpriced to the priced), in the caller's transaction."""
-    _lock_shared(use_case_ids)
+    lock_shared(use_case_ids)
     rows_add(RollupUsage, _USAGE_KEY, usage, USAGE_SUMS)
     rows_add(RollupUsageDay, _USAGE_DAY_KEY, usage_day, USAGE_DAY_SUMS)
 
@@ -294,7 +321,7 @@ def runs_dropped(run_ids: Sequence[int]) -> None:
             moved[key] = plus(moved.get(key), usage_day_of(run))
     if not moved:
         return
-    _lock_shared({key[0] for key in moved})
+    lock_shared({key[0] for key in moved})
     rows_add(RollupUsageDay, _USAGE_DAY_KEY,
          {key: tuple(-n for n in sums) for key, sums in moved.items()}, USAGE_DAY_SUMS)
     rows_add(RollupUsageDay, _USAGE_DAY_KEY,
@@ -319,7 +346,7 @@ def usage_of(run: Mapping[str, Any]) -> tuple[int, ...]:
     )
 
 
-def _lock_shared(use_case_ids: set[int]) -> None:
+def lock_shared(use_case_ids: set[int]) -> None:
     if connection.vendor != "postgresql":
         return  # SQLite serialises writers
     with connection.cursor() as cursor:
@@ -392,6 +419,8 @@ TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], st
     "usage_day": (RollupUsageDay, _USAGE_DAY_KEY, USAGE_DAY_SUMS, "day"),
     "cause": (RollupCause, CAUSE_KEY, ("answers",), "week"),
     "cause_score": (RollupCauseScore, _CAUSE_SCORE_KEY, ("answers",), "week"),
+    "segment": (RollupSegment, SEGMENT_KEY, ("answers",), "week"),
+    "segment_score": (RollupSegmentScore, SEGMENT_SCORE_KEY, ("answers",), "week"),
 }
 
 Rows = dict[str, dict[tuple[Any, ...], tuple[int, ...]]]

@@ -17,6 +17,10 @@ from monitoring.models import (
     Service,
     UseCase,
 )
+from monitoring.services.segment_rollups import (
+    segment_keys_declared,
+    segment_keys_roll_on_commit,
+)
 
 
 def use_case_create(
@@ -83,6 +87,10 @@ def use_case_declare_segment_keys(*, use_case: UseCase, keys: Sequence[str]) -> 
     Returns the keys as stored. Answers stored before keep their metadata: a key declared now
     breaks down earlier answers too."""
     checked = check_declared(list(keys))
-    use_case.segment_keys = checked
-    use_case.save(update_fields=["segment_keys"])
+    with transaction.atomic():
+        pending = segment_keys_declared(use_case=use_case, keys=checked)
+        use_case.segment_keys = checked
+        use_case.save(update_fields=["segment_keys"])
+        if pending:  # their past answers' segments, counted on a worker
+            segment_keys_roll_on_commit(use_case_id=use_case.pk)
     return checked

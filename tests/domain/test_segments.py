@@ -69,13 +69,13 @@ def test_metadata_bounds() -> None:
 
 
 def _tally(flagged: int, unflagged: int, f_scores: dict, u_scores: dict) -> Tally:
-    return Tally((flagged, unflagged), (f_scores, u_scores))
+    return Tally.of((flagged, unflagged), (f_scores, u_scores), 0.8)
 
 
 def test_a_segment_is_its_own_stratified_estimate_and_the_rest_the_others() -> None:
     a = _tally(4, 40, {0.0: 2, 1.0: 2}, {1.0: 10, 0.5: 2})
     b = _tally(2, 60, {1.0: 2}, {1.0: 12})
-    whole = [Tally((6, 100), ({0.0: 2, 1.0: 4}, {1.0: 22, 0.5: 2}))]
+    whole = [_tally(6, 100, {0.0: 2, 1.0: 4}, {1.0: 22, 0.5: 2})]
     [first, second] = breakdown("model", {"a": [a], "b": [b]}, whole, threshold=0.8)
     assert (second.value, first.value) == ("a", "b")  # largest first: 62 against 44
     assert first.volume == 62 and second.volume == 44
@@ -93,7 +93,7 @@ def test_the_difference_is_model_based_and_bonferroni_corrected() -> None:
     good = [_tally(10, 240, {1.0: 6, 0.5: 4}, {1.0: 7, 0.5: 1}) for _ in range(weeks)]
     bad = [_tally(30, 220, {1.0: 6, 0.0: 24}, {1.0: 4, 0.0: 4}) for _ in range(weeks)]
     other = [_tally(10, 240, {1.0: 7, 0.5: 3}, {1.0: 8}) for _ in range(weeks)]
-    whole = [Tally((50, 700), ({1.0: 19, 0.5: 7, 0.0: 24}, {1.0: 19, 0.5: 1, 0.0: 4}))
+    whole = [_tally(50, 700, {1.0: 19, 0.5: 7, 0.0: 24}, {1.0: 19, 0.5: 1, 0.0: 4})
              for _ in range(weeks)]
     figures = breakdown("model", {"good": good, "bad": bad, "other": other}, whole,
                         threshold=0.8)
@@ -116,7 +116,7 @@ def test_the_difference_is_model_based_and_bonferroni_corrected() -> None:
 def test_two_segments_are_one_comparison() -> None:
     a = [_tally(5, 100, {1.0: 5}, {1.0: 20, 0.0: 2})]
     b = [_tally(5, 100, {1.0: 4, 0.0: 1}, {1.0: 21, 0.0: 1})]
-    whole = [Tally((10, 200), ({1.0: 9, 0.0: 1}, {1.0: 41, 0.0: 3}))]
+    whole = [_tally(10, 200, {1.0: 9, 0.0: 1}, {1.0: 41, 0.0: 3})]
     figures = breakdown("model", {"a": a, "b": b}, whole, threshold=0.8)
     first, second = (f.difference for f in figures)
     assert first is not None and second is not None
@@ -130,7 +130,7 @@ def test_two_segments_are_one_comparison() -> None:
 def test_too_few_judged_is_grey_with_the_rate_that_would_decide() -> None:
     thin = [_tally(0, 300, {}, {1.0: 2, 0.5: 1})]
     rest = [_tally(0, 300, {}, {1.0: 30})]
-    whole = [Tally((0, 600), ({}, {1.0: 32, 0.5: 1}))]
+    whole = [_tally(0, 600, {}, {1.0: 32, 0.5: 1})]
     by = {f.value: f for f in breakdown("model", {"thin": thin, "rest": rest}, whole,
                                          threshold=0.8)}
     assert by["thin"].light == "grey" and by["thin"].difference is None
@@ -152,9 +152,9 @@ def test_a_change_is_the_week_a_new_value_carries_most_answers() -> None:
 
 
 def test_tally_minus_takes_a_segment_out() -> None:
-    whole = Tally((5, 50), ({1.0: 3, 0.0: 2}, {1.0: 9, 0.5: 1}))
-    part = Tally((2, 20), ({1.0: 1, 0.0: 1}, {1.0: 4}))
-    assert whole.minus(part) == Tally((3, 30), ({1.0: 2, 0.0: 1}, {1.0: 5, 0.5: 1}))
+    whole = _tally(5, 50, {1.0: 3, 0.0: 2}, {1.0: 9, 0.5: 1})
+    part = _tally(2, 20, {1.0: 1, 0.0: 1}, {1.0: 4})
+    assert whole.minus(part) == _tally(3, 30, {1.0: 2, 0.0: 1}, {1.0: 5, 0.5: 1})
 
 
 def test_a_reviewed_segment_is_on_the_experts_scale_too() -> None:
@@ -163,7 +163,7 @@ def test_a_reviewed_segment_is_on_the_experts_scale_too() -> None:
 
     a = [_tally(5, 100, {1.0: 3, 0.5: 2}, {1.0: 20, 0.5: 2})]
     b = [_tally(5, 100, {1.0: 4, 0.0: 1}, {1.0: 21, 0.0: 1})]
-    whole = [Tally((10, 200), ({1.0: 7, 0.5: 2, 0.0: 1}, {1.0: 41, 0.5: 2, 0.0: 1}))]
+    whole = [_tally(10, 200, {1.0: 7, 0.5: 2, 0.0: 1}, {1.0: 41, 0.5: 2, 0.0: 1})]
     reviews = [Review(0.5, 1.0, False), Review(1.0, 1.0, False), Review(0.5, 0.5, True)] * 4
     by = {f.value: f for f in breakdown("model", {"a": a, "b": b}, whole, threshold=0.8,
                                          reviews={"a": [reviews]})}

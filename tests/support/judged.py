@@ -71,8 +71,9 @@ def _flagging_logprobs(text: str) -> dict[str, Any]:
 
 def ingest(
     service: Service, use_case: UseCase, ext: str, text: str, *, flagged: bool = False,
-    created_at: datetime | None = None, model: str = GENERATOR,
+    created_at: datetime | None = None, model: str = GENERATOR, **more: Any,
 ) -> Answer:
+    """`more`: further ingest fields (prompt_version, metadata, ...)."""
     body: dict[str, Any] = {
         "external_id": ext,
         "use_case": use_case.slug,
@@ -85,6 +86,7 @@ def ingest(
     }
     if created_at is not None:
         body["created_at"] = created_at.isoformat()
+    body.update(more)
     result = services.answer_ingest(
         service=service, payload=AnswerIn.model_validate(body), raw=body
     )

@@ -1,0 +1,245 @@
+"""The segments' weekly tallies (issue 40), from the rollups (`RollupSegment`,
+`RollupSegmentScore`) where they hold the dimension, else from the raw answers: the same
+shapes and the same floats either way (tests/dashboard/test_segment_rollups.py compares them).
+
+The judged scores arrive summed (`Scores`: how many, Σ score, Σ score², how many below the
+action threshold), added up by the database in exact decimals (a score as its 15 significant
+digits), so that the order of summation cannot make the two paths differ; a week of a segment
+costs one row, not one per distinct score.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import CharField, Count, DecimalField, F, Q, Sum, Value
+from django.db.models.expressions import Expression
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
+
+from dashboard.domain.segments import Scores, Tally
+from dashboard.selectors.reads import answers_in
+from dashboard.selectors.weeks import Week, week_bucket
+from monitoring.domain.segments import METADATA
+from monitoring.models import (
+    Answer,
+    RollupSegment,
+    RollupSegmentScore,
+    Service,
+    UseCase,
+)
+from monitoring.models.rollups import rollups_ready
+
+# The built-in dimensions' fields as the raw answers name them (the service by its name).
+RAW_FIELDS = {"model": "model", "service": "service__name", "prompt_version": "prompt_version",
+              "source": "source"}
+
+
+def value_of(dimension: str) -> Expression:
+    """The expression of an answer's value in `dimension` ("" where it has none)."""
+    if dimension.startswith(METADATA):
+        key = dimension[len(METADATA):]
+        return Coalesce(Cast(KT(f"metadata__{key}"), CharField()), Value(""),
+                        output_field=CharField())
+    return Coalesce(F(RAW_FIELDS[dimension]), Value(""), output_field=CharField())
+
+
+@dataclass(frozen=True)
+class Tallies:
+    """A dimension over weeks: each value's weekly tallies and the whole use case's."""
+
+    weeks: list[Week]
+    segments: dict[str, list[Tally]]
+    whole: list[Tally]
+
+    def volumes(self) -> list[dict[str, int]]:
+        """Per week, value → answers."""
+        return [
+            {value: tallies[i].volume for value, tallies in self.segments.items()
+             if tallies[i].volume}
+            for i in range(len(self.weeks))
+        ]
+
+
+def rolled(use_case: UseCase, dimension: str) -> bool:
+    """Whether the rollups hold the dimension of the use case in full (the built-in ones once
+    the rollups are whole, a declared key once its task counted it)."""
+    if dimension.startswith(METADATA):
+        return dimension[len(METADATA):] in (use_case.segment_keys_rolled or [])
+    return True
+
+
+def read_many(
+    use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], *,
+    judged: bool = True, threshold: float | None = None,
+) -> dict[str, Tallies]:
+    """Each dimension's values with their answers and judged scores per week and stratum
+    (`judged` False: the volumes alone), the share below `threshold` (default: the use case's
+    action threshold) counted with them."""
+    below = use_case.action_threshold if threshold is None else threshold
+    ready = rollups_ready()
+    from_rollups = [d for d in dimensions if ready and rolled(use_case, d)]
+    raw = [d for d in dimensions if d not in from_rollups]
+    parts: dict[str, _Parts] = {}
+    if from_rollups:
+        parts.update(_from_rollups(use_case, weeks, from_rollups, judged, below))
+    if raw:
+        parts.update(_from_answers(use_case, weeks, raw, judged, below))
+    return {d: parts[d].tallies(weeks) for d in dimensions}
+
+
+class _Parts:
+    """One dimension's sums as they are read: value → week → stratum."""
+
+    def __init__(self, weeks: int) -> None:
+        self.weeks = weeks
+        self.sizes: defaultdict[str, list[list[int]]] = defaultdict(
+            lambda: [[0, 0] for _ in range(weeks)])
+        # [n, Σ, Σ², below] per value, week and stratum, in exact decimals until the end
+        self.sums: defaultdict[str, list[list[list[Any]]]] = defaultdict(
+            lambda: [[[0, Decimal(0), Decimal(0), 0], [0, Decimal(0), Decimal(0), 0]]
+                     for _ in range(weeks)])
+
+    def add_size(self, value: str, week: int, flagged: bool, n: int) -> None:
+        self.sizes[value][week][0 if flagged else 1] += n
+
+    def add_scores(self, value: str, week: int, flagged: bool, n: int, total: Any,
+                   squares: Any, below: int) -> None:
+        cell = self.sums[value][week][0 if flagged else 1]
+        cell[0] += n
+        cell[1] += Decimal(total or 0)
+        cell[2] += Decimal(squares or 0)
+        cell[3] += below or 0
+
+    def tallies(self, weeks: Sequence[Week]) -> Tallies:
+        segments: dict[str, list[Tally]] = {}
+        for value in set(self.sizes) | set(self.sums):
+            sizes, sums = self.sizes[value], self.sums[value]
+            segments[value] = [
+                Tally((sizes[i][0], sizes[i][1]),
+                      (_scores(sums[i][0]), _scores(sums[i][1])))
+                for i in range(self.weeks)
+            ]
+        whole = [sum((t[i] for t in segments.values()), Tally()) for i in range(self.weeks)]
+        return Tallies(list(weeks), segments, whole)
+
+
+def _scores(cell: list[Any]) -> Scores:
+    n, total, squares, below = cell
+    return Scores(int(n), float(total), float(squares), int(below)) if n else Scores()
+
+
+def _exact(expression: Any) -> Any:
+    return Cast(expression, DecimalField(max_digits=40, decimal_places=20))
+
+
+def _score_sums(threshold: float, weight: str | None = None) -> dict[str, Any]:
+    """The aggregates of judged scores: of the answers (`weight` None) or of histogram rows
+    weighted by their `weight` column."""
+    score = _exact(F("score"))
+    if weight is None:
+        return {"n": Count("*"), "total": Sum(score), "squares": Sum(score * score),
+                "below": Count("pk", filter=Q(score__lt=threshold))}
+    count = _exact(F(weight))
+    return {"n": Sum(weight), "total": Sum(count * score),
+            "squares": Sum(count * score * score),
+            "below": Sum(weight, filter=Q(score__lt=threshold))}
+
+
+def _from_answers(
+    use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], judged: bool,
+    threshold: float,
+) -> dict[str, _Parts]:
+    """From the raw answers: one grouped read of the answers and one of the judged ones,
+    grouped by all the dimensions' values at once and summed per dimension here."""
+    names = [f"d{i}" for i in range(len(dimensions))]
+    values = {name: value_of(d) for name, d in zip(names, dimensions, strict=True)}
+    base = answers_in([use_case.pk], weeks).annotate(wk=week_bucket("created_at", weeks),
+                                                     **values)
+    parts = {d: _Parts(len(weeks)) for d in dimensions}
+    for *keys, wk, flagged, n in (
+        base.values_list(*names, "wk", "flagged").annotate(n=Count("*")).order_by()
+    ):
+        for d, value in zip(dimensions, keys, strict=True):
+            parts[d].add_size(value or "", wk, flagged, n)
+    if judged:
+        for *keys, wk, flagged, n, total, squares, below in (
+            base.filter(status=Answer.Status.JUDGED, score__isnull=False)
+            .values_list(*names, "wk", "flagged").annotate(**_score_sums(threshold)).order_by()
+        ):
+            for d, value in zip(dimensions, keys, strict=True):
+                parts[d].add_scores(value or "", wk, flagged, n, total, squares, below)
+    return parts
+
+
+def _from_rollups(
+    use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], judged: bool,
+    threshold: float,
+) -> dict[str, _Parts]:
+    mondays = {timezone.localtime(w.start).date(): i for i, w in enumerate(weeks)}
+    where = {"use_case_id": use_case.pk, "week__in": list(mondays),
+             "dimension__in": list(dimensions)}
+    names = _service_names(use_case, dimensions)
+    parts = {d: _Parts(len(weeks)) for d in dimensions}
+    for dimension, value, week, flagged, n in (
+        RollupSegment.objects.filter(**where)
+        .values_list("dimension", "value", "week", "flagged", "answers")
+    ):
+        if n:
+            parts[dimension].add_size(names.get((dimension, value), value), mondays[week],
+                                      flagged, n)
+    if judged:
+        for dimension, value, week, flagged, n, total, squares, below in (
+            RollupSegmentScore.objects.filter(**where)
+            .values_list("dimension", "value", "week", "flagged")
+            .annotate(**_score_sums(threshold, weight="answers")).order_by()
+        ):
+            if n:
+                parts[dimension].add_scores(names.get((dimension, value), value),
+                                            mondays[week], flagged, n, total, squares, below)
+    return parts
+
+
+def _service_names(use_case: UseCase, dimensions: Sequence[str]) -> dict[tuple[str, str], str]:
+    """The rollups keep a service by its id: its name now, as the raw answers name it (every
+    service's: one that no longer sends to the use case still named its answers)."""
+    if "service" not in dimensions:
+        return {}
+    return {("service", str(pk)): name for pk, name in Service.objects.values_list("pk", "name")}
+
+
+def week_volumes(
+    use_case_ids: Sequence[int], week: Sequence[Week], dimensions: Sequence[str]
+) -> dict[tuple[int, str], dict[str, int]]:
+    """(use case, dimension) → value → answers in the one week given, for dimensions named
+    alike raw and rolled (not the service): from the rollups once they are whole, else one
+    grouped read of the week's answers (/metrics, every scrape)."""
+    out: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
+    if rollups_ready():
+        rows: Any = (
+            RollupSegment.objects.filter(
+                use_case_id__in=use_case_ids, dimension__in=list(dimensions),
+                week=timezone.localtime(week[0].start).date())
+            .values_list("use_case_id", "dimension", "value").annotate(n=Sum("answers"))
+            .order_by()
+        )
+        for use_case_id, dimension, value, n in rows:
+            if n:
+                bucket = out[use_case_id, dimension]
+                bucket[value] = bucket.get(value, 0) + n
+        return dict(out)
+    names = {f"d{i}": value_of(d) for i, d in enumerate(dimensions)}
+    rows = (
+        answers_in(list(use_case_ids), week).annotate(**names)
+        .values_list("use_case_id", *names).annotate(n=Count("*")).order_by()
+    )
+    for use_case_id, *values, n in rows:
+        for dimension, value in zip(dimensions, values, strict=True):
+            bucket = out[use_case_id, dimension]
+            bucket[value or ""] = bucket.get(value or "", 0) + n
+    return dict(out)
