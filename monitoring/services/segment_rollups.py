@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -194,7 +194,7 @@ def segment_keys_roll_pending() -> int:
     return done
 
 
-def metadata_cleared(answers: Iterable[dict[str, Any]]) -> None:
+def metadata_cleared(answers: Iterable[Mapping[str, Any]]) -> None:
     """Retention is about to empty these answers' metadata (their fields: use_case_id,
     created_at, flagged, status, score, metadata): their segments of the declared keys move to
     "none", in the caller's transaction."""
@@ -204,7 +204,7 @@ def metadata_cleared(answers: Iterable[dict[str, Any]]) -> None:
     volumes: Counter[tuple[Any, ...]] = Counter()
     scores: Counter[tuple[Any, ...]] = Counter()
     for r in rows:
-        metadata = r["metadata"] if isinstance(r["metadata"], dict) else {}
+        metadata = r["metadata"] if isinstance(r["metadata"], Mapping) else {}
         key = (r["use_case_id"], week_of(r["created_at"]), bool(r["flagged"]))
         judged = r["status"] == Answer.Status.JUDGED and r["score"] is not None
         for k in declared.get(r["use_case_id"]) or []:

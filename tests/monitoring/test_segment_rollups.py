@@ -55,7 +55,7 @@ def _world(world_builder: Any) -> tuple[UseCase, Any, Any, Any]:
         for k in range(6):
             n += 1
             sender = other if k == 5 else service
-            more = {
+            more: dict[str, Any] = {
                 "model": "llama-2-7b-chat" if new else "gpt-4o-mini",
                 "prompt_version": "v2" if new else "v1",
                 "metadata": {"kanal": ["chat", "mail", "telefon"][n % 3],
