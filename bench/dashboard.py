@@ -100,6 +100,16 @@ OLD_PROMPT = "2026-01"
 PROMPT_PRICE = Decimal("0.0004")  # per 1,000 prompt tokens
 COMPLETION_PRICE = Decimal("0.0016")  # per 1,000 completion tokens
 TABLES = ("monitoring_answer", "monitoring_judgerun", "monitoring_claim")
+# Segments (issue 40): 20 generator models (each use case mostly on one, which half of them
+# switch in week 40; the rest spread over all 20), 20 prompt versions released one after the
+# other through the year (a tenth of the answers still on the one before), 30 sources, and 3
+# declared metadata keys of 50 values each.
+MODELS = [GENERATOR, *(f"gen-model-{i:02d}" for i in range(1, 20))]
+PROMPT_VERSIONS = [f"prompt-{i:02d}" for i in range(1, 21)]
+SOURCES = [f"handbuch-{i:02d}.pdf" for i in range(30)]
+SEGMENT_KEYS = ("abteilung", "kanal", "region")
+SEGMENT_VALUES = 50
+SWITCH_WEEK = 40
 
 # (slug, name, share of the answers, flagged share, base probability of GEDECKT per claim)
 USE_CASE_SPECS = [
@@ -337,15 +347,25 @@ def generate(
                     score = 1.0 if abstention else points / n_claims
                     run_row = _run(run_id, answer_id, case.pk, created, "succeeded", prompt,
                                    received, 1 + n_claims, score, abstention, "", rng)
+            position = offset / span
+            main = MODELS[(case.pk * 7 + (position * WEEKS >= SWITCH_WEEK and case.pk % 2))
+                          % len(MODELS)]
+            model = main if rng.random() < 0.8 else rng.choice(MODELS)
+            release = min(len(PROMPT_VERSIONS) - 1, int(position * len(PROMPT_VERSIONS)))
+            if release and rng.random() < 0.1:
+                release -= 1
+            metadata = json.dumps({k: f"{k}-{rng.randrange(SEGMENT_VALUES):02d}"
+                                   for k in SEGMENT_KEYS})
             question = rng.choice(MULTI_PART_QUESTIONS if multi_part else QUESTIONS)
             yield "answer", (
                 answer_id, case.pk, case.service_pk, external_id,
                 hashlib.sha256(external_id.encode()).hexdigest(), question,
-                ANSWER_TEXTS[answer_id % len(ANSWER_TEXTS)], GENERATOR, None, "{}", created,
+                ANSWER_TEXTS[answer_id % len(ANSWER_TEXTS)], model, None, metadata, created,
                 received, "ok" if has_logprobs else "none", None, LOGPROB_THRESHOLD, flagged,
                 rng.choice(UNCERTAIN) if flagged else "[]", decision.in_random_sample,
                 decision.sampled, decision.reason, decision.inclusion_probability, status,
-                run_ref, score, abstention, chunk_count, best, min_p, multi_part, *extra,
+                run_ref, score, abstention, chunk_count, best, min_p, multi_part,
+                PROMPT_VERSIONS[release], rng.choice(SOURCES), *extra,
             )
             if run_row is not None:
                 yield "run", run_row
@@ -359,6 +379,7 @@ ANSWER_COLUMNS = (
     "token_data", "logprob_threshold", "flagged", "uncertain_tokens", "in_random_sample",
     "sampled", "sample_reason", "inclusion_probability", "status", "current_run_id", "score",
     "abstention", "chunk_count", "best_chunk_score", "min_content_probability", "multi_part",
+    "prompt_version", "source",
 )
 RUN_COLUMNS = (
     "id", "answer_id", "use_case_id", "answer_created_at", "status", "trigger", "judge_model",
@@ -448,7 +469,7 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
     from django.utils import timezone
 
     from dashboard.selectors.weeks import iso_weeks
-    from monitoring.models import Answer, Claim, JudgePrice, JudgeRun
+    from monitoring.models import Answer, Claim, JudgePrice, JudgeRun, UseCase
     from monitoring.services.use_cases import service_create, use_case_create
 
     now = timezone.now()
@@ -460,6 +481,8 @@ def fill(url: str, answers: int, seed: int, say: Callable[[str], None]) -> Fill:
     cases = []
     for slug, name, share, flag_share, quality in USE_CASE_SPECS[:USE_CASES]:
         use_case = use_case_create(slug=slug, name=name, sample_rate=SAMPLE_RATE)
+        # Declared before any answer: the rebuild counts them (no task to wait for).
+        UseCase.objects.filter(pk=use_case.pk).update(segment_keys=list(SEGMENT_KEYS))
         use_case.team_leads.add(lead)
         service, _ = service_create(name=f"{slug}-bot", use_cases=[use_case])
         cases.append(Case(use_case.pk, slug, service.pk, share, flag_share, quality, slug))
@@ -640,6 +663,10 @@ def run_pages(args: argparse.Namespace, say: Callable[[str], None]) -> list[Timi
             ("estimates API, 52 weeks", client,
              f"/api/v1/use-cases/{biggest}/estimates?from={year}-W{week:02d}"),
             ("metrics", staff, "/metrics"),
+            ("use case page, by a key", client,
+             reverse("monitoring:use_case", args=[biggest]) + "?dimension=metadata.abteilung"),
+            ("segments API, by model", client,
+             f"/api/v1/use-cases/{biggest}/segments?dimension=model"),
             ("judge page", client, reverse("monitoring:use_case_judge", args=[biggest])),
         ]
     timings = []

@@ -212,51 +212,121 @@ def breakdown(
     the share below it comes with the tallies (`Scores.below`), counted at the same threshold.
     """
     total = sum(t.volume for t in whole)
+    compared = _compare(segments, whole, confidence)
+    return [
+        _figure(dimension, value, weeks, whole, total, compared, threshold,
+                (reviews or {}).get(value))
+        for value, weeks in compared.ranked
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compared:
+    """A dimension's segments compared with their rests: the ranked segments, and for those
+    with a difference its value and standard error, Holm-adjusted p-value, level and count."""
+
+    ranked: list[tuple[str, Sequence[Tally]]]
+    raw: dict[str, tuple[float, float]]  # value → (difference, its standard error)
+    adjusted: dict[str, float]
+    corrected: float
+    m: int
+    z: float
+
+    def difference(self, value: str) -> Difference | None:
+        if value not in self.raw:
+            return None
+        d, se = self.raw[value]
+        # A difference of two scores in [0, 1] lies in [−1, 1]; so does its interval.
+        return Difference(d, max(-1.0, d - self.z * se), min(1.0, d + self.z * se),
+                          self.adjusted[value], self.corrected, self.m)
+
+
+def _compare(
+    segments: Mapping[str, Sequence[Tally]], whole: Sequence[Tally], confidence: float
+) -> _Compared:
     ranked = sorted(segments.items(), key=lambda kv: (-sum(t.volume for t in kv[1]), kv[0]))
     ranked = ranked[:MAX_SEGMENTS]
-    raw: dict[str, tuple[float, float]] = {}  # value → (difference, its standard error)
-    parts: dict[str, tuple[Estimate, Estimate]] = {}
+    raw: dict[str, tuple[float, float]] = {}
     floor = spreads(whole)
     for value, weeks in ranked:
         if len(weeks) != len(whole):
             raise ValueError("every segment needs the weeks of the whole use case")
         rest_weeks = [w.minus(s) for w, s in zip(whole, weeks, strict=True)]
-        estimate = pooled_of(weeks)
-        rest = pooled_of(rest_weeks)
-        parts[value] = (estimate, rest)
+        if too_few(weeks) or too_few(rest_weeks):
+            continue
         mine, theirs = model_mean(weeks, floor), model_mean(rest_weeks, floor)
-        if (mine is None or theirs is None or estimate.too_few or rest.too_few):
+        if mine is None or theirs is None:
             continue
         raw[value] = (mine[0] - theirs[0], math.sqrt(mine[1] + theirs[1]))
     # With two segments, each against the rest is one comparison, not two.
     m = len(raw) if len(ranked) > 2 else min(1, len(raw))
-    alpha = 1 - confidence
-    corrected = 1 - alpha / max(1, m)
-    z = z_value(corrected)
+    corrected = 1 - (1 - confidence) / max(1, m)
     p_values = {v: _p_value(d, se) for v, (d, se) in raw.items()}
     adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))
-    out: list[SegmentFigure] = []
-    for value, weeks in ranked:
-        estimate, rest = parts[value]
-        difference = None
-        if value in raw:
-            d, se = raw[value]
-            # A difference of two scores in [0, 1] lies in [−1, 1]; so does its interval.
-            difference = Difference(d, max(-1.0, d - z * se), min(1.0, d + z * se),
-                                    adjusted[value], corrected, m)
-        light = traffic_light(estimate, threshold)
-        merged = _merged(weeks)
-        needed = None
-        if light == "grey" and merged.volume:
-            needed = sample_rate_for(merged.strata(), half_width=DECISIVE_HALF_WIDTH)
-        volume = merged.volume
-        out.append(SegmentFigure(
-            dimension=dimension, value=value, volume=volume, flagged=merged.sizes[0],
-            share=volume / total if total else 0.0, estimate=estimate,
-            below=_below(weeks), light=light, rest=rest, difference=difference,
-            sample_rate_needed=needed, expert=_expert(weeks, (reviews or {}).get(value)),
-        ))
-    return out
+    return _Compared(ranked, raw, adjusted, corrected, m, z_value(corrected))
+
+
+def too_few(weeks: Sequence[Tally]) -> bool:
+    """`pooled_of(weeks).too_few` without the estimate: nothing judged where there are answers,
+    fewer than MIN_JUDGED judged in all, or a drawn stratum with fewer than MIN_JUDGED of its
+    own (as `pooled_mean` asks of the pooled weeks)."""
+    n_all = 0
+    for h in (0, 1):
+        n = sum(t.scores[h].n for t in weeks)
+        size = sum(max(t.sizes[h], t.scores[h].n) for t in weeks)
+        if size and not n:
+            return True
+        if h == 1 and 0 < n < min(size, MIN_JUDGED):
+            return True
+        n_all += n
+    return n_all < MIN_JUDGED
+
+
+def _figure(
+    dimension: str, value: str, weeks: Sequence[Tally], whole: Sequence[Tally], total: int,
+    compared: _Compared, threshold: float, reviews: Sequence[Sequence[Review]] | None,
+) -> SegmentFigure:
+    estimate = pooled_of(weeks)
+    rest = pooled_of([w.minus(s) for w, s in zip(whole, weeks, strict=True)])
+    light = traffic_light(estimate, threshold)
+    merged = _merged(weeks)
+    needed = None
+    if light == "grey" and merged.volume:
+        needed = sample_rate_for(merged.strata(), half_width=DECISIVE_HALF_WIDTH)
+    return SegmentFigure(
+        dimension=dimension, value=value, volume=merged.volume, flagged=merged.sizes[0],
+        share=merged.volume / total if total else 0.0, estimate=estimate,
+        below=_below(weeks), light=light, rest=rest, difference=compared.difference(value),
+        sample_rate_needed=needed, expert=_expert(weeks, reviews),
+    )
+
+
+def finding(
+    dimension: str,
+    segments: Mapping[str, Sequence[Tally]],
+    whole: Sequence[Tally],
+    *,
+    threshold: float,
+    confidence: float = CONFIDENCE,
+) -> tuple[SegmentFigure | None, int]:
+    """`leading_finding(breakdown(...))` and the number of differences compared, with the
+    figure of the leading segment alone: the page's finding over every dimension costs the
+    comparisons, not every segment's estimates."""
+    compared = _compare(segments, whole, confidence)
+    holding = [(value, weeks) for value, weeks in compared.ranked
+               if (d := compared.difference(value)) is not None and d.holds]
+    if not holding:
+        return None, max((d.compared for d in map(compared.difference, compared.raw)
+                          if d is not None), default=0)
+
+    def rank(item: tuple[str, Sequence[Tally]]) -> tuple[float, bool, int]:
+        d, _ = compared.raw[item[0]]
+        return (round(abs(d), 9), d < 0, sum(t.volume for t in item[1]))
+
+    value, weeks = max(holding, key=rank)
+    figure = _figure(dimension, value, weeks, whole, sum(t.volume for t in whole), compared,
+                     threshold, None)
+    return figure, compared.m
 
 
 # The pseudo-answer of each stratum's spread in `model_mean`: one answer at the stratum's own

@@ -194,25 +194,25 @@ def segments_view(
     if not shown:  # nothing read, nothing shown (`hidden`)
         return SegmentsView(names, dimension, [], None, 0, [], recent, hidden=True)
     tallies = read_many(use_case, recent, names)
-    by_dimension = {
-        name: segment_stats.breakdown(
-            name, tallies[name].segments, tallies[name].whole,
-            threshold=use_case.action_threshold,
-            # Reviews only where the table shows them: the finding reads the judge's scale.
-            reviews=segment_reviews(use_case, recent, name) if name == dimension else None,
-        )
-        for name in names
-    }
-    leading = [f for f in (segment_stats.leading_finding(figures)
-                           for figures in by_dimension.values()) if f is not None]
+    # The shown dimension in full (with the experts' scale); of every dimension only the
+    # comparisons and the leading figure, which is all the finding needs.
+    figures = segment_stats.breakdown(
+        dimension, tallies[dimension].segments, tallies[dimension].whole,
+        threshold=use_case.action_threshold,
+        reviews=segment_reviews(use_case, recent, dimension),
+    )
+    leading: list[SegmentFigure] = []
+    compared = 0
+    for name in names:
+        found, m = segment_stats.finding(name, tallies[name].segments, tallies[name].whole,
+                                         threshold=use_case.action_threshold)
+        compared += m
+        if found is not None:
+            leading.append(found)
     finding = max(leading, key=lambda f: abs(f.difference.value) if f.difference else 0.0,
                   default=None)
-    compared = sum(
-        max((f.difference.compared for f in figures if f.difference), default=0)
-        for figures in by_dimension.values()
-    )
     return SegmentsView(
-        dimensions=names, dimension=dimension, figures=by_dimension[dimension],
+        dimensions=names, dimension=dimension, figures=figures,
         finding=finding, compared=compared,
         # The changes of all the page's weeks from the rollups; read raw (before a rebuild),
         # those of the breakdown's weeks only: over 26 weeks that read cost 160 ms at a

@@ -170,3 +170,40 @@ def test_a_reviewed_segment_is_on_the_experts_scale_too() -> None:
     assert by["b"].expert is None
     assert by["a"].expert == expert_scale_by_week([a[0].strata()], [reviews])
     assert by["a"].expert is not None and by["a"].expert.n_reviews == 12
+
+
+def test_the_finding_alone_is_the_breakdowns_leading_finding() -> None:
+    """`finding` skips the estimates of segments that do not lead; its result, its count of
+    comparisons and its cheap `too_few` are those of the full breakdown, over random use
+    cases (small strata, empty weeks, strata without a judged answer)."""
+    import random
+
+    rng = random.Random(40)
+    found = 0
+    for _ in range(300):
+        k, weeks = rng.randint(1, 6), rng.randint(1, 4)
+        segs: dict[str, list[Tally]] = {}
+        for i in range(k):
+            shift = rng.choice([0.0, 0.0, 0.3])
+            segs[f"s{i}"] = []
+            for _ in range(weeks):
+                sizes = (rng.randint(0, 20), rng.randint(0, 200))
+                hist: list[dict[float, int]] = []
+                for h, size in enumerate(sizes):
+                    judged = size if h == 0 else min(size, rng.randint(0, 30))
+                    counts: dict[float, int] = {}
+                    for _ in range(judged):
+                        v = 1.0 if rng.random() > 0.2 + shift else rng.choice([0.0, 0.5])
+                        counts[v] = counts.get(v, 0) + 1
+                    hist.append(counts)
+                segs[f"s{i}"].append(Tally.of(sizes, (hist[0], hist[1]), 0.8))
+        whole = [sum((segs[s][w] for s in segs), Tally()) for w in range(weeks)]
+        figures = breakdown("model", segs, whole, threshold=0.8)
+        expected = leading_finding(figures)
+        got, m = segments.finding("model", segs, whole, threshold=0.8)
+        assert got == expected
+        assert m == max((f.difference.compared for f in figures if f.difference), default=0)
+        for weeks_of in segs.values():
+            assert segments.too_few(weeks_of) == segments.pooled_of(weeks_of).too_few
+        found += got is not None
+    assert found > 10  # the case with a finding is exercised, not only the empty one
