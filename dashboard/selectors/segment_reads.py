@@ -118,15 +118,30 @@ class _Parts:
 
     def tallies(self, weeks: Sequence[Week]) -> Tallies:
         segments: dict[str, list[Tally]] = {}
+        whole_sizes = [[0, 0] for _ in range(self.weeks)]
+        whole_sums = [[[0, Decimal(0), Decimal(0), 0], [0, Decimal(0), Decimal(0), 0]]
+                      for _ in range(self.weeks)]
         for value in set(self.sizes) | set(self.sums):
-            sizes, sums = self.sizes[value], self.sums[value]
-            segments[value] = [
-                Tally((sizes[i][0], sizes[i][1]),
-                      (_scores(sums[i][0]), _scores(sums[i][1])))
-                for i in range(self.weeks)
-            ]
-        whole = [sum((t[i] for t in segments.values()), Tally()) for i in range(self.weeks)]
+            sizes = self.sizes[value]
+            sums = self.sums.get(value)
+            out = []
+            for i in range(self.weeks):
+                for h in (0, 1):
+                    whole_sizes[i][h] += sizes[i][h]
+                    if sums is not None:
+                        cell, into = sums[i][h], whole_sums[i][h]
+                        for j in range(4):
+                            into[j] += cell[j]
+                out.append(Tally((sizes[i][0], sizes[i][1]), _NONE if sums is None else
+                                 (_scores(sums[i][0]), _scores(sums[i][1]))))
+            segments[value] = out
+        whole = [Tally((whole_sizes[i][0], whole_sizes[i][1]),
+                       (_scores(whole_sums[i][0]), _scores(whole_sums[i][1])))
+                 for i in range(self.weeks)]
         return Tallies(list(weeks), segments, whole)
+
+
+_NONE = (Scores(), Scores())
 
 
 def _scores(cell: list[Any]) -> Scores:
