@@ -155,7 +155,7 @@ def team_changes(
     if not found:
         return []
     # The use case's figures around each change: its judged scores read only now, once.
-    whole = read_many(use_case, wide, ["model"])["model"].whole
+    whole = read_many(use_case, wide, ["service"])["service"].whole  # the fewest values
     out: list[ChangeFigures] = []
     for change in found:
         before, after = segment_stats.change_window(len(wide), change)
