@@ -35,9 +35,9 @@ from dashboard.domain.trend import WeekPoint
 from dashboard.selectors.judged import StratumJudged, WeekJudged
 from dashboard.selectors.reads import (
     Usage,
-    drift_restarts,
     read_reviews,
 )
+from dashboard.selectors.restarts import pool_restarts
 from dashboard.selectors.segments import SegmentFilter
 from dashboard.selectors.weekly_inputs import weekly_inputs, weekly_usage
 from dashboard.selectors.weeks import POOLED_WEEKS, WEEKS, Week, iso_weeks
@@ -292,9 +292,8 @@ def week_figures(
     week `claims_from` on (None: none; `judged` holds those weeks' claims).
 
     `judged`: the judged answers by (use case id, week index). `restarts`: the weeks from which
-    the experts' scale pools again (drift alarms'); a week whose judge changed (the trend's
-    mark, `judge_changed`) is added here. Another source of restarts (a new generator model,
-    once issue 40 finds it from the data) joins them the same way."""
+    the experts' scale pools again (`restarts.pool_restarts`: drift alarms' and new generator
+    models'); a week whose judge changed (the trend's mark, `judge_changed`) is added here."""
     threshold = use_case.action_threshold
     now = timezone.now()
     out: list[WeekFigures] = []
@@ -304,7 +303,7 @@ def week_figures(
     # change (a switch back to an earlier model or prompt is one too).
     before: set[tuple[str, str]] = set()
     # Restarts of the experts' pool: the drift alarms' and the judge changes' seen so far.
-    pool_restarts = list(restarts)
+    restarting = list(restarts)
     for i, week in enumerate(weeks):
         volume, flagged = counts.get((use_case.pk, i), (0, 0))
         week_judged = judged.get((use_case.pk, i), _NOTHING_JUDGED)
@@ -319,7 +318,7 @@ def week_figures(
         if judge_changed(before, week_usage.judges):
             # A new judge model, mode or prompt version (the mode is in the prompt version):
             # reviews of the judge before it measured another judge's error.
-            pool_restarts.append(week.label)
+            restarting.append(week.label)
         shares = _Shares()
         if i >= full_from:
             shares = _shares(sizes, week_judged, threshold,
@@ -330,7 +329,7 @@ def week_figures(
             usage=week_usage, before=before, pooled=pooled,
             pooled_weeks=len(window), standard_pooled=standard,
             standard_pooled_weeks=min(POOLED_WEEKS, i + 1),
-            expert=_expert(use_case.pk, i, labels, every, reviews, pool_restarts),
+            expert=_expert(use_case.pk, i, labels, every, reviews, restarting),
         )
         points = tuple(f.pool_points[-1] for f in out[-(_POOL_SPAN - 1):]) + (WeekPoint(
             figures.estimate.value, figures.estimate.low, figures.estimate.high, volume),)
@@ -418,7 +417,7 @@ def use_cases_weeks(
     counts, judged = weekly_inputs(ids, span, claims_from=None)
     usage = weekly_usage(ids, span)
     reviews = read_reviews(ids, span)
-    restarts = drift_restarts(ids, span)
+    restarts = pool_restarts(ids, span)
     return {
         u.pk: week_figures(
             use_case=u, weeks=span, counts=counts, judged=judged, usage=usage,
@@ -459,7 +458,7 @@ def use_case_weeks(
         usage=weekly_usage(ids, span, segment=segment),
         claims_from=lead if claims else None,
         reviews=read_reviews(ids, span, segment.answers() if segment else None),
-        restarts=drift_restarts(ids, span).get(use_case.pk, ()),
+        restarts=pool_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return figures[lead:]

@@ -21,7 +21,8 @@ from dashboard.selectors.figures import (
     use_case_headline,
     week_figures,
 )
-from dashboard.selectors.reads import drift_restarts, read_reviews
+from dashboard.selectors.reads import read_reviews
+from dashboard.selectors.restarts import pool_restarts
 from dashboard.selectors.weekly_inputs import weekly_inputs, weekly_usage
 from dashboard.selectors.weeks import OVERVIEW_WEEKS, POOLED_WEEKS, Week, iso_weeks
 from judging.selectors.prices import price_currencies
@@ -164,7 +165,7 @@ def overview_rows(
     usage = weekly_usage(ids, span[-2:], offset=len(span) - 2)
     alarms = open_alarms(use_cases=use_cases)
     reviews = read_reviews(ids, span)
-    restarts = drift_restarts(ids, span)
+    restarts = pool_restarts(ids, span)
     rows = [
         OverviewRow(use_case, week_figures(
             use_case=use_case, weeks=span, counts=counts, judged=judged, usage=usage,

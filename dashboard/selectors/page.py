@@ -14,13 +14,13 @@ from dashboard.selectors.figures import WeekFigures, week_figures
 from dashboard.selectors.judged import judged_by_week
 from dashboard.selectors.overview import cost_currency, open_alarms
 from dashboard.selectors.reads import (
-    drift_restarts,
     judged_rows,
     read_claims,
     read_counts,
     read_reviews,
     read_usage,
 )
+from dashboard.selectors.restarts import pool_restarts
 from dashboard.selectors.segments import SegmentFilter
 from dashboard.selectors.weeks import CAUSES_WEEKS, POOLED_WEEKS, WEEKS, iso_weeks
 from monitoring.models import UseCase
@@ -70,7 +70,7 @@ def use_case_page(
         use_case=use_case, weeks=span, counts=counts, judged=judged_weeks,
         usage=usage, claims_from=recent,
         reviews=read_reviews(ids, span, where),
-        restarts=drift_restarts(ids, span).get(use_case.pk, ()),
+        restarts=pool_restarts(ids, span).get(use_case.pk, ()),
         pooled_weeks=pooled_weeks,
     )
     return UseCasePage(

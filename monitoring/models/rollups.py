@@ -285,6 +285,12 @@ class RollupSegment(_OfUseCase):
             models.UniqueConstraint(fields=["use_case", "week", "flagged", "dimension", "value"],
                                     name="rollupsegment_key"),
         ]
+        indexes = [
+            # One dimension over many weeks and use cases (the generator models' changes that
+            # restart the experts' pool, read by the overview and /metrics): index-only.
+            models.Index(fields=["dimension", "use_case", "week"], include=["value", "answers"],
+                         name="rollupsegment_dimension"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.use_case_id} {self.week} {self.dimension}={self.value}: {self.answers}"

@@ -69,7 +69,7 @@ class ReviewWorld:
         self, external_id: str, *, week: str, claims: list[tuple[str, str]] | None = None,
         flagged: bool = False, use_case: UseCase | None = None, text: str | None = None,
         question: str = "Wie oft muss der Behälter geprüft werden?",
-        chunks: list[dict[str, Any]] | None = None,
+        chunks: list[dict[str, Any]] | None = None, model: str = GENERATOR,
     ) -> Answer:
         """Ingest one answer created in `week` and, if sampled, judge it with `claims`
         ((claim, verdict) pairs; default one GEDECKT claim)."""
@@ -78,7 +78,7 @@ class ReviewWorld:
         text = text or f"Antwort {external_id}: Der Behälter wird alle 5 Jahre geprüft."
         body: dict[str, Any] = {
             "external_id": external_id, "use_case": use_case.slug, "question": question,
-            "answer": text, "model": GENERATOR,
+            "answer": text, "model": model,
             "chunks": chunks if chunks is not None else [
                 {"text": "Prüfintervall: 5 Jahre.", "score": 0.81, "source": "Ordnung.pdf"}
             ],

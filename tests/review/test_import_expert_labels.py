@@ -17,7 +17,7 @@ from review.domain.imports import OverlongLine, read_lines
 from review.models import ReviewBatch, ReviewItem, ReviewSubmission
 from review.selectors import reviews as selectors
 from review.selectors.calibration import calibration_data
-from tests.review.conftest import ReviewWorld, shift_week
+from tests.review.conftest import GENERATOR, ReviewWorld, shift_week
 
 G, T, U = "GEDECKT", "TEILWEISE", "UNGEDECKT"
 WEEK = "2026-W47"  # the answers' week; their review week is the one after
@@ -366,3 +366,35 @@ def test_a_judge_change_restarts_the_experts_scale_from_its_week(
     assert later_figure is not None and later_figure.weeks_pooled == 1
     # Its correction is the later week's own review, 0.5 − 1.0, not the mean of all three.
     assert later_figure.correction == pytest.approx(-0.5)
+
+
+def test_a_new_generator_model_restarts_the_experts_scale_from_its_week(
+    review_world: ReviewWorld, answers: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue 39, point 3: the week a new generator model carries most answers (as the segments
+    find it) restarts the pool, as a judge change does; a few answers of another model do
+    not."""
+    from dashboard.selectors import figures as dashboard
+
+    later = shift_week(WEEK, 1)
+    for i in range(3):  # WEEK: six answers of the old model, a clear leader
+        review_world.answer(f"x{i + 2}", week=WEEK)
+    review_world.answer("b1", week=later, claims=[("Fünfte.", G)], model="neues-modell")
+    for i in range(4):
+        review_world.answer(f"b{i + 2}", week=later, model="neues-modell")
+    run(write(tmp_path, [{"external_id": "a1", "labels": [G, U]},
+                         {"external_id": "a3", "score": 0.75},
+                         {"external_id": "b1", "score": 0.5}]))
+
+    def reviews() -> list[int | None]:
+        weeks = dashboard.use_case_weeks(use_case=review_world.use_case, weeks=2,
+                                         until=services._week_start(later))
+        assert [w.label for w in weeks] == [WEEK, later]
+        assert not any(w.judge_changed for w in weeks)
+        return [w.expert.n_reviews if w.expert else None for w in weeks]
+
+    # Five answers of five from the new model: a change; the later week pools its own review.
+    assert reviews() == [2, 1]
+    # Two of them from the old model after all: no clear leader, no restart.
+    Answer.objects.filter(external_id__in=["b4", "b5"]).update(model=GENERATOR)
+    assert reviews() == [2, 3]
