@@ -36,9 +36,10 @@ the correction. The interval does not use it yet: no shape tried with it held bo
 judge's upper tail and a lenient one's lower tail (bench/README.md, session 26).
 
 A change of judge model, judge mode or prompt version (the trend's judge-change mark), or of the
-generator model (`selectors/restarts.py`), restarts the pool as a drift alarm does (`expert_scale.pooling_weeks`): reviews before it measured
-another judge, and no weighting makes them measure this one. Until the new judge's first week
-is reviewed, the pool has no review and the page shows the judge's scale.
+generator model (`selectors/restarts.py`), restarts the pool as a drift alarm does
+(`expert_scale.pooling_weeks`): reviews before it measured another judge, and no weighting makes
+them measure this one. Until the new judge's first week is reviewed, the pool has no review and
+the page shows the judge's scale.
 
 Plain values in, plain values out.
 """
