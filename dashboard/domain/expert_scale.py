@@ -13,8 +13,8 @@ al., Science 2023) adds that error back:
 Both parts are pooled over the same weeks (the week and the 3 before it by default, fewer
 since a drift alarm, a change of judge model, mode or prompt version, or of the generator model
 restarted the pool: the judge's error after it is not the one before), so Ĵ and Δ̂ estimate
-the same population and θ̂ its mean expert score. The dashboard's Δ̂ is taken per week × stratum cell c and weighted by the
-cell's answers, W_c = N_c/N, as Ĵ is; a cell not yet reviewed (the newest week: its answers are
+the same population and θ̂ its mean expert score. The dashboard's Δ̂ is taken per week ×
+stratum cell c and weighted by the cell's answers, W_c = N_c/N, as Ĵ is; a cell not yet reviewed (the newest week: its answers are
 reviewed the week after) is carried by its stratum's reviewed weeks with a width of its own
 (`expert_weeks`, where that estimator lives). Weighting each review alike, as `expert_scale`
 here does, is right only where the weeks' reviews follow their volume and the judge's error
