@@ -10,19 +10,19 @@ al., Science 2023) adds that error back:
                   Δ̂ = Σ_c W_c · mean_c(expert − judge) over the reviewed answers,
     V = V(Ĵ) + V(Δ̂).
 
-Both parts are pooled over the same weeks (the week and the 3 before it by default, fewer
-since a drift alarm, a change of judge model, mode or prompt version, or of the generator model
-restarted the pool: the judge's error after it is not the one before), so Ĵ and Δ̂ estimate
-the same population and θ̂ its mean expert score. The dashboard's Δ̂ is taken per week ×
-stratum cell c and weighted by the cell's answers, W_c = N_c/N, as Ĵ is; a cell not yet reviewed (the newest week: its answers are
-reviewed the week after) is carried by its stratum's reviewed weeks with a width of its own
-(`expert_weeks`, where that estimator lives). Weighting each review alike, as `expert_scale`
-here does, is right only where the weeks' reviews follow their volume and the judge's error
-stays: with four times the volume in two weeks and a judge change in weeks 3-4 it was off by up
-to ±0.046 (bench/statistics.py --only expert). `expert_scale` and `rectifier` remain for one
-block of reviews (the calibration page's bias, review/domain/calibration.py) and as the
-bench's comparison; the floor, the covariance and the interval's shape below are the same in
-both.
+Both parts are pooled over the same weeks (the week and the 3 before it by default, fewer since
+a drift alarm, a change of judge model, mode or prompt version, or of the generator model
+restarted the pool: the judge's error after it is not the one before), so Ĵ and Δ̂ estimate the
+same population and θ̂ its mean expert score. The dashboard's Δ̂ is taken per week × stratum
+cell c and weighted by the cell's answers, W_c = N_c/N, as Ĵ is; a cell not yet reviewed (the
+newest week: its answers are reviewed the week after) is carried by its stratum's reviewed
+weeks with a width of its own (`expert_weeks`, where that estimator lives). Weighting each
+review alike, as `expert_scale` here does, is right only where the weeks' reviews follow their
+volume and the judge's error stays: with four times the volume in two weeks and a judge change
+in weeks 3-4 it was off by up to ±0.046 (bench/statistics.py --only expert). `expert_scale` and
+`rectifier` remain for one block of reviews (the calibration page's bias,
+review/domain/calibration.py) and as the bench's comparison; the floor, the covariance and the
+interval's shape below are the same in both.
 
 Which reviewed answers may enter Δ̂: a review batch draws at random from the week's answers
 in the random sample (independent of the flag), and tops up with flagged answers drawn at
