@@ -124,24 +124,19 @@ def _insert_with_chunks_sql(segments: int) -> tuple[list[Any], list[Any], list[A
     arrays = ", ".join(
         f"%s::{re.sub(r'[(].*[)]', '', _db_type(f))}[]" for f in chunk_fields
     )
+    def key_columns(model: type[models.Model], key: tuple[str, ...]) -> str:
+        fields = (model._meta.get_field(name) for name in key)
+        return ", ".join(q(_column(f)) for f in fields if isinstance(f, models.Field))
+
     day_table = q(RollupDay._meta.db_table)
-    day_fields = [RollupDay._meta.get_field(name) for name in rollups.DAY_KEY]
-    day_columns = ", ".join(q(_column(f)) for f in day_fields if isinstance(f, models.Field))
+    day_columns = key_columns(RollupDay, rollups.DAY_KEY)
     answers = q("answers")
     cause_table = q(RollupCause._meta.db_table)
-    cause_columns = ", ".join(
-        q(_column(f)) for f in (RollupCause._meta.get_field(name) for name in
-                                rollups.CAUSE_KEY)
-        if isinstance(f, models.Field)
-    )
+    cause_columns = key_columns(RollupCause, rollups.CAUSE_KEY)
     cause_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::smallint, %s::smallint)"]
                            * len(rollups.TRAITS))
     segment_table = q(RollupSegment._meta.db_table)
-    segment_columns = ", ".join(
-        q(_column(f)) for f in (RollupSegment._meta.get_field(name) for name in
-                                rollups.SEGMENT_KEY)
-        if isinstance(f, models.Field)
-    )
+    segment_columns = key_columns(RollupSegment, rollups.SEGMENT_KEY)
     segment_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::varchar, %s::text)"]
                              * segments)
     sql = (

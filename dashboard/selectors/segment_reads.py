@@ -3,9 +3,9 @@
 shapes and the same floats either way (tests/dashboard/test_segment_rollups.py compares them).
 
 The judged scores arrive summed (`Scores`: how many, Σ score, Σ score², how many below the
-action threshold), added up by the database in exact decimals (a score as its 15 significant
-digits), so that the order of summation cannot make the two paths differ; a week of a segment
-costs one row, not one per distinct score.
+action threshold), added up exactly (a score as its 15 decimals: by the database in decimals,
+here as integers), so that the order of summation cannot make the two paths differ; a week of a
+segment costs one row, not one per distinct score.
 """
 
 from __future__ import annotations
@@ -100,10 +100,10 @@ class _Parts:
         self.weeks = weeks
         self.sizes: defaultdict[str, list[list[int]]] = defaultdict(
             lambda: [[0, 0] for _ in range(weeks)])
-        # [n, Σ, Σ², below] per value, week and stratum, in exact decimals until the end
-        self.sums: defaultdict[str, list[list[list[Any]]]] = defaultdict(
-            lambda: [[[0, Decimal(0), Decimal(0), 0], [0, Decimal(0), Decimal(0), 0]]
-                     for _ in range(weeks)])
+        # [n, Σ·10^15, Σ²·10^30, below] per value, week and stratum: exact integers until
+        # the end (a score as its 15 decimals, `_EXACT`)
+        self.sums: defaultdict[str, list[list[list[int]]]] = defaultdict(
+            lambda: [[[0, 0, 0, 0], [0, 0, 0, 0]] for _ in range(weeks)])
 
     def add_size(self, value: str, week: int, flagged: bool, n: int) -> None:
         self.sizes[value][week][0 if flagged else 1] += n
@@ -112,15 +112,14 @@ class _Parts:
                    squares: Any, below: int) -> None:
         cell = self.sums[value][week][0 if flagged else 1]
         cell[0] += n
-        cell[1] += Decimal(total or 0)
-        cell[2] += Decimal(squares or 0)
+        cell[1] += int(Decimal(total or 0).scaleb(_SCALE))
+        cell[2] += int(Decimal(squares or 0).scaleb(2 * _SCALE))
         cell[3] += below or 0
 
     def tallies(self, weeks: Sequence[Week]) -> Tallies:
         segments: dict[str, list[Tally]] = {}
         whole_sizes = [[0, 0] for _ in range(self.weeks)]
-        whole_sums = [[[0, Decimal(0), Decimal(0), 0], [0, Decimal(0), Decimal(0), 0]]
-                      for _ in range(self.weeks)]
+        whole_sums = [[[0, 0, 0, 0], [0, 0, 0, 0]] for _ in range(self.weeks)]
         for value in set(self.sizes) | set(self.sums):
             sizes = self.sizes[value]
             sums = self.sums.get(value)
@@ -144,13 +143,18 @@ class _Parts:
 _NONE = (Scores(), Scores())
 
 
-def _scores(cell: list[Any]) -> Scores:
+def _scores(cell: list[int]) -> Scores:
     n, total, squares, below = cell
-    return Scores(int(n), float(total), float(squares), int(below)) if n else Scores()
+    # Integer division is correctly rounded: the same float from the same exact sum.
+    return Scores(n, total / 10**_SCALE, squares / 10**(2 * _SCALE), below) if n else Scores()
+
+
+# A score's decimals in the sums: as PostgreSQL turns a double into a decimal (15 digits).
+_SCALE = 15
 
 
 def _exact(expression: Any) -> Any:
-    return Cast(expression, DecimalField(max_digits=40, decimal_places=20))
+    return Cast(expression, DecimalField(max_digits=_SCALE + 5, decimal_places=_SCALE))
 
 
 def _score_sums(threshold: float, weight: str | None = None) -> dict[str, Any]:
@@ -160,7 +164,7 @@ def _score_sums(threshold: float, weight: str | None = None) -> dict[str, Any]:
     if weight is None:
         return {"n": Count("*"), "total": Sum(score), "squares": Sum(score * score),
                 "below": Count("pk", filter=Q(score__lt=threshold))}
-    count = _exact(F(weight))
+    count = Cast(F(weight), DecimalField(max_digits=20, decimal_places=0))
     return {"n": Sum(weight), "total": Sum(count * score),
             "squares": Sum(count * score * score),
             "below": Sum(weight, filter=Q(score__lt=threshold))}
