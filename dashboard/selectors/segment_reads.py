@@ -3,9 +3,11 @@
 shapes and the same floats either way (tests/dashboard/test_segment_rollups.py compares them).
 
 The judged scores arrive summed (`Scores`: how many, Σ score, Σ score², how many below the
-action threshold), added up exactly (a score as its 15 decimals: by the database in decimals,
-here as integers), so that the order of summation cannot make the two paths differ; a week of a
-segment costs one row, not one per distinct score.
+action threshold), added up exactly: a score in millionths (`score_micros`), its sums as
+integers, kept by the writers (`RollupSegmentSums`) or summed by the database in decimals, so
+that neither the order of summation nor a rescore's subtraction can make the two paths differ;
+a week of a segment is one row. The count below the threshold comes from the scores'
+histogram (`RollupSegmentScore`), for the dimension shown only.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from monitoring.models import (
     Answer,
     RollupSegment,
     RollupSegmentScore,
+    RollupSegmentSums,
     Service,
     UseCase,
 )
 from monitoring.models.rollups import rollups_ready
+from monitoring.models.segment_rollups import SCORE_DECIMALS
 
 # The built-in dimensions' fields as the raw answers name them (the service by its name).
 RAW_FIELDS = {"model": "model", "service": "service__name", "prompt_version": "prompt_version",
@@ -76,20 +80,25 @@ def rolled(use_case: UseCase, dimension: str) -> bool:
 
 def read_many(
     use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], *,
-    judged: bool = True, threshold: float | None = None,
+    judged: bool = True, threshold: float | None = None, below: Sequence[str] | None = None,
 ) -> dict[str, Tallies]:
     """Each dimension's values with their answers and judged scores per week and stratum
-    (`judged` False: the volumes alone), the share below `threshold` (default: the use case's
-    action threshold) counted with them."""
-    below = use_case.action_threshold if threshold is None else threshold
+    (`judged` False: the volumes alone), and how many scores lie below `threshold` (default:
+    the use case's action threshold) for the dimensions in `below` (None: all; the others
+    count none: their figures' `below` is not to be shown)."""
+    at = use_case.action_threshold if threshold is None else threshold
+    counted = list(dimensions) if below is None else [d for d in dimensions if d in below]
     ready = rollups_ready()
     from_rollups = [d for d in dimensions if ready and rolled(use_case, d)]
     raw = [d for d in dimensions if d not in from_rollups]
     parts: dict[str, _Parts] = {}
     if from_rollups:
-        parts.update(_from_rollups(use_case, weeks, from_rollups, judged, below))
+        parts.update(_from_rollups(use_case, weeks, from_rollups, judged, at, counted))
     if raw:
-        parts.update(_from_answers(use_case, weeks, raw, judged, below))
+        parts.update(_from_answers(use_case, weeks, raw, judged, at))
+        for d in raw:
+            if d not in counted:
+                parts[d].forget_below()
     return {d: parts[d].tallies(weeks) for d in dimensions}
 
 
@@ -100,21 +109,30 @@ class _Parts:
         self.weeks = weeks
         self.sizes: defaultdict[str, list[list[int]]] = defaultdict(
             lambda: [[0, 0] for _ in range(weeks)])
-        # [n, Σ·10^15, Σ²·10^30, below] per value, week and stratum: exact integers until
-        # the end (a score as its 15 decimals, `_EXACT`)
+        # [n, Σ micros, Σ micros², below] per value, week and stratum: exact integers until
+        # the end (a score in millionths, `score_micros`)
         self.sums: defaultdict[str, list[list[list[int]]]] = defaultdict(
             lambda: [[[0, 0, 0, 0], [0, 0, 0, 0]] for _ in range(weeks)])
 
     def add_size(self, value: str, week: int, flagged: bool, n: int) -> None:
         self.sizes[value][week][0 if flagged else 1] += n
 
-    def add_scores(self, value: str, week: int, flagged: bool, n: int, total: Any,
-                   squares: Any, below: int) -> None:
+    def add_scores(self, value: str, week: int, flagged: bool, n: int, total: int,
+                   squares: int) -> None:
+        """`total`, `squares`: Σ of the scores' millionths, and of their squares."""
         cell = self.sums[value][week][0 if flagged else 1]
         cell[0] += n
-        cell[1] += int(Decimal(total or 0).scaleb(_SCALE))
-        cell[2] += int(Decimal(squares or 0).scaleb(2 * _SCALE))
-        cell[3] += below or 0
+        cell[1] += total
+        cell[2] += squares
+
+    def add_below(self, value: str, week: int, flagged: bool, below: int) -> None:
+        self.sums[value][week][0 if flagged else 1][3] += below
+
+    def forget_below(self) -> None:
+        for weeks in self.sums.values():
+            for week in weeks:
+                for cell in week:
+                    cell[3] = 0
 
     def tallies(self, weeks: Sequence[Week]) -> Tallies:
         segments: dict[str, list[Tally]] = {}
@@ -146,28 +164,26 @@ _NONE = (Scores(), Scores())
 def _scores(cell: list[int]) -> Scores:
     n, total, squares, below = cell
     # Integer division is correctly rounded: the same float from the same exact sum.
-    return Scores(n, total / 10**_SCALE, squares / 10**(2 * _SCALE), below) if n else Scores()
+    return Scores(n, total / _MICROS, squares / _MICROS**2, below) if n else Scores()
 
 
-# A score's decimals in the sums: as PostgreSQL turns a double into a decimal (15 digits).
-_SCALE = 15
+_MICROS = 10**SCORE_DECIMALS
 
 
-def _exact(expression: Any) -> Any:
-    return Cast(expression, DecimalField(max_digits=_SCALE + 5, decimal_places=_SCALE))
+def _score_sums(threshold: float) -> dict[str, Any]:
+    """The aggregates of the judged answers' scores: how many, Σ and Σ² of the scores rounded
+    to millionths as `score_micros` rounds them (a cast to numeric(10, 6)), and how many lie
+    below the threshold."""
+    score = Cast(F("score"), DecimalField(max_digits=10, decimal_places=SCORE_DECIMALS))
+    wide = DecimalField(max_digits=38, decimal_places=2 * SCORE_DECIMALS)
+    return {"n": Count("*"), "total": Sum(score, output_field=wide),
+            "squares": Sum(score * score, output_field=wide),
+            "below": Count("pk", filter=Q(score__lt=threshold))}
 
 
-def _score_sums(threshold: float, weight: str | None = None) -> dict[str, Any]:
-    """The aggregates of judged scores: of the answers (`weight` None) or of histogram rows
-    weighted by their `weight` column."""
-    score = _exact(F("score"))
-    if weight is None:
-        return {"n": Count("*"), "total": Sum(score), "squares": Sum(score * score),
-                "below": Count("pk", filter=Q(score__lt=threshold))}
-    count = Cast(F(weight), DecimalField(max_digits=20, decimal_places=0))
-    return {"n": Sum(weight), "total": Sum(count * score),
-            "squares": Sum(count * score * score),
-            "below": Sum(weight, filter=Q(score__lt=threshold))}
+def _micros(value: Any, power: int = 1) -> int:
+    """A sum of millionths (power 1) or of their squares (2) read as a decimal: the integer."""
+    return int(Decimal(value or 0).scaleb(power * SCORE_DECIMALS))
 
 
 def _from_answers(
@@ -191,15 +207,20 @@ def _from_answers(
             base.filter(status=Answer.Status.JUDGED, score__isnull=False)
             .values_list(*names, "wk", "flagged").annotate(**_score_sums(threshold)).order_by()
         ):
+            micros, squares_micros = _micros(total), _micros(squares, 2)
             for d, value in zip(dimensions, keys, strict=True):
-                parts[d].add_scores(value or "", wk, flagged, n, total, squares, below)
+                parts[d].add_scores(value or "", wk, flagged, n, micros, squares_micros)
+                parts[d].add_below(value or "", wk, flagged, below)
     return parts
 
 
 def _from_rollups(
     use_case: UseCase, weeks: Sequence[Week], dimensions: Sequence[str], judged: bool,
-    threshold: float,
+    threshold: float, below: Sequence[str] = (),
 ) -> dict[str, _Parts]:
+    """From the rollups: the answers, the judged answers' sums (one row per segment and
+    week), and for the dimensions in `below` the count below the threshold (summed over the
+    scores' histogram)."""
     mondays = {timezone.localtime(w.start).date(): i for i, w in enumerate(weeks)}
     where = {"use_case_id": use_case.pk, "week__in": list(mondays),
              "dimension__in": list(dimensions)}
@@ -213,14 +234,23 @@ def _from_rollups(
             parts[dimension].add_size(names.get((dimension, value), value), mondays[week],
                                       flagged, n)
     if judged:
-        for dimension, value, week, flagged, n, total, squares, below in (
-            RollupSegmentScore.objects.filter(**where)
-            .values_list("dimension", "value", "week", "flagged")
-            .annotate(**_score_sums(threshold, weight="answers")).order_by()
+        for dimension, value, week, flagged, n, total, squares in (
+            RollupSegmentSums.objects.filter(**where)
+            .values_list("dimension", "value", "week", "flagged", "judged", "total", "squares")
         ):
             if n:
                 parts[dimension].add_scores(names.get((dimension, value), value),
-                                            mondays[week], flagged, n, total, squares, below)
+                                            mondays[week], flagged, n, total, squares)
+        counted = [d for d in dimensions if d in below]
+        for dimension, value, week, flagged, n in (
+            RollupSegmentScore.objects.filter(**{**where, "dimension__in": counted},
+                                              score__lt=threshold)
+            .values_list("dimension", "value", "week", "flagged")
+            .annotate(n=Sum("answers")).order_by()
+        ) if counted else ():
+            if n:
+                parts[dimension].add_below(names.get((dimension, value), value),
+                                           mondays[week], flagged, n)
     return parts
 
 

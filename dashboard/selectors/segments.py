@@ -155,7 +155,7 @@ def team_changes(
     if not found:
         return []
     # The use case's figures around each change: its judged scores read only now, once.
-    whole = read_many(use_case, wide, ["service"])["service"].whole  # the fewest values
+    whole = read_many(use_case, wide, ["service"], below=[])["service"].whole  # the fewest values
     out: list[ChangeFigures] = []
     for change in found:
         before, after = segment_stats.change_window(len(wide), change)
@@ -193,7 +193,7 @@ def segments_view(
     recent = list(weeks)[-until_weeks:]
     if not shown:  # nothing read, nothing shown (`hidden`)
         return SegmentsView(names, dimension, [], None, 0, [], recent, hidden=True)
-    tallies = read_many(use_case, recent, names)
+    tallies = read_many(use_case, recent, names, below=[dimension])  # the table shows it
     # The shown dimension in full (with the experts' scale); of every dimension only the
     # comparisons and the leading figure, which is all the finding needs.
     figures = segment_stats.breakdown(

@@ -24,11 +24,14 @@ from monitoring.models.rollups import (
     RollupMoments,
     RollupScore,
     RollupSealed,
-    RollupSegment,
-    RollupSegmentScore,
     RollupState,
     RollupUsage,
     RollupUsageDay,
+)
+from monitoring.models.segment_rollups import (
+    RollupSegment,
+    RollupSegmentScore,
+    RollupSegmentSums,
 )
 from monitoring.models.use_cases import (
     JudgeMode,
@@ -61,6 +64,7 @@ __all__ = [
     "RollupSealed",
     "RollupSegment",
     "RollupSegmentScore",
+    "RollupSegmentSums",
     "RollupState",
     "RollupUsage",
     "RollupUsageDay",

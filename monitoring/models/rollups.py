@@ -266,61 +266,6 @@ class RollupMoments(_OfUseCase):
         )
 
 
-class RollupSegment(_OfUseCase):
-    """Answers per use case, week, stratum and segment (issue 40): one row per dimension
-    (`monitoring.domain.segments`: model, service, prompt_version, source, metadata.<key> of a
-    declared key) and value, the value as its segment names it ("" where the answer has none;
-    for the service its id, as a name can change)."""
-
-    week = models.DateField()
-    flagged = models.BooleanField()
-    dimension = models.CharField(max_length=80)
-    value = models.TextField()
-    answers = models.BigIntegerField(default=0)
-
-    class Meta:
-        verbose_name = _("Wochensumme nach Segmenten")
-        verbose_name_plural = _("Wochensummen nach Segmenten")
-        constraints = [
-            models.UniqueConstraint(fields=["use_case", "week", "flagged", "dimension", "value"],
-                                    name="rollupsegment_key"),
-        ]
-        indexes = [
-            # One dimension over many weeks and use cases (the generator models' changes that
-            # restart the experts' pool, read by the overview and /metrics): index-only.
-            models.Index(fields=["dimension", "use_case", "week"], include=["value", "answers"],
-                         name="rollupsegment_dimension"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.use_case_id} {self.week} {self.dimension}={self.value}: {self.answers}"
-
-
-class RollupSegmentScore(_OfUseCase):
-    """Judged answers per use case, week, stratum, segment and score: the segments' estimates,
-    summed by the database on reading (`segment_rollups`)."""
-
-    week = models.DateField()
-    flagged = models.BooleanField()
-    dimension = models.CharField(max_length=80)
-    value = models.TextField()
-    score = models.FloatField()
-    answers = models.BigIntegerField(default=0)
-
-    class Meta:
-        verbose_name = _("Wochensumme der Bewertungen nach Segmenten")
-        verbose_name_plural = _("Wochensummen der Bewertungen nach Segmenten")
-        constraints = [
-            models.UniqueConstraint(
-                fields=["use_case", "week", "flagged", "dimension", "value", "score"],
-                name="rollupsegmentscore_key",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.use_case_id} {self.week} {self.dimension}={self.value} {self.score}"
-
-
 class RollupSealed(_OfUseCase):
     """A week of a use case whose raw answers are (partly) gone: retention dropped their month.
     Its rollups are the record now; a rebuild or check leaves them as they are."""

@@ -165,11 +165,12 @@ def _expected(use_case_ids: Sequence[int], since: date | None = None) -> Rows:
         usage_day[key] = plus(usage_day.get(key), usage_day_of(run))
     # A partial recount (`since`) counts the keys already rolled only: a key declared since
     # waits for its task, which counts all its weeks.
-    segments, segment_scores = expected_segments(use_case_ids, since,
-                                                  rolled_only=since is not None)
+    segments, segment_scores, segment_sums = expected_segments(
+        use_case_ids, since, rolled_only=since is not None)
     return {
         "segment": segments,
         "segment_score": segment_scores,
+        "segment_sums": segment_sums,
         "day": {k: (n,) for k, n in days.items()},
         "score": {k: (n,) for k, n in scores.items()},
         "usage": usage,
@@ -282,7 +283,7 @@ def rollups_check(
     expected = _without_sealed(_expected(ids, since), sealed)
     stored = _without_sealed(_stored(ids, since), sealed)
     for rows in (expected, stored):  # a key declared since is its task's to count
-        for name in ("segment", "segment_score"):
+        for name in ("segment", "segment_score", "segment_sums"):
             rows[name] = unrolled(rows[name], ids)
     out = []
     for name in [*TABLES, "moments"]:

@@ -3,8 +3,8 @@
 - `answers_added`: an ingest's new answers, in the ingest's transaction (`RollupDay`,
   `RollupCause`, `RollupSegment`).
 - `answer_judged`: a judge run's completion moves its answer's judged state (`RollupScore`,
-  `RollupCauseScore`, `RollupMoments`, `RollupSegmentScore`): the state it had is subtracted
-  (a rescore), the new one added, in the run's transaction.
+  `RollupCauseScore`, `RollupMoments`, `RollupSegmentScore`, `RollupSegmentSums`): the state it
+  had is subtracted (a rescore), the new one added, in the run's transaction.
 - Rebuilding and checking them against a recount: rollup_rebuild.py; the segments' part of
   it, a key declared later, and metadata that retention clears: segment_rollups.py.
 
@@ -47,6 +47,7 @@ from monitoring.models import (
     RollupScore,
     RollupSegment,
     RollupSegmentScore,
+    RollupSegmentSums,
     RollupUsage,
     RollupUsageDay,
     UseCase,
@@ -61,6 +62,7 @@ from monitoring.models.rollups import (
     in_week_usage,
     week_of,
 )
+from monitoring.models.segment_rollups import score_micros
 
 logger = logging.getLogger(__name__)
 
@@ -203,13 +205,19 @@ def answer_judged(
         declared = UseCase.objects.filter(pk=use_case_id).values_list(
             "segment_keys", flat=True).first() or []
         by_segment: Counter[tuple[Any, ...]] = Counter()
+        sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
         for state, sign in ((before, -1), (after, +1)):
             if state is None:
                 continue
+            micros = score_micros(state.score)
             for dimension, value in segment_values(segment_fields, declared):
-                by_segment[(use_case_id, week, flagged, dimension, value, state.score)] += sign
+                key = (use_case_id, week, flagged, dimension, value)
+                by_segment[(*key, state.score)] += sign
+                sums[key] = plus(sums.get(key), (sign, sign * micros, sign * micros * micros))
         rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY,
                  {k: v for k, v in by_segment.items() if v})
+        rows_add(RollupSegmentSums, SEGMENT_KEY, {k: v for k, v in sums.items() if any(v)},
+                 SEGMENT_SUMS)
 
 
 def _moments_move(
@@ -256,6 +264,7 @@ CAUSE_KEY = ("use_case", "week", "flagged", "dim", "bucket")
 _CAUSE_SCORE_KEY = ("use_case", "week", "flagged", "in_random_sample", "dim", "bucket", "score")
 SEGMENT_KEY = ("use_case", "week", "flagged", "dimension", "value")
 SEGMENT_SCORE_KEY = ("use_case", "week", "flagged", "dimension", "value", "score")
+SEGMENT_SUMS = ("judged", "total", "squares")
 
 
 _USAGE_KEY = ("use_case", "week", "judge_model", "prompt_version")
@@ -421,6 +430,7 @@ TABLES: dict[str, tuple[type[models.Model], tuple[str, ...], tuple[str, ...], st
     "cause_score": (RollupCauseScore, _CAUSE_SCORE_KEY, ("answers",), "week"),
     "segment": (RollupSegment, SEGMENT_KEY, ("answers",), "week"),
     "segment_score": (RollupSegmentScore, SEGMENT_SCORE_KEY, ("answers",), "week"),
+    "segment_sums": (RollupSegmentSums, SEGMENT_KEY, SEGMENT_SUMS, "week"),
 }
 
 Rows = dict[str, dict[tuple[Any, ...], tuple[int, ...]]]

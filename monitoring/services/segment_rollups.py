@@ -32,15 +32,27 @@ from monitoring.domain.segments import (
     built_in_value,
     segment_value,
 )
-from monitoring.models import Answer, RollupSealed, RollupSegment, RollupSegmentScore, UseCase
+from monitoring.models import (
+    Answer,
+    RollupSealed,
+    RollupSegment,
+    RollupSegmentScore,
+    RollupSegmentSums,
+    UseCase,
+)
 from monitoring.models.rollups import local_midnight, monday_of, week_of
+from monitoring.models.segment_rollups import score_micros
 from monitoring.services.rollups import (
     ROLLUP_LOCK,
     SEGMENT_KEY,
     SEGMENT_SCORE_KEY,
+    SEGMENT_SUMS,
     lock_shared,
+    plus,
     rows_add,
 )
+
+SEGMENT_TABLES = (RollupSegment, RollupSegmentScore, RollupSegmentSums)
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +76,11 @@ def _text(dimension: str, raw: Any) -> str:
 def expected_segments(
     use_case_ids: Sequence[int], since: date | None = None, *,
     only_keys: Sequence[str] | None = None, rolled_only: bool = False,
-) -> tuple[Counts, Counts]:
-    """(segment, segment_score) rows these use cases' answers (from the Monday `since` on)
-    should give, counted from the raw rows: every dimension of each use case's declared keys
-    now, of those already rolled (`rolled_only`), or (`only_keys`) just these keys'."""
+) -> tuple[Counts, Counts, Counts]:
+    """(segment, segment_score, segment_sums) rows these use cases' answers (from the Monday
+    `since` on) should give, counted from the raw rows: every dimension of each use case's
+    declared keys now, of those already rolled (`rolled_only`), or (`only_keys`) just these
+    keys'."""
     zone = ZoneInfo(settings.TIME_ZONE)
     volumes: Counter[tuple[Any, ...]] = Counter()
     scores: Counter[tuple[Any, ...]] = Counter()
@@ -89,8 +102,13 @@ def expected_segments(
             for day, flagged, raw, score, n in _grouped(judged, expression, ("score",)):
                 scores[(use_case_id, monday_of(day), bool(flagged), dimension,
                         _text(dimension, raw), float(score))] += n
+    sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
+    for (*key, score), n in scores.items():
+        micros = score_micros(score)
+        sums[tuple(key)] = plus(sums.get(tuple(key)), (n, n * micros, n * micros * micros))
     return ({k: (n,) for k, n in volumes.items() if n},
-            {k: (n,) for k, n in scores.items() if n})
+            {k: (n,) for k, n in scores.items() if n},
+            {k: v for k, v in sums.items() if any(v)})
 
 
 def _keys(use_case_ids: Iterable[int], *, rolled_only: bool) -> dict[int, list[str]]:
@@ -130,8 +148,8 @@ def segment_keys_declared(*, use_case: UseCase, keys: Sequence[str]) -> list[str
     gone = [METADATA + k for k in before - set(keys)]
     if gone:
         _lock_exclusive(use_case.pk)
-        RollupSegment.objects.filter(use_case=use_case, dimension__in=gone).delete()
-        RollupSegmentScore.objects.filter(use_case=use_case, dimension__in=gone).delete()
+        for model in SEGMENT_TABLES:
+            model.objects.filter(use_case=use_case, dimension__in=gone).delete()
     rolled = [k for k in (use_case.segment_keys_rolled or []) if k in keys]
     UseCase.objects.filter(pk=use_case.pk).update(segment_keys_rolled=rolled)
     use_case.segment_keys_rolled = rolled
@@ -153,14 +171,16 @@ def segment_keys_roll(*, use_case_id: int) -> list[str]:
             dimensions = [METADATA + k for k in pending]
             sealed = set(RollupSealed.objects.filter(use_case_id=use_case_id)
                          .values_list("week", flat=True))
-            for model in (RollupSegment, RollupSegmentScore):
+            for model in SEGMENT_TABLES:
                 model.objects.filter(use_case_id=use_case_id, dimension__in=dimensions).exclude(
                     week__in=sealed).delete()
-            volumes, scores = expected_segments([use_case_id], only_keys=pending)
+            volumes, scores, sums = expected_segments([use_case_id], only_keys=pending)
             rows_add(RollupSegment, SEGMENT_KEY,
                      {k: v for k, v in volumes.items() if k[1] not in sealed})
             rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY,
                      {k: v for k, v in scores.items() if k[1] not in sealed})
+            rows_add(RollupSegmentSums, SEGMENT_KEY,
+                     {k: v for k, v in sums.items() if k[1] not in sealed}, SEGMENT_SUMS)
         use_case.segment_keys_rolled = keys
         use_case.save(update_fields=["segment_keys_rolled"])
     if pending:
@@ -203,6 +223,7 @@ def metadata_cleared(answers: Iterable[Mapping[str, Any]]) -> None:
                     .values_list("pk", "segment_keys"))
     volumes: Counter[tuple[Any, ...]] = Counter()
     scores: Counter[tuple[Any, ...]] = Counter()
+    sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for r in rows:
         metadata = r["metadata"] if isinstance(r["metadata"], Mapping) else {}
         key = (r["use_case_id"], week_of(r["created_at"]), bool(r["flagged"]))
@@ -215,11 +236,17 @@ def metadata_cleared(answers: Iterable[Mapping[str, Any]]) -> None:
                 volumes[(*key, METADATA + k, text)] += sign
                 if judged:
                     scores[(*key, METADATA + k, text, float(r["score"]))] += sign
+                    micros = score_micros(float(r["score"]))
+                    sums[(*key, METADATA + k, text)] = plus(
+                        sums.get((*key, METADATA + k, text)),
+                        (sign, sign * micros, sign * micros * micros))
     if not volumes:
         return
     lock_shared(set(declared))
     rows_add(RollupSegment, SEGMENT_KEY, {k: v for k, v in volumes.items() if v})
     rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY, {k: v for k, v in scores.items() if v})
+    rows_add(RollupSegmentSums, SEGMENT_KEY, {k: v for k, v in sums.items() if any(v)},
+             SEGMENT_SUMS)
 
 
 def _lock_exclusive(use_case_id: int) -> None:

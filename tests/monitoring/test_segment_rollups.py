@@ -211,3 +211,23 @@ def test_retention_moves_emptied_metadata_to_none(world_builder):
     kanal = {f.value: f.volume for f in breakdown(use_case=use_case, dimension="metadata.kanal",
                                                    weeks=iso_weeks(weeks=9))}
     assert kanal[""] == len(old)
+
+
+@pytest.mark.django_db
+def test_a_score_in_millionths_rounds_as_the_database_does():
+    """The writers' `score_micros` and the raw reads' cast to numeric(10, 6) agree on every
+    score a judge gives (k of 2n points, n up to 12) and on random ones."""
+    import random
+
+    from django.db import connection
+
+    from monitoring.models.segment_rollups import score_micros
+
+    rng = random.Random(7)
+    scores = sorted({k / (2 * n) for n in range(1, 13) for k in range(2 * n + 1)}
+                    | {rng.random() for _ in range(300)} | {0.0000005, 0.4999995, 1 / 3})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (s::float8::numeric(10, 6) * 1000000)::bigint "
+                       "FROM unnest(%s::float8[]) AS s", [scores])
+        database = [row[0] for row in cursor.fetchall()]
+    assert [score_micros(s) for s in scores] == database
