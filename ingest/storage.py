@@ -65,7 +65,7 @@ def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     models' own; a unique violation surfaces as IntegrityError as with save(). The run is
     enqueued once the transaction commits."""
     segments = segment_values(vars(answer), answer.use_case.segment_keys or [])
-    answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql(len(segments))
+    answer_fields, chunk_fields, run_fields, sql = _insert_with_chunks_sql()
     run = judge_run_new(answer=answer) if answer.sampled else None
     params: list[Any] = [
         f.get_db_prep_save(f.pre_save(answer, add=True), connection) for f in answer_fields
@@ -85,8 +85,10 @@ def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
     week = week_of(answer.created_at)
     for dim, bucket in rollups.Traits.of(answer).buckets():  # sorted, as a batch sorts them
         params += [answer.use_case_id, week, bool(answer.flagged), dim, bucket]
-    for dimension, value in segments:  # sorted by dimension, as a batch sorts them
-        params += [answer.use_case_id, week, bool(answer.flagged), dimension, value]
+    # Its segments, sorted by dimension as a batch sorts them: one array per column.
+    params += [[answer.use_case_id] * len(segments), [week] * len(segments),
+               [bool(answer.flagged)] * len(segments), [d for d, _ in segments],
+               [v for _, v in segments]]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         answer.pk, run_id = cursor.fetchone()
@@ -99,9 +101,7 @@ def insert_with_chunks(answer: Answer, chunks: list[Chunk]) -> None:
 
 
 @functools.cache
-def _insert_with_chunks_sql(segments: int) -> tuple[list[Any], list[Any], list[Any], str]:
-    """The statement for an answer with this many segments (the built-in dimensions and its use
-    case's declared keys)."""
+def _insert_with_chunks_sql() -> tuple[list[Any], list[Any], list[Any], str]:
     q = connection.ops.quote_name
 
     def columns(fields: list[Any]) -> str:
@@ -137,8 +137,6 @@ def _insert_with_chunks_sql(segments: int) -> tuple[list[Any], list[Any], list[A
                            * len(rollups.TRAITS))
     segment_table = q(RollupSegment._meta.db_table)
     segment_columns = key_columns(RollupSegment, rollups.SEGMENT_KEY)
-    segment_rows = ", ".join(["(%s::bigint, %s::date, %s::boolean, %s::varchar, %s::text)"]
-                             * segments)
     sql = (
         f"WITH a AS (INSERT INTO {q(Answer._meta.db_table)} ({columns(answer_fields)})"
         f" VALUES ({placeholders(answer_fields)}) RETURNING {q('id')})"
@@ -174,7 +172,8 @@ def _insert_with_chunks_sql(segments: int) -> tuple[list[Any], list[Any], list[A
         # ... then its segments, after all of the causes' rows (an aggregate reads them all).
         f", sg AS (INSERT INTO {segment_table} ({segment_columns}, {answers})"
         f" SELECT v.*, 1 FROM (SELECT count(*) AS n FROM b) AS done,"
-        f" (VALUES {segment_rows}) AS v WHERE done.n > 0"
+        f" unnest(%s::bigint[], %s::date[], %s::boolean[], %s::varchar[], %s::text[]) AS v"
+        f" WHERE done.n > 0"
         f" ON CONFLICT ({segment_columns}) DO UPDATE SET"
         f" {answers} = {segment_table}.{answers} + excluded.{answers})"
         f" SELECT a.{q('id')}, (SELECT r.{q('id')} FROM r) FROM a"

@@ -30,8 +30,9 @@ class RollupSegment(_OfUseCase):
         ]
         indexes = [
             # One dimension over many weeks and use cases (the generator models' changes that
-            # restart the experts' pool, read by the overview and /metrics): index-only.
-            models.Index(fields=["dimension", "use_case", "week"], include=["value", "answers"],
+            # restart the experts' pool, read by the overview and /metrics). Not covering the
+            # count: an index on it would make every ingest's increment a non-HOT update.
+            models.Index(fields=["dimension", "use_case", "week"],
                          name="rollupsegment_dimension"),
         ]
 
