@@ -37,6 +37,7 @@ in (index-only scans need the visibility map).
     .venv/bin/python bench/dashboard.py --answers 50000    # a quick run
     .venv/bin/python bench/dashboard.py --keep             # keep the database, reuse it next time
     .venv/bin/python bench/dashboard.py --source rollups   # only from the rollups
+    .venv/bin/python bench/dashboard.py --keep --source rollups --no-rebuild   # time again
 
 The pages are timed twice by default: reading the raw rows, then (after ``rebuild_rollups``,
 whose time is printed per 100,000 answers) reading the weekly rollups, side by side.
@@ -731,6 +732,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "rebuild_rollups, as COPY goes around the services) or both, side "
                              "by side (default)")
     parser.add_argument("--strict", action="store_true", help="exit 2 when a target is missed")
+    parser.add_argument("--no-rebuild", action="store_true",
+                        help="with --keep and --source rollups: time a kept database's whole "
+                             "rollups without rebuilding them first")
     args = parser.parse_args(argv)
     if args.answers < 1000:
         parser.error("--answers must be at least 1000")
@@ -783,13 +787,19 @@ def run(args: argparse.Namespace) -> int:
             rebuild_seconds = None
             timings = timings_raw
             if args.source in ("rollups", "both"):
-                started = time.perf_counter()
-                rebuilt = rollups_rebuild()  # COPY went around the services
-                rebuild_seconds = time.perf_counter() - started
-                say(f"rebuild_rollups: {rebuild_seconds:.1f} s "
-                    f"({rebuild_seconds / counts[0][1] * 100_000:.2f} s per 100,000 answers; "
-                    + ", ".join(f"{n:,} {name} rows" for name, n in rebuilt.rows.items())
-                    + ")")
+                from monitoring.models.rollups import rollups_ready
+
+                if reuse and args.no_rebuild and rollups_ready():
+                    say("the kept rollups are whole: not rebuilt (--no-rebuild)")
+                else:
+                    started = time.perf_counter()
+                    rebuilt = rollups_rebuild()  # COPY went around the services
+                    rebuild_seconds = time.perf_counter() - started
+                    say(f"rebuild_rollups: {rebuild_seconds:.1f} s "
+                        f"({rebuild_seconds / counts[0][1] * 100_000:.2f} s per 100,000 "
+                        "answers; "
+                        + ", ".join(f"{n:,} {name} rows" for name, n in rebuilt.rows.items())
+                        + ")")
                 say("timing from the rollups")
                 timings = run_pages(args, say)
             connections.close_all()
