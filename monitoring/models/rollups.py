@@ -25,7 +25,7 @@ from monitoring.domain.moments import (
 )
 
 
-class _OfUseCase(models.Model):
+class OfUseCase(models.Model):
     """A rollup row of one use case."""
 
     use_case = models.ForeignKey("monitoring.UseCase", on_delete=models.CASCADE,
@@ -35,7 +35,7 @@ class _OfUseCase(models.Model):
         abstract = True
 
 
-class RollupDay(_OfUseCase):
+class RollupDay(OfUseCase):
     """Answers received per use case, local day (Europe/Berlin) of `created_at`, and flag."""
 
     day = models.DateField()
@@ -54,7 +54,7 @@ class RollupDay(_OfUseCase):
         return f"{self.use_case_id} {self.day} {'flagged' if self.flagged else ''}: {self.answers}"
 
 
-class RollupScore(_OfUseCase):
+class RollupScore(OfUseCase):
     """Judged answers per use case, week (its local Monday), stratum and what was judged: the
     score, whether it abstained, and its readable claims (twice the supported points, and how
     many) - a histogram from which the weekly statistics come out exactly."""
@@ -83,7 +83,7 @@ class RollupScore(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.score}: {self.answers}"
 
 
-class RollupUsage(_OfUseCase):
+class RollupUsage(OfUseCase):
     """Judge runs that ended (succeeded or failed) per use case, week of their ANSWER (as the
     weekly figures count a week's cost, rescores included), judge model and prompt version.
     Runs still open are read raw and added."""
@@ -118,7 +118,7 @@ class RollupUsage(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.judge_model}: {self.runs}"
 
 
-class RollupUsageDay(_OfUseCase):
+class RollupUsageDay(OfUseCase):
     """Judge runs that ended per use case, local day (Europe/Berlin) of their END, trigger and
     status: the judge page's usage per day, its failed runs and the cost estimate's calls and
     tokens per call. Written when a run ends, as `RollupUsage`."""
@@ -174,7 +174,7 @@ def in_week_usage(trigger: str) -> bool:
 NOT_IN_WEEK_USAGE = models.Q(trigger=ON_DEMAND_TRIGGER)
 
 
-class RollupCause(_OfUseCase):
+class RollupCause(OfUseCase):
     """Answers per use case, week and stratum in each bucket of the diagnosis' causes: one row
     per dimension (`Dim`) and bucket, so that each cause's groups and the tuner's answers per
     content-word probability come out of a few hundred rows a week."""
@@ -197,7 +197,7 @@ class RollupCause(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket}: {self.answers}"
 
 
-class RollupCauseScore(_OfUseCase):
+class RollupCauseScore(OfUseCase):
     """Judged answers per use case, week, stratum, cause bucket and score: the diagnosis'
     estimates per bucket. Similarity, chunks and multi-part for every judged answer; the
     content-word probability only for the random sample (the tuner's lift rests on it)."""
@@ -225,7 +225,7 @@ class RollupCauseScore(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dim}/{self.bucket} {self.score}"
 
 
-class RollupMoments(_OfUseCase):
+class RollupMoments(OfUseCase):
     """The power sums of the causes' regression (`Moments`) per use case, week, stratum and
     similarity bucket (DEFAULT_SIMILARITY_EDGES: similarity enters the regression by bucket),
     over the judged answers with a similarity. A rescore moves the score's sums (a float
@@ -266,7 +266,7 @@ class RollupMoments(_OfUseCase):
         )
 
 
-class RollupSealed(_OfUseCase):
+class RollupSealed(OfUseCase):
     """A week of a use case whose raw answers are (partly) gone: retention dropped their month.
     Its rollups are the record now; a rebuild or check leaves them as they are."""
 

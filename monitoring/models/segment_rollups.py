@@ -6,10 +6,10 @@ stratum, dimension and value. Kept and rebuilt as the other rollups are
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.models.rollups import _OfUseCase
+from monitoring.models.rollups import OfUseCase
 
 
-class RollupSegment(_OfUseCase):
+class RollupSegment(OfUseCase):
     """Answers per use case, week, stratum and segment (issue 40): one row per dimension
     (`monitoring.domain.segments`: model, service, prompt_version, source, metadata.<key> of a
     declared key) and value, the value as its segment names it ("" where the answer has none;
@@ -40,7 +40,7 @@ class RollupSegment(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dimension}={self.value}: {self.answers}"
 
 
-class RollupSegmentScore(_OfUseCase):
+class RollupSegmentScore(OfUseCase):
     """Judged answers per use case, week, stratum, segment and score: the segments' estimates,
     summed by the database on reading (`segment_rollups`)."""
 
@@ -65,7 +65,7 @@ class RollupSegmentScore(_OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dimension}={self.value} {self.score}"
 
 
-class RollupSegmentSums(_OfUseCase):
+class RollupSegmentSums(OfUseCase):
     """The judged answers' sums per use case, week, stratum and segment: how many, Σ score and
     Σ score², the score in millionths (`score_micros`) so that the sums are exact integers (a
     rescore subtracts exactly; the raw reads round the same way). What the segments' estimates
