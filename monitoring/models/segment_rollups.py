@@ -9,16 +9,24 @@ from django.utils.translation import gettext_lazy as _
 from monitoring.models.rollups import OfUseCase
 
 
-class RollupSegment(OfUseCase):
-    """Answers per use case, week, stratum and segment (issue 40): one row per dimension
-    (`monitoring.domain.segments`: model, service, prompt_version, source, metadata.<key> of a
-    declared key) and value, the value as its segment names it ("" where the answer has none;
-    for the service its id, as a name can change)."""
+class _OfSegment(OfUseCase):
+    """A rollup row of one segment's week and stratum."""
 
     week = models.DateField()
     flagged = models.BooleanField()
     dimension = models.CharField(max_length=80)
     value = models.TextField()
+
+    class Meta:
+        abstract = True
+
+
+class RollupSegment(_OfSegment):
+    """Answers per use case, week, stratum and segment (issue 40): one row per dimension
+    (`monitoring.domain.segments`: model, service, prompt_version, source, metadata.<key> of a
+    declared key) and value, the value as its segment names it ("" where the answer has none;
+    for the service its id, as a name can change)."""
+
     answers = models.BigIntegerField(default=0)
 
     class Meta:
@@ -40,14 +48,10 @@ class RollupSegment(OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dimension}={self.value}: {self.answers}"
 
 
-class RollupSegmentScore(OfUseCase):
-    """Judged answers per use case, week, stratum, segment and score: the segments' estimates,
-    summed by the database on reading (`segment_rollups`)."""
+class RollupSegmentScore(_OfSegment):
+    """Judged answers per use case, week, stratum, segment and score: the count below the
+    action threshold of the dimension a page shows, summed on reading (`segment_reads`)."""
 
-    week = models.DateField()
-    flagged = models.BooleanField()
-    dimension = models.CharField(max_length=80)
-    value = models.TextField()
     score = models.FloatField()
     answers = models.BigIntegerField(default=0)
 
@@ -65,17 +69,13 @@ class RollupSegmentScore(OfUseCase):
         return f"{self.use_case_id} {self.week} {self.dimension}={self.value} {self.score}"
 
 
-class RollupSegmentSums(OfUseCase):
+class RollupSegmentSums(_OfSegment):
     """The judged answers' sums per use case, week, stratum and segment: how many, Σ score and
     Σ score², the score in millionths (`score_micros`) so that the sums are exact integers (a
     rescore subtracts exactly; the raw reads round the same way). What the segments' estimates
     and differences read, one row per segment and week; the share below the threshold comes
     from `RollupSegmentScore`."""
 
-    week = models.DateField()
-    flagged = models.BooleanField()
-    dimension = models.CharField(max_length=80)
-    value = models.TextField()
     judged = models.BigIntegerField(default=0)
     total = models.BigIntegerField(default=0)  # Σ score_micros
     squares = models.BigIntegerField(default=0)  # Σ score_micros²
