@@ -63,7 +63,8 @@ FILL = textwrap.dedent("""
     # Today's code writes the runs' use case and answer time (0025), the calls of unknown
     # usage (0026), the way the verdicts came and the use case's evidence switch (0027), which
     # 0023's tables lack: the columns while filling, dropped after, so that 0025 fills them
-    # from the answers; and the segments' columns (0032).
+    # from the answers; the segments' columns (0032) and the segments' rollup of answers and
+    # the keys it holds (0033).
     with connection.cursor() as c:
         c.execute("ALTER TABLE monitoring_judgerun ADD COLUMN use_case_id bigint,"
                   " ADD COLUMN answer_created_at timestamptz,"
@@ -71,7 +72,13 @@ FILL = textwrap.dedent("""
                   " ADD COLUMN verify_path varchar(12) NOT NULL DEFAULT ''")
         c.execute("ALTER TABLE monitoring_usecase"
                   " ADD COLUMN judge_evidence boolean NOT NULL DEFAULT true,"
-                  " ADD COLUMN segment_keys jsonb NOT NULL DEFAULT '[]'")
+                  " ADD COLUMN segment_keys jsonb NOT NULL DEFAULT '[]',"
+                  " ADD COLUMN segment_keys_rolled jsonb NOT NULL DEFAULT '[]'")
+        c.execute("CREATE TABLE monitoring_rollupsegment (id bigserial PRIMARY KEY,"
+                  " use_case_id bigint NOT NULL, week date NOT NULL, flagged boolean NOT NULL,"
+                  " dimension varchar(80) NOT NULL, value text NOT NULL,"
+                  " answers bigint NOT NULL DEFAULT 0,"
+                  " UNIQUE (use_case_id, week, flagged, dimension, value))")
         c.execute("ALTER TABLE monitoring_answer"
                   " ADD COLUMN prompt_version varchar(100) NOT NULL DEFAULT '',"
                   " ADD COLUMN source varchar(500) NOT NULL DEFAULT ''")
@@ -99,7 +106,8 @@ FILL = textwrap.dedent("""
                   " DROP COLUMN answer_created_at, DROP COLUMN usage_unknown_calls,"
                   " DROP COLUMN verify_path")
         c.execute("ALTER TABLE monitoring_usecase DROP COLUMN judge_evidence,"
-                  " DROP COLUMN segment_keys")
+                  " DROP COLUMN segment_keys, DROP COLUMN segment_keys_rolled")
+        c.execute("DROP TABLE monitoring_rollupsegment")
         c.execute("ALTER TABLE monitoring_answer DROP COLUMN prompt_version, DROP COLUMN source")
     print(json.dumps({"answers": Answer.objects.count()}))
 """)
