@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection, models, transaction
+from django.db import models, transaction
 from django.db.models import Case, Count, F, IntegerField, Sum, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -51,12 +51,12 @@ from monitoring.models.rollups import (
     week_of,
 )
 from monitoring.services.rollups import (
-    ROLLUP_LOCK,
     RUN_FIELDS,
     TABLES,
     TRAITS,
     Rows,
     Traits,
+    lock_exclusive,
     plus,
     rows_add,
     sortable,
@@ -251,9 +251,7 @@ def rollups_rebuild(
     written = dict.fromkeys([*TABLES, "moments"], 0)
     for pk in ids:
         with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK, pk])
+            lock_exclusive(pk)
             sealed = _sealed([pk])
             expected = _without_sealed(_expected([pk], since), sealed)
             for name, (model, key, sums, dated_by) in TABLES.items():

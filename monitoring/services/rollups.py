@@ -205,19 +205,36 @@ def answer_judged(
         declared = UseCase.objects.filter(pk=use_case_id).values_list(
             "segment_keys", flat=True).first() or []
         by_segment: Counter[tuple[Any, ...]] = Counter()
-        sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
         for state, sign in ((before, -1), (after, +1)):
             if state is None:
                 continue
-            micros = score_micros(state.score)
             for dimension, value in segment_values(segment_fields, declared):
-                key = (use_case_id, week, flagged, dimension, value)
-                by_segment[(*key, state.score)] += sign
-                sums[key] = plus(sums.get(key), (sign, sign * micros, sign * micros * micros))
-        rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY,
-                 {k: v for k, v in by_segment.items() if v})
-        rows_add(RollupSegmentSums, SEGMENT_KEY, {k: v for k, v in sums.items() if any(v)},
-                 SEGMENT_SUMS)
+                by_segment[(use_case_id, week, flagged, dimension, value, state.score)] += sign
+        segment_scores_add(by_segment)
+
+
+def segment_scores_add(scores: Mapping[tuple[Any, ...], int]) -> None:
+    """Add judged answers (key of SEGMENT_SCORE_KEY → how many, negative to take away) to the
+    segments' histogram of scores and to their exact sums, which come from it."""
+    rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY, {k: n for k, n in scores.items() if n})
+    rows_add(RollupSegmentSums, SEGMENT_KEY, segment_sums(scores), SEGMENT_SUMS)
+
+
+def segment_sums(scores: Mapping[tuple[Any, ...], int]) -> dict[tuple[Any, ...], tuple[int, ...]]:
+    """The segments' sums (SEGMENT_SUMS: how many, Σ and Σ² of the scores in millionths) of a
+    histogram keyed by SEGMENT_SCORE_KEY."""
+    sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
+    for (*key, score), n in scores.items():
+        micros = score_micros(score)
+        sums[tuple(key)] = plus(sums.get(tuple(key)), (n, n * micros, n * micros * micros))
+    return {k: v for k, v in sums.items() if any(v)}
+
+
+def lock_exclusive(use_case_id: int) -> None:
+    """The rebuild's lock on a use case's rollups (writers wait; SQLite serialises anyway)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK, use_case_id])
 
 
 def _moments_move(

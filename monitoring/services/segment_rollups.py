@@ -21,7 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, F, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import TruncDate
@@ -41,15 +41,15 @@ from monitoring.models import (
     UseCase,
 )
 from monitoring.models.rollups import local_midnight, monday_of, week_of
-from monitoring.models.segment_rollups import score_micros
 from monitoring.services.rollups import (
-    ROLLUP_LOCK,
     SEGMENT_KEY,
     SEGMENT_SCORE_KEY,
     SEGMENT_SUMS,
+    lock_exclusive,
     lock_shared,
-    plus,
     rows_add,
+    segment_scores_add,
+    segment_sums,
 )
 
 SEGMENT_TABLES = (RollupSegment, RollupSegmentScore, RollupSegmentSums)
@@ -102,13 +102,9 @@ def expected_segments(
             for day, flagged, raw, score, n in _grouped(judged, expression, ("score",)):
                 scores[(use_case_id, monday_of(day), bool(flagged), dimension,
                         _text(dimension, raw), float(score))] += n
-    sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
-    for (*key, score), n in scores.items():
-        micros = score_micros(score)
-        sums[tuple(key)] = plus(sums.get(tuple(key)), (n, n * micros, n * micros * micros))
     return ({k: (n,) for k, n in volumes.items() if n},
             {k: (n,) for k, n in scores.items() if n},
-            {k: v for k, v in sums.items() if any(v)})
+            segment_sums(scores))
 
 
 def _keys(use_case_ids: Iterable[int], *, rolled_only: bool) -> dict[int, list[str]]:
@@ -147,7 +143,7 @@ def segment_keys_declared(*, use_case: UseCase, keys: Sequence[str]) -> list[str
     before = set(use_case.segment_keys or [])
     gone = [METADATA + k for k in before - set(keys)]
     if gone:
-        _lock_exclusive(use_case.pk)
+        lock_exclusive(use_case.pk)
         for model in SEGMENT_TABLES:
             model.objects.filter(use_case=use_case, dimension__in=gone).delete()
     rolled = [k for k in (use_case.segment_keys_rolled or []) if k in keys]
@@ -161,7 +157,7 @@ def segment_keys_roll(*, use_case_id: int) -> list[str]:
     hold yet, under the rebuild's exclusive lock (writers wait meanwhile, and count their
     answers after it); then the readers read them from the rollups. Returns the keys rolled."""
     with transaction.atomic():
-        _lock_exclusive(use_case_id)
+        lock_exclusive(use_case_id)
         use_case = UseCase.objects.select_for_update().filter(pk=use_case_id).first()
         if use_case is None:
             return []
@@ -223,7 +219,6 @@ def metadata_cleared(answers: Iterable[Mapping[str, Any]]) -> None:
                     .values_list("pk", "segment_keys"))
     volumes: Counter[tuple[Any, ...]] = Counter()
     scores: Counter[tuple[Any, ...]] = Counter()
-    sums: dict[tuple[Any, ...], tuple[int, ...]] = {}
     for r in rows:
         metadata = r["metadata"] if isinstance(r["metadata"], Mapping) else {}
         key = (r["use_case_id"], week_of(r["created_at"]), bool(r["flagged"]))
@@ -236,20 +231,8 @@ def metadata_cleared(answers: Iterable[Mapping[str, Any]]) -> None:
                 volumes[(*key, METADATA + k, text)] += sign
                 if judged:
                     scores[(*key, METADATA + k, text, float(r["score"]))] += sign
-                    micros = score_micros(float(r["score"]))
-                    sums[(*key, METADATA + k, text)] = plus(
-                        sums.get((*key, METADATA + k, text)),
-                        (sign, sign * micros, sign * micros * micros))
     if not volumes:
         return
     lock_shared(set(declared))
     rows_add(RollupSegment, SEGMENT_KEY, {k: v for k, v in volumes.items() if v})
-    rows_add(RollupSegmentScore, SEGMENT_SCORE_KEY, {k: v for k, v in scores.items() if v})
-    rows_add(RollupSegmentSums, SEGMENT_KEY, {k: v for k, v in sums.items() if any(v)},
-             SEGMENT_SUMS)
-
-
-def _lock_exclusive(use_case_id: int) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [ROLLUP_LOCK, use_case_id])
+    segment_scores_add(scores)
