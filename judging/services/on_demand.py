@@ -19,18 +19,13 @@ drawn, so its verdict belongs there).
 """
 
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.utils.translation import gettext as _
 
-from judging.selectors import runs as selectors
 from judging.services.rescoring import (
     RescoreRefused,
     answer_rescore,
-    lock_for_judging,
-    open_run_reason,
-    same_model_reason,
+    run_requested,
 )
-from judging.services.runs import judge_runs_create
 from monitoring.models import Answer, JudgeRun
 
 
@@ -46,14 +41,5 @@ def answer_judge_on_demand(*, answer: Answer, user: User) -> JudgeRun:
         raise RescoreRefused(_("Es ist kein Prüfmodell eingestellt (TREUE_JUDGE_MODEL)."))
     if answer.sampled:
         return answer_rescore(answer=answer, judge_model=judge_model, user=user)
-    if selectors.same_model(judge_model, answer.model):
-        raise RescoreRefused(same_model_reason(judge_model))
-    with transaction.atomic():
-        locked = lock_for_judging(answer.pk)
-        if locked.judge_runs.filter(status__in=selectors.OPEN_STATUSES).exists():
-            raise RescoreRefused(open_run_reason())
-        [run] = judge_runs_create(
-            answers=[locked], judge_model=judge_model, trigger=JudgeRun.Trigger.ON_DEMAND,
-            requested_by_id=user.pk,
-        )
-    return run
+    return run_requested(answer=answer, judge_model=judge_model,
+                         trigger=JudgeRun.Trigger.ON_DEMAND, user=user)

@@ -50,6 +50,13 @@ def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
     judge_model = judge_model.strip()
     if not answer.sampled:
         raise RescoreRefused(_("Nur Antworten der Stichprobe werden vom Modell geprüft."))
+    return run_requested(answer=answer, judge_model=judge_model,
+                         trigger=JudgeRun.Trigger.RESCORE, user=user)
+
+
+def run_requested(*, answer: Answer, judge_model: str, trigger: str, user: User) -> JudgeRun:
+    """A run of ``answer`` that ``user`` asked for (a rescore, a verdict on demand), once the
+    answer is locked: refused for the answer's own model or while a run of it is open."""
     if selectors.same_model(judge_model, answer.model):
         raise RescoreRefused(same_model_reason(judge_model))
     with transaction.atomic():
@@ -57,8 +64,7 @@ def answer_rescore(*, answer: Answer, judge_model: str, user: User) -> JudgeRun:
         if locked.judge_runs.filter(status__in=selectors.OPEN_STATUSES).exists():
             raise RescoreRefused(open_run_reason())
         [run] = judge_runs_create(
-            answers=[locked], judge_model=judge_model, trigger=JudgeRun.Trigger.RESCORE,
-            requested_by_id=user.pk,
+            answers=[locked], judge_model=judge_model, trigger=trigger, requested_by_id=user.pk,
         )
     return run
 
